@@ -1,0 +1,3 @@
+from observer.cli.main import main
+
+main()

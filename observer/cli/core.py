@@ -1,0 +1,34 @@
+"""`observer check-config` and `observer serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import typer
+from rich.console import Console
+
+from observer.cli.common import ConfigOption, load
+
+
+def register(app: typer.Typer) -> None:
+    """Add the core commands to `app`."""
+
+    @app.command("check-config")
+    def check_config(config: ConfigOption = None) -> None:
+        """Validate the config file and print a summary; exit 2 naming the key and line if invalid."""
+        cfg = load(config)
+        console = Console()
+        console.print(f"[green]ok[/green]: {len(cfg.fleet.versions)} version(s)")
+        for v in cfg.fleet.versions:
+            console.print(f"  {v.name} ({v.role}): {len(v.vllm)} vLLM target(s), {len(v.dcgm)} DCGM target(s)"
+                          f"{', openai ' + v.openai if v.openai else ''}")
+
+    @app.command("serve")
+    def serve(config: ConfigOption = None,
+              log_level: str = typer.Option("INFO", help="Logging level.")) -> None:
+        """Run the observer: scrape, analyse, and serve /metrics and the API."""
+        from observer.service import serve as run
+
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        asyncio.run(run(load(config)))

@@ -1,0 +1,81 @@
+"""Typed results of parsing one scrape: the contract between the parser, the scraper, the signal
+computer, the simulator and `observer scrape`.
+
+Family keys are today's vLLM names without the `vllm:` prefix and without `_total`
+(e.g. `time_to_first_token_seconds`, `kv_cache_usage_perc`, `request_success`): renamed families
+from older releases are already mapped to these names by `collect.vllm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A cumulative histogram: `bounds` are the finite upper bounds ascending, `cumulative` has one
+    count per bound plus the +Inf bucket last (so len(cumulative) == len(bounds) + 1).
+    `le_labels` keeps each bound's label text exactly as exposed (`le` matching is textual in PromQL)."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    sum: float
+    count: float
+    le_labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelMetrics:
+    """One `model_name` of one target, aggregated over `engine` (data-parallel ranks)."""
+
+    model: str
+    histograms: Mapping[str, Histogram] = field(default_factory=dict)
+    gauges: Mapping[str, float] = field(default_factory=dict)
+    gauges_max: Mapping[str, float] = field(default_factory=dict)
+    """Per-gauge maximum over engines (e.g. the hottest KV cache); `gauges` holds the engine sum for
+    request counts and the engine mean for ratios such as kv_cache_usage_perc."""
+    counters: Mapping[str, float] = field(default_factory=dict)
+    labelled_counters: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Counters with one extra label, keyed by its value, e.g. request_success → {stop: …, length: …}."""
+    info: Mapping[str, str] = field(default_factory=dict)
+    """Info-style facts read from the target, e.g. max_model_len from vllm:cache_config_info / model config."""
+    engines: int = 1
+
+
+@dataclass(frozen=True)
+class VllmScrape:
+    """What one vLLM /metrics body says, per model."""
+
+    models: Mapping[str, ModelMetrics]
+    families_seen: int = 0
+    families_ignored: int = 0
+
+
+@dataclass(frozen=True)
+class GpuMetrics:
+    """One GPU as a DCGM-exporter reports it; None where the exporter does not say."""
+
+    uuid: str
+    gpu: str
+    hostname: str | None = None
+    pod: str | None = None
+    namespace: str | None = None
+    model_name: str | None = None
+    gpu_util_percent: float | None = None
+    fb_used_mib: float | None = None
+    fb_free_mib: float | None = None
+    fb_reserved_mib: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    xid: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
+    gr_engine_active: float | None = None
+
+
+@dataclass(frozen=True)
+class DcgmScrape:
+    """What one DCGM-exporter /metrics body says."""
+
+    gpus: tuple[GpuMetrics, ...]

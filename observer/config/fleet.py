@@ -1,0 +1,120 @@
+"""Fleet, scraping, server and telemetry sections: what the observer watches and how it serves."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AnyHttpUrl, Field, field_validator, model_validator
+
+from observer.config.base import Spec
+
+VERSION_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+Url = Annotated[str, AnyHttpUrl]
+
+
+def _check_url(value: str) -> str:
+    AnyHttpUrl(value)  # raises a ValidationError naming the bad URL
+    return value
+
+
+class PodRef(Spec):
+    """A Kubernetes pod serving a version; used to join DCGM GPU series to the version."""
+
+    namespace: str = Field(description="Namespace of the vLLM pod.")
+    pod: str = Field(description="Pod name (exact) of the vLLM pod.")
+
+
+class VersionSpec(Spec):
+    """One model version of the fleet (stable, canary, ...)."""
+
+    name: str = Field(description="Version name; becomes the bounded `version` label. [a-z0-9-], ≤ 63.")
+    role: Literal["stable", "canary", "other"] = Field("other", description="Role in canary analysis.")
+    model: str | None = Field(None, description="Served model name; default: read from vLLM `model_name`.")
+    vllm: list[str] = Field(default_factory=list, description="vLLM /metrics URLs, one per replica.")
+    openai: str | None = Field(None, description="OpenAI-compatible base URL (…/v1) of this version.")
+    dcgm: list[str] = Field(default_factory=list, description="DCGM-exporter /metrics URLs.")
+    pods: list[PodRef] = Field(
+        default_factory=list,
+        description="Pods of this version for the DCGM join; empty: every GPU of its dcgm targets counts.",
+    )
+    prompt_template_hash: str | None = Field(None, description="Hash of the prompt template deployed.")
+    sampling_defaults_hash: str | None = Field(None, description="Hash of the sampling defaults deployed.")
+    expected_traffic_weight: float | None = Field(
+        None, ge=0, le=1, description="Expected share of traffic (canary split sanity check)."
+    )
+    retired: bool = Field(False, description="A retired version must receive no traffic (hygiene alert).")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not VERSION_NAME.match(v):
+            raise ValueError(f"version name {v!r} must match {VERSION_NAME.pattern}")
+        return v
+
+    @field_validator("vllm", "dcgm")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        return [_check_url(u) for u in v]
+
+    @field_validator("openai")
+    @classmethod
+    def _openai(cls, v: str | None) -> str | None:
+        return None if v is None else _check_url(v)
+
+
+class FleetSpec(Spec):
+    """The versions being watched."""
+
+    versions: list[VersionSpec] = Field(default_factory=list, description="Model versions of the fleet.")
+
+    @model_validator(mode="after")
+    def _unique(self) -> FleetSpec:
+        seen: set[str] = set()
+        for v in self.versions:
+            if v.name in seen:
+                raise ValueError(f"duplicate version name {v.name!r}")
+            seen.add(v.name)
+        return self
+
+    def version(self, name: str) -> VersionSpec:
+        """Return the version called `name`; KeyError if unknown."""
+        for v in self.versions:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+class ScrapeSpec(Spec):
+    """How targets are scraped and how signals are windowed."""
+
+    interval_seconds: float = Field(15.0, gt=0, le=3600, description="Seconds between scrape cycles.")
+    timeout_seconds: float = Field(5.0, gt=0, le=120, description="Per-target scrape timeout.")
+    max_body_bytes: int = Field(16 * 1024 * 1024, gt=1024, description="Larger bodies are refused.")
+    window_seconds: float = Field(300.0, gt=0, description="Sliding window for per-version signals.")
+    concurrency: int = Field(32, ge=1, le=1024, description="Most targets scraped at once.")
+
+    @model_validator(mode="after")
+    def _timeout(self) -> ScrapeSpec:
+        if self.timeout_seconds > self.interval_seconds:
+            raise ValueError("timeout_seconds must not exceed interval_seconds")
+        return self
+
+
+class ServerSpec(Spec):
+    """The observer's own HTTP server."""
+
+    host: str = Field("127.0.0.1", description="Listen address.")
+    port: int = Field(9464, ge=0, le=65535, description="Listen port.")
+    auth_token: str | None = Field(
+        None, description="Bearer token for ingest/admin endpoints (env OBSERVER_AUTH_TOKEN wins)."
+    )
+    max_request_bytes: int = Field(4 * 1024 * 1024, gt=0, description="Largest accepted request body.")
+
+
+class TelemetrySpec(Spec):
+    """OpenTelemetry traces of the observer's own jobs."""
+
+    traces: Literal["none", "console", "otlp"] = Field("none", description="Span exporter.")
+    otlp_endpoint: str | None = Field(None, description="OTLP/HTTP endpoint when traces is otlp.")

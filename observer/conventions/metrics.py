@@ -1,0 +1,100 @@
+"""Names of the observer's exported metric families (units in the names, no `_total` on the family name
+where prometheus_client adds it; full sample names are given where PromQL uses them)."""
+
+from __future__ import annotations
+
+PREFIX = "observer_"
+
+# --- Accumulated per-version histograms and counters (monotonic across pod restarts and reshuffles).
+# Use these for PromQL rate()/histogram_quantile() in alerts, dashboards and Argo queries.
+HIST_TTFT = "observer_ttft_seconds"
+HIST_ITL = "observer_inter_token_latency_seconds"
+HIST_E2E = "observer_e2e_latency_seconds"
+HIST_QUEUE = "observer_queue_time_seconds"
+REQUESTS = "observer_requests"  # counter; sample name observer_requests_total{finished_reason}
+PROMPT_TOKENS = "observer_prompt_tokens"  # counter
+GENERATION_TOKENS = "observer_generation_tokens"  # counter
+PREEMPTIONS = "observer_preemptions"  # counter
+PREFIX_CACHE_QUERIES = "observer_prefix_cache_queries_tokens"  # counter
+PREFIX_CACHE_HITS = "observer_prefix_cache_hits_tokens"  # counter
+
+# --- Sliding-window signals per version (gauges computed by the observer over scrape.window_seconds).
+WIN_TTFT = "observer_window_ttft_seconds"  # {quantile}
+WIN_ITL = "observer_window_inter_token_latency_seconds"  # {quantile}
+WIN_E2E = "observer_window_e2e_latency_seconds"  # {quantile}
+WIN_QUEUE = "observer_window_queue_time_seconds"  # {quantile}
+WIN_REQUEST_RATE = "observer_window_requests_per_second"
+WIN_PROMPT_TOKEN_RATE = "observer_window_prompt_tokens_per_second"
+WIN_GENERATION_TOKEN_RATE = "observer_window_generation_tokens_per_second"
+WIN_FINISHED_RATIO = "observer_window_finished_ratio"  # {finished_reason}
+WIN_PREEMPTION_RATE = "observer_window_preemptions_per_second"
+WIN_PREFIX_CACHE_HIT_RATIO = "observer_window_prefix_cache_hit_ratio"
+QUEUE_DEPTH_PER_REPLICA = "observer_queue_depth_per_replica_requests"
+RUNNING_REQUESTS = "observer_running_requests"
+KV_CACHE_USAGE = "observer_kv_cache_usage_ratio"  # {stat=mean|max}
+REPLICAS = "observer_replicas"  # vLLM targets up per version
+
+# --- GPU (DCGM joined to version), {stat=mean|max} where it applies.
+GPU_UTIL = "observer_gpu_utilization_ratio"
+GPU_FB_USED = "observer_gpu_framebuffer_used_ratio"
+GPU_TEMP = "observer_gpu_temperature_celsius"
+GPU_POWER = "observer_gpu_power_watts"
+GPU_TENSOR_ACTIVE = "observer_gpu_tensor_active_ratio"
+GPU_DRAM_ACTIVE = "observer_gpu_dram_active_ratio"
+GPU_XID_ERRORS = "observer_gpu_xid_errors"  # counter: XID events seen (changes of the last-XID gauge to non-zero)
+GPU_COUNT = "observer_gpus"
+
+# --- Self-metrics of scraping.
+TARGET_UP = "observer_target_up"  # {version,kind,target}
+SCRAPE_DURATION = "observer_scrape_duration_seconds"  # {version,kind,target}
+SCRAPE_ERRORS = "observer_scrape_errors"  # counter {version,kind,target,reason}
+LAST_SUCCESS = "observer_last_successful_scrape_timestamp_seconds"  # {version,kind,target}
+SCRAPE_CYCLES = "observer_scrape_cycles"  # counter
+JOB_RUNS = "observer_job_runs"  # counter {job, outcome}
+JOB_LAST_SUCCESS = "observer_job_last_success_timestamp_seconds"  # {job}
+BUILD_INFO = "observer_build_info"
+
+# --- Sampling, ingest and store (issue: live output sampling).
+SAMPLES_SEEN = "observer_samples_seen"  # counter {version,source}
+SAMPLES_SAMPLED = "observer_samples_sampled"  # counter {version,source}
+SAMPLES_STORED = "observer_samples_stored"  # counter {version}
+SAMPLES_DROPPED = "observer_samples_dropped"  # counter {version,reason}
+REDACTIONS = "observer_redactions"  # counter {redaction_kind}
+PROXY_ADDED_LATENCY = "observer_proxy_added_latency_seconds"  # histogram {version}
+PROXY_TTFT = "observer_proxy_ttft_seconds"  # histogram {version} client-side
+PROXY_E2E = "observer_proxy_e2e_latency_seconds"  # histogram {version} client-side
+PROXY_REQUESTS = "observer_proxy_requests"  # counter {version, code}
+SAMPLE_QUEUE_DEPTH = "observer_sample_queue_depth"
+STORE_BYTES = "observer_store_bytes"
+STORE_ROWS = "observer_store_rows"  # {version}
+
+# --- Quality (golden sets, rule checks, judge).
+GOLDEN_PASS_RATIO = "observer_golden_pass_ratio"  # {version,golden_set}
+GOLDEN_MEAN_SCORE = "observer_golden_mean_score"  # {version,golden_set}
+GOLDEN_SCORED = "observer_golden_scored_items"  # gauge {version,golden_set} items in the last run
+GOLDEN_ITEMS = "observer_golden_items"  # counter {version,golden_set}  (all scored items, SLO total)
+GOLDEN_ITEMS_PASSED = "observer_golden_items_passed"  # counter {version,golden_set} (SLO good)
+GOLDEN_JUDGE_ERRORS = "observer_golden_judge_errors"  # counter {version,golden_set}
+GOLDEN_LAST_RUN = "observer_golden_last_run_timestamp_seconds"  # {version,golden_set}
+LIVE_CHECKS = "observer_live_checks"  # counter {version,check}
+LIVE_CHECK_FAILURES = "observer_live_check_failures"  # counter {version,check}
+LIVE_CHECK_FAILURE_RATIO = "observer_live_check_failure_ratio"  # gauge {version,check}
+JUDGE_CALLS = "observer_judge_calls"  # counter {outcome}
+JUDGE_LAST_SUCCESS = "observer_judge_last_success_timestamp_seconds"
+
+# --- Drift.
+DRIFT_STATISTIC = "observer_drift_statistic"  # {version,field}
+DRIFT_P_VALUE = "observer_drift_p_value"  # {version,field}
+DRIFT_DETECTED = "observer_drift_detected"  # {version,field} 0/1
+DRIFT_SAMPLES = "observer_drift_samples"  # {version,field,arm}
+DRIFT_BASELINE_INFO = "observer_drift_baseline_info"  # {model,baseline_hash,embedder}
+DRIFT_LAST_CHECK = "observer_drift_last_check_timestamp_seconds"  # {version}
+
+# --- Canary analysis and inventory.
+CANARY_VERDICT = "observer_canary_verdict"  # {canary,baseline}: 1 pass, 0 inconclusive/nodata, -1 fail
+CANARY_SCORE = "observer_canary_score"  # {canary,baseline} 0..100
+CANARY_METRIC_RESULT = "observer_canary_metric_result"  # {canary,baseline,metric}: 1/0/-1
+CANARY_SAMPLES = "observer_canary_samples"  # {canary,baseline,arm}
+CANARY_CRITICAL_FAILED = "observer_canary_critical_failed"  # {canary,baseline} 0/1
+CANARY_LAST_EVALUATED = "observer_canary_last_evaluated_timestamp_seconds"  # {canary,baseline}
+VERSION_INFO = "observer_version_info"  # {version,model,fingerprint,...}

@@ -1,0 +1,32 @@
+"""The one place where observer errors become HTTP responses."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from observer.errors import BaselineError, ConfigError, ObserverError, StoreError
+
+_STATUS: dict[type[ObserverError], int] = {
+    ConfigError: 400,
+    BaselineError: 409,
+    StoreError: 503,
+}
+
+
+def status_for(exc: ObserverError) -> int:
+    """HTTP status for an observer error (500 for anything not listed)."""
+    for cls in type(exc).__mro__:
+        if cls in _STATUS:
+            return _STATUS[cls]
+    return 500
+
+
+def install(app: FastAPI) -> None:
+    """Register the observer-error handler on `app`."""
+
+    async def handle(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ObserverError)
+        return JSONResponse({"error": type(exc).__name__, "detail": str(exc)}, status_code=status_for(exc))
+
+    app.add_exception_handler(ObserverError, handle)
