@@ -11,6 +11,7 @@ class ConfigError(ObserverError, ValueError):
     """The configuration is invalid; carries the dotted field path and, when known, the YAML line."""
 
     def __init__(self, message: str, *, path: str = "", line: int | None = None, source: str = "") -> None:
+        self.detail = message
         self.path = path
         self.line = line
         self.source = source

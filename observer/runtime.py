@@ -102,10 +102,10 @@ Builder = Callable[[Context], Component | None]
 
 def all_builders() -> Iterable[Builder]:
     """The area builders in data-path order. Each import is local so disabled areas cost nothing."""
+    from observer.analyse.canary.component import build as build_canary
+    from observer.analyse.drift.component import build as build_drift
+    from observer.analyse.quality.component import build as build_quality
     from observer.collect.component import build as build_collect
     from observer.sample.component import build as build_sample
-    from observer.analyse.quality.component import build as build_quality
-    from observer.analyse.drift.component import build as build_drift
-    from observer.analyse.canary.component import build as build_canary
 
     return (build_collect, build_sample, build_quality, build_drift, build_canary)

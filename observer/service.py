@@ -126,9 +126,9 @@ class Service:
 
 
 def _now() -> object:
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 async def serve(config: ObserverConfig) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -32,7 +32,7 @@ def load(path: Path | None) -> ObserverConfig:
         fail(str(e))
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print `message` in red on stderr and exit with `code`."""
     err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)

@@ -1,10 +1,70 @@
-"""DCGM-exporter parsing: one record per GPU with the fields the observer uses."""
+"""DCGM-exporter parsing: one record per GPU with the fields the observer uses.
+
+Kubernetes labels arrive as `pod`/`namespace`, or as `exported_pod`/`exported_namespace` through a
+Prometheus that does not honour labels; `Hostname` was renamed `hostname` in newer exporter builds.
+"""
 
 from __future__ import annotations
 
-from observer.collect.model import DcgmScrape
+from dataclasses import dataclass, field
+
+from observer.collect.model import DcgmScrape, GpuMetrics
+from observer.collect.promtext import parse
+
+FIELDS: dict[str, str] = {
+    "DCGM_FI_DEV_GPU_UTIL": "gpu_util_percent",
+    "DCGM_FI_DEV_FB_USED": "fb_used_mib",
+    "DCGM_FI_DEV_FB_FREE": "fb_free_mib",
+    "DCGM_FI_DEV_FB_RESERVED": "fb_reserved_mib",
+    "DCGM_FI_DEV_GPU_TEMP": "temperature_c",
+    "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_XID_ERRORS": "xid",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gr_engine_active",
+}
+"""DCGM field → GpuMetrics attribute."""
+
+
+@dataclass
+class _Gpu:
+    labels: dict[str, str]
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def _pick(labels: dict[str, str], *names: str) -> str | None:
+    for n in names:
+        v = labels.get(n)
+        if v:
+            return v
+    return None
 
 
 def parse_dcgm(text: str) -> DcgmScrape:
     """Parse one DCGM-exporter /metrics body into per-GPU records."""
-    raise NotImplementedError
+    gpus: dict[tuple[str, str], _Gpu] = {}
+    for fam in parse(text):
+        attr = FIELDS.get(fam.name)
+        if attr is None:
+            continue
+        for s in fam.samples:
+            labels = dict(s.labels)
+            key = (labels.get("UUID") or labels.get("uuid") or "", labels.get("gpu", ""))
+            gpu = gpus.get(key)
+            if gpu is None:
+                gpu = gpus[key] = _Gpu(labels=labels)
+            else:
+                gpu.labels.update((k, v) for k, v in labels.items() if v and not gpu.labels.get(k))
+            gpu.values[attr] = s.value
+    records = []
+    for (uuid, index), g in gpus.items():
+        records.append(GpuMetrics(
+            uuid=uuid, gpu=index,
+            hostname=_pick(g.labels, "Hostname", "hostname"),
+            pod=_pick(g.labels, "pod", "exported_pod"),
+            namespace=_pick(g.labels, "namespace", "exported_namespace"),
+            model_name=_pick(g.labels, "modelName"),
+            **{attr: g.values.get(attr) for attr in FIELDS.values()},
+        ))
+    records.sort(key=lambda r: (r.hostname or "", r.gpu, r.uuid))
+    return DcgmScrape(gpus=tuple(records))

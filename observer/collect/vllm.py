@@ -1,17 +1,172 @@
 """vLLM metrics normalisation: `vllm:`/`vllm_` spellings, renamed families mapped to today's names
-(never double-counted), `engine` aggregated, unknown families ignored."""
+(never double-counted), `engine` aggregated, unknown families ignored.
+
+Tolerates every V1 release from 0.8.5 to 0.33 (tests/fixtures/vllm-metrics/) and the old V0 engine
+(no `engine` label). Families the observer does not use are still normalised when they carry
+`model_name`, so `observer scrape` shows them; anything else is counted as ignored.
+"""
 
 from __future__ import annotations
 
-from observer.collect.model import VllmScrape
-from observer.collect.promtext import Family
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from observer.collect.model import Histogram, ModelMetrics, VllmScrape
+from observer.collect.promtext import Family, Sample, parse
+
+PREFIXES = ("vllm:", "vllm_")
+
+RENAMES: dict[str, str] = {
+    # deprecated 0.9.2, hidden 0.11, removed 0.12
+    "gpu_cache_usage_perc": "kv_cache_usage_perc",
+    "gpu_prefix_cache_queries": "prefix_cache_queries",
+    "gpu_prefix_cache_hits": "prefix_cache_hits",
+    # deprecated 0.11, hidden 0.12-0.14, removed 0.15 (same per-decode-step observations)
+    "time_per_output_token_seconds": "inter_token_latency_seconds",
+}
+"""Old family name (without prefix and `_total`) → today's name. When both are exposed the new one wins."""
+
+RATIO_GAUGES = frozenset({"kv_cache_usage_perc"})
+"""Gauges averaged over engines (the others, request counts, are summed)."""
+
+_OWN_LABELS = frozenset({"model_name", "engine"})
+
+
+@dataclass
+class _ModelAcc:
+    engines: set[str] = field(default_factory=set)
+    hist_buckets: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
+    hist_sum: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    hist_count: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    gauge_values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    counters: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    labelled: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+
+
+def _base_name(family: Family) -> str | None:
+    name = family.name
+    for prefix in PREFIXES:
+        if name.startswith(prefix):
+            base = name[len(prefix):]
+            break
+    else:
+        return None
+    if family.type == "counter" and base.endswith("_total"):
+        base = base[: -len("_total")]
+    if family.type == "untyped" and base.endswith("_total"):
+        base = base[: -len("_total")]
+    return base
+
+
+def _extra_key(labels: tuple[tuple[str, str], ...]) -> str | None:
+    extra = [(k, v) for k, v in labels if k not in _OWN_LABELS]
+    if not extra:
+        return None
+    if len(extra) == 1:
+        return extra[0][1]
+    return ",".join(f"{k}={v}" for k, v in extra)
+
+
+def _label(labels: tuple[tuple[str, str], ...], name: str) -> str | None:
+    for k, v in labels:
+        if k == name:
+            return v
+    return None
+
+
+def _select(families: list[Family]) -> tuple[dict[str, Family], int]:
+    """Pick one family per today's name: a renamed old family only when the new one is absent."""
+    chosen: dict[str, tuple[Family, bool]] = {}
+    ignored = 0
+    for fam in families:
+        base = _base_name(fam)
+        if base is None:
+            ignored += 1
+            continue
+        if base.endswith("_created") and fam.type in ("gauge", "untyped"):
+            continue  # prometheus_client's companion series, not a signal
+        canonical = RENAMES.get(base, base)
+        is_old = base in RENAMES
+        prev = chosen.get(canonical)
+        if prev is None or (prev[1] and not is_old):
+            chosen[canonical] = (fam, is_old)
+    return {k: v[0] for k, v in chosen.items()}, ignored
+
+
+def _add(acc: _ModelAcc, name: str, kind: str, s: Sample) -> None:
+    if s.name.endswith("_created"):
+        return
+    if kind == "histogram":
+        if s.name.endswith("_bucket"):
+            le = _label(s.labels, "le")
+            if le is not None:
+                buckets = acc.hist_buckets[name]
+                buckets[le] = buckets.get(le, 0.0) + s.value
+        elif s.name.endswith("_sum"):
+            acc.hist_sum[name] += s.value
+        elif s.name.endswith("_count"):
+            acc.hist_count[name] += s.value
+        return
+    extra = _extra_key(s.labels)
+    if kind == "counter" or (kind == "untyped" and s.name.endswith("_total")):
+        if extra is None:
+            acc.counters[name] += s.value
+        else:
+            acc.labelled[name][extra] += s.value
+    elif kind in ("gauge", "untyped") and extra is None:
+        acc.gauge_values[name].append(s.value)
+
+
+def _histogram(buckets: dict[str, float], total_sum: float, count: float) -> Histogram | None:
+    edges: list[tuple[float, str, float]] = []
+    inf = None
+    for le, value in buckets.items():
+        try:
+            bound = float(le)
+        except ValueError:
+            continue
+        if bound == float("inf"):
+            inf = value
+        else:
+            edges.append((bound, le, value))
+    if inf is None:
+        return None
+    edges.sort()
+    return Histogram(bounds=tuple(e[0] for e in edges), cumulative=(*(e[2] for e in edges), inf),
+                     sum=total_sum, count=count, le_labels=tuple(e[1] for e in edges))
 
 
 def normalise(families: list[Family]) -> VllmScrape:
     """Map parsed families of one vLLM target to per-model metrics under today's names."""
-    raise NotImplementedError
+    selected, ignored = _select(families)
+    models: dict[str, _ModelAcc] = defaultdict(_ModelAcc)
+    for name, fam in selected.items():
+        for s in fam.samples:
+            model = _label(s.labels, "model_name")
+            if model is None:
+                continue
+            acc = models[model]
+            engine = _label(s.labels, "engine")
+            if engine is not None:
+                acc.engines.add(engine)
+            _add(acc, name, fam.type, s)
+    out: dict[str, ModelMetrics] = {}
+    for model, acc in models.items():
+        histograms = {}
+        for name, buckets in acc.hist_buckets.items():
+            h = _histogram(buckets, acc.hist_sum.get(name, 0.0), acc.hist_count.get(name, 0.0))
+            if h is not None:
+                histograms[name] = h
+        gauges = {n: (sum(v) / len(v) if n in RATIO_GAUGES else sum(v)) for n, v in acc.gauge_values.items()}
+        out[model] = ModelMetrics(
+            model=model, histograms=histograms, gauges=gauges,
+            gauges_max={n: max(v) for n, v in acc.gauge_values.items()},
+            counters=dict(acc.counters), labelled_counters={k: dict(v) for k, v in acc.labelled.items()},
+            engines=max(1, len(acc.engines)),
+        )
+    return VllmScrape(models=out, families_seen=len(families), families_ignored=ignored)
 
 
 def parse_vllm(text: str) -> VllmScrape:
     """Parse and normalise one vLLM /metrics body."""
-    raise NotImplementedError
+    return normalise(parse(text))

@@ -69,14 +69,15 @@ class FleetSpec(Spec):
 
     versions: list[VersionSpec] = Field(default_factory=list, description="Model versions of the fleet.")
 
-    @model_validator(mode="after")
-    def _unique(self) -> FleetSpec:
+    @field_validator("versions")
+    @classmethod
+    def _unique(cls, versions: list[VersionSpec]) -> list[VersionSpec]:
         seen: set[str] = set()
-        for v in self.versions:
+        for i, v in enumerate(versions):
             if v.name in seen:
-                raise ValueError(f"duplicate version name {v.name!r}")
+                raise ValueError(f"duplicate version name {v.name!r} (entry {i})")
             seen.add(v.name)
-        return self
+        return versions
 
     def version(self, name: str) -> VersionSpec:
         """Return the version called `name`; KeyError if unknown."""

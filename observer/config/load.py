@@ -27,6 +27,7 @@ def _construct(node: yaml.Node, path: LinePath, lines: dict[LinePath, int]) -> A
                 raise ConfigError(f"duplicate key {key!r}", path=".".join(map(str, (*path, key))),
                                   line=key_node.start_mark.line + 1)
             out[str(key)] = _construct(value_node, (*path, str(key)), lines)
+            lines[(*path, str(key))] = key_node.start_mark.line + 1  # errors point at the key
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_construct(item, (*path, i), lines) for i, item in enumerate(node.value)]
@@ -63,7 +64,10 @@ def parse_config(text: str, *, source: str = "config", environ: Mapping[str, str
         mark = getattr(e, "problem_mark", None)
         raise ConfigError(f"not valid YAML: {getattr(e, 'problem', e)}", source=source,
                           line=None if mark is None else mark.line + 1) from e
-    data = {} if root is None else _construct(root, (), lines)
+    try:
+        data = {} if root is None else _construct(root, (), lines)
+    except ConfigError as e:
+        raise ConfigError(e.detail, path=e.path, line=e.line, source=source) from None
     if not isinstance(data, dict):
         raise ConfigError("the top level must be a mapping", source=source, line=1)
     overridden = _apply_overrides(data, os.environ if environ is None else environ)
