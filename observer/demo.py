@@ -1,0 +1,280 @@
+"""`make demo`: a simulated stable + canary fleet, the observer scraping it, and a real Prometheus
+scraping the observer; prints where to look and runs until Ctrl-C (or `--duration SECONDS`).
+
+    python -m observer.demo [--config deploy/observer.yaml] [--duration 20] [--with-gameday]
+
+With `--duration` the demo checks at the end that Prometheus holds per-version TTFT p95 data and
+exits 1 naming what is missing. `--with-gameday` hands the running demo (a `DemoRun`) to
+`observer.analyse.canary.gameday.run(demo) -> int` (the canary area's scripted game day).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import yaml
+
+from observer.config import ObserverConfig, load_config
+from observer.errors import ObserverError
+from observer.sim.fleet import FleetHandle, run_fleet
+from observer.sim.profile import parse_profile_args
+
+TTFT_P95_QUERY = 'histogram_quantile(0.95, sum by (version, le) (rate(observer_ttft_seconds_bucket[1m])))'
+WINDOW_TTFT_P95_QUERY = 'observer_window_ttft_seconds{quantile="0.95"}'
+GAMEDAY_MODULE = "observer.analyse.canary.gameday"
+
+
+class DemoError(ObserverError):
+    """A part of the demo could not start or produced no data."""
+
+
+@dataclass
+class DemoRun:
+    """What a running demo offers to hooks such as the game day."""
+
+    config: ObserverConfig
+    config_path: Path
+    fleet: FleetHandle
+    observer_url: str
+    prometheus_url: str
+    workdir: Path
+    say: Callable[[str], None]
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        """Instant PromQL query against the demo's Prometheus."""
+        r = httpx.get(f"{self.prometheus_url}/api/v1/query", params={"query": promql}, timeout=10.0)
+        body = r.json()
+        if body.get("status") != "success":
+            raise DemoError(f"Prometheus query failed: {promql}: {body.get('error')}")
+        return list(body["data"]["result"])
+
+
+def _wait(url: str, *, timeout: float, what: str, alive: Callable[[], bool] = lambda: True) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if not alive():
+            raise DemoError(f"{what} exited before it was ready")
+        try:
+            r = httpx.get(url, timeout=1.0)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code}"
+        except httpx.HTTPError as e:
+            last = str(e) or type(e).__name__
+        time.sleep(0.2)
+    raise DemoError(f"{what} not ready at {url} after {timeout:.0f}s ({last})")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@contextmanager
+def _process(args: list[str], *, log: Path, env: dict[str, str] | None = None
+             ) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def start_prometheus(stack: ExitStack, *, workdir: Path, target: str, port: int, interval: str) -> str:
+    """Start /usr/bin/prometheus scraping the observer at `target` (host:port); return its URL."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise DemoError("Prometheus is not installed: run `make setup` (Debian package `prometheus`)")
+    cfg = {"global": {"scrape_interval": interval, "evaluation_interval": interval},
+           "scrape_configs": [{"job_name": "observer", "static_configs": [{"targets": [target]}]}]}
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+    log = workdir / "prometheus.log"
+    proc = stack.enter_context(_process(
+        [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'prom-data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], log=log))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait(f"{url}/-/ready", timeout=30, what="Prometheus", alive=lambda: proc.poll() is None)
+    except DemoError as e:
+        raise DemoError(f"{e}; its log ends:\n{_tail(log)}") from e
+    return url
+
+
+def start_observer(stack: ExitStack, *, config_path: Path, config: ObserverConfig, workdir: Path) -> str:
+    """Run `observer serve --config FILE` as a subprocess; return its URL once /healthz answers."""
+    host, port = config.server.host, config.server.port
+    if not _port_free(port):
+        raise DemoError(f"port {port} (server.port) is in use; stop what runs there or set "
+                        "OBSERVER__SERVER__PORT")
+    log = workdir / "observer.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = stack.enter_context(_process(
+        [sys.executable, "-m", "observer", "serve", "--config", str(config_path), "--log-level", "WARNING"],
+        log=log, env=env))
+    url = f"http://{'127.0.0.1' if host in {'0.0.0.0', ''} else host}:{port}"
+    try:
+        _wait(f"{url}/healthz", timeout=60, what="the observer", alive=lambda: proc.poll() is None)
+    except DemoError as e:
+        raise DemoError(f"{e}; its log ends:\n{_tail(log)}") from e
+    return url
+
+
+def graph_url(prometheus_url: str, *queries: str) -> str:
+    """A Prometheus UI link opening `queries` as graphs over the last 15 minutes."""
+    params: dict[str, str] = {}
+    for i, q in enumerate(queries):
+        params.update({f"g{i}.expr": q, f"g{i}.tab": "0", f"g{i}.range_input": "15m"})
+    return f"{prometheus_url}/graph?{urlencode(params)}"
+
+
+def check_ttft(demo: DemoRun, *, timeout: float) -> dict[str, float]:
+    """Wait until Prometheus has a TTFT p95 per version; return them (DemoError naming what is missing)."""
+    wanted = set(demo.fleet.versions)
+    deadline = time.monotonic() + timeout
+    found: dict[str, float] = {}
+    while True:
+        found = {}
+        for series in demo.query(TTFT_P95_QUERY):
+            value = float(series["value"][1])
+            if value == value:  # NaN while a version has no requests in the window
+                found[series["metric"].get("version", "")] = value
+        if wanted <= set(found) or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    missing = wanted - set(found)
+    if missing:
+        raise DemoError(f"Prometheus has no TTFT p95 for version(s) {sorted(missing)} (query: {TTFT_P95_QUERY})")
+    return found
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the process exit code."""
+    parser = argparse.ArgumentParser(prog="python -m observer.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=Path("deploy/observer.yaml"))
+    parser.add_argument("--duration", type=float, default=None, help="Stop after SECONDS and check the data.")
+    parser.add_argument("--profile", action="append", default=[], help="VERSION=PRESET, e.g. canary=slow.")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--prometheus-port", type=int, default=9090, help="0: any free port.")
+    parser.add_argument("--prometheus-interval", default="5s")
+    parser.add_argument("--with-gameday", action="store_true", help="Run the canary game day on the demo.")
+    args = parser.parse_args(argv)
+
+    def say(message: str) -> None:
+        print(message, flush=True)
+
+    if threading.current_thread() is threading.main_thread():
+        # `kill` (SIGTERM) stops the demo like Ctrl-C, so the observer and Prometheus are stopped too.
+        signal.signal(signal.SIGTERM, _interrupt)
+    workdir = Path(tempfile.mkdtemp(prefix="observer-demo-"))
+    try:
+        config = load_config(args.config)
+        profiles = parse_profile_args(args.profile)
+        with ExitStack() as stack:
+            fleet = stack.enter_context(run_fleet(config, profiles, seed=args.seed))
+            say(f"simulated fleet up: {', '.join(f'{n} → {fleet.url(n)}' for n in fleet.versions)}; "
+                f"DCGM {', '.join(fleet.dcgm_urls())}")
+            observer_url = start_observer(stack, config_path=args.config, config=config, workdir=workdir)
+            port = args.prometheus_port if args.prometheus_port and _port_free(args.prometheus_port) else _free_port()
+            target = observer_url.removeprefix("http://")
+            prom_url = start_prometheus(stack, workdir=workdir, target=target, port=port,
+                                        interval=args.prometheus_interval)
+            demo = DemoRun(config=config, config_path=args.config, fleet=fleet, observer_url=observer_url,
+                           prometheus_url=prom_url, workdir=workdir, say=say)
+            say("")
+            say("observer demo is running (simulated vLLM + DCGM; real observer; real Prometheus):")
+            say(f"  observer metrics   {observer_url}/metrics")
+            say(f"  signals (JSON)     {observer_url}/api/v1/signals")
+            say(f"  API docs           {observer_url}/docs")
+            say(f"  Prometheus         {prom_url}")
+            say(f"  TTFT p95 by version {graph_url(prom_url, TTFT_P95_QUERY, WINDOW_TTFT_P95_QUERY)}")
+            say(f"    query: {TTFT_P95_QUERY}")
+            say(f"    query: {WINDOW_TTFT_P95_QUERY}")
+            canary = next((v.name for v in config.fleet.versions if v.role == "canary" and v.name in fleet.versions),
+                          next(reversed(fleet.versions)))
+            say(f"  make the canary slow: curl -X PUT {fleet.url(canary)}/sim/profile "
+                "-H 'content-type: application/json' -d '{\"preset\": \"slow\"}'")
+            say(f"  logs in {workdir} (removed at exit)")
+            if args.with_gameday:
+                return _gameday(demo)
+            started = time.monotonic()
+            try:
+                if args.duration is None:
+                    say("Ctrl-C to stop.")
+                    while True:
+                        time.sleep(3600)
+                while time.monotonic() - started < args.duration:
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                say("stopping")
+                return 0
+            found = check_ttft(demo, timeout=30.0)
+            say("TTFT p95 from Prometheus: " + ", ".join(f"{v}={s * 1000:.0f} ms" for v, s in sorted(found.items())))
+            return 0
+    except (ObserverError, OSError) as e:
+        print(f"demo failed: {e}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _gameday(demo: DemoRun) -> int:
+    try:
+        module = importlib.import_module(GAMEDAY_MODULE)
+    except ImportError as e:
+        raise DemoError(f"--with-gameday needs {GAMEDAY_MODULE}.run(demo); it is not available: {e}") from e
+    result = module.run(demo)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,287 @@
+"""The HTTP face of one simulated vLLM replica: `/metrics`, an OpenAI-compatible API
+(`/v1/chat/completions`, `/v1/completions`, both with SSE streaming, `/v1/models`) and the simulator's
+admin endpoints (`GET/PUT /sim/profile`, `POST /sim/restart`, `GET /sim/recent`).
+
+Latencies are drawn from the version's profile; the client waits `time_scale` real seconds per
+simulated second, while `/metrics` reports the simulated seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from observer.errors import ConfigError
+from observer.sim import dcgm_exposition, vllm_exposition
+from observer.sim.answers import choose_answer, content_text, json_answer, prompt_text
+from observer.sim.engine import ABORT, ERROR, LENGTH, STOP, Requests
+from observer.sim.replica import Replica, SimVersion
+from observer.sim.traffic import LoadSample
+
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+VLLM_VERSION = "0.33.0"
+_PIECE = re.compile(r"\s*\S+")
+
+
+class ApiError(Exception):
+    """An OpenAI-style error reply."""
+
+    def __init__(self, status: int, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+def _error(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}},
+                        status_code=status)
+
+
+def count_tokens(text: str) -> int:
+    """A rough token count (about four characters per token), at least one."""
+    return max(1, round(len(text) / 4))
+
+
+def split_pieces(text: str) -> list[str]:
+    """Split text into streamable pieces (one simulated token each: a word with its leading space)."""
+    return _PIECE.findall(text) or [text]
+
+
+def create_replica_app(version: SimVersion, replica: Replica, *, metrics_paths: tuple[str, ...] = ("/metrics",)
+                       ) -> FastAPI:
+    """The app serving one replica of `version`."""
+    app = FastAPI(title=f"observer simulator: {version.name}/{replica.index}", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    engine = replica.engine
+    registry = vllm_exposition.build_registry(engine.snapshot)
+
+    async def metrics() -> Response:
+        return Response(vllm_exposition.render(registry), media_type=vllm_exposition.CONTENT_TYPE)
+
+    for path in sorted({*metrics_paths, "/metrics", "/metrics/"}):
+        app.add_api_route(path, metrics, methods=["GET"])
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/version")
+    async def version_info() -> dict[str, str]:
+        return {"version": VLLM_VERSION}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{
+            "id": version.model, "object": "model", "created": int(engine.created), "owned_by": "vllm",
+            "root": version.model, "parent": None, "max_model_len": version.max_model_len}]}
+
+    @app.get("/sim/profile")
+    async def get_profile() -> dict[str, Any]:
+        return {"version": version.name, "profile": version.profile.model_dump()}
+
+    @app.put("/sim/profile", response_model=None)
+    async def put_profile(request: Request) -> JSONResponse | dict[str, Any]:
+        try:
+            changes = await request.json()
+            if not isinstance(changes, dict):
+                raise ConfigError("the body must be a JSON object of profile fields", source="simulator profile")
+            profile = version.set_profile(changes)
+        except ValueError as e:  # ConfigError and JSON errors are ValueErrors
+            return _error(400, f"could not change the profile of {version.name}: {e}", "BadRequestError")
+        return {"version": version.name, "profile": profile.model_dump()}
+
+    @app.post("/sim/restart")
+    async def restart() -> dict[str, Any]:
+        version.restart(replica.index)
+        return {"version": version.name, "replica": replica.index, "restarts": engine.restarts}
+
+    @app.get("/sim/recent")
+    async def recent(limit: int = 100) -> dict[str, Any]:
+        return {"version": version.name, "samples": [asdict(s) for s in version.recent.latest(min(limit, 1000))]}
+
+    @app.post(CHAT, response_model=None)
+    async def chat(request: Request) -> Response:
+        return await _complete(request, version, replica, chat=True)
+
+    @app.post(COMPLETIONS, response_model=None)
+    async def completions(request: Request) -> Response:
+        return await _complete(request, version, replica, chat=False)
+
+    return app
+
+
+def create_dcgm_app(gpus: list[dcgm_exposition.SimGpu], *, path: str = "/metrics") -> FastAPI:
+    """The app of one simulated DCGM exporter serving `gpus`."""
+    app = FastAPI(title="observer simulator: dcgm-exporter", docs_url=None, redoc_url=None, openapi_url=None)
+
+    async def metrics() -> Response:
+        return Response(dcgm_exposition.render(gpus), media_type=dcgm_exposition.CONTENT_TYPE)
+
+    for p in sorted({path, "/metrics"}):
+        app.add_api_route(p, metrics, methods=["GET"])
+    return app
+
+
+def _parse(body: Any, version: SimVersion, *, chat: bool) -> tuple[str, int, int | None]:
+    """(prompt text, prompt tokens, max_tokens) of a request body, or ApiError."""
+    if not isinstance(body, Mapping):
+        raise ApiError(400, "the request body must be a JSON object", "BadRequestError")
+    model = body.get("model")
+    if model is not None and model != version.model:
+        raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
+    if body.get("n", 1) != 1:
+        raise ApiError(400, "the simulator supports n=1 only", "BadRequestError")
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
+            raise ApiError(400, "`messages` must be a non-empty list of message objects", "BadRequestError")
+        text = prompt_text(messages)
+        tokens = sum(count_tokens(content_text(m.get("content"))) + 4 for m in messages)
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if not isinstance(prompt, str):
+            raise ApiError(400, "`prompt` must be a string", "BadRequestError")
+        text, tokens = prompt, count_tokens(prompt)
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ApiError(400, "`max_tokens` must be a positive integer", "BadRequestError")
+    if tokens >= version.max_model_len:
+        raise ApiError(400, f"This model's maximum context length is {version.max_model_len} tokens; the "
+                       f"prompt has {tokens}.", "BadRequestError")
+    return text, tokens, limit
+
+
+async def _complete(request: Request, version: SimVersion, replica: Replica, *, chat: bool) -> Response:
+    handler = CHAT if chat else COMPLETIONS
+    engine = replica.engine
+    try:
+        body = await request.json()
+    except ValueError:
+        engine.end_request(handler=handler, status=400, reqs=None, begun=False)
+        return _error(400, "the request body is not valid JSON", "BadRequestError")
+    try:
+        text, prompt_tokens, limit = _parse(body, version, chat=chat)
+    except ApiError as e:
+        engine.end_request(handler=handler, status=e.status, reqs=None, begun=False)
+        return _error(e.status, str(e), e.kind)
+    profile = engine.profile
+    scale = profile.time_scale
+    engine.begin_request()
+    if engine.uniform() < profile.error_rate:
+        reqs = engine.draw(1, prompt_tokens=[prompt_tokens], gen_tokens=[0], reasons=[ERROR])
+        await _sleep(float(reqs.queue[0]) * scale)
+        engine.end_request(handler=handler, status=500, reqs=reqs)
+        return _error(500, f"simulated engine failure (error_rate={profile.error_rate})", "InternalServerError")
+    answer = choose_answer(text, book=version.book, accuracy=profile.accuracy,
+                           refusal_rate=profile.refusal_rate, draw=engine.uniform)
+    response_format = body.get("response_format")
+    output = answer.text
+    if isinstance(response_format, Mapping) and response_format.get("type") in {"json_object", "json_schema"}:
+        output = json_answer(response_format, answer.text)
+    pieces = split_pieces(output)
+    max_tokens = limit if limit is not None else version.max_model_len - prompt_tokens
+    reason = STOP
+    if len(pieces) > max_tokens:
+        pieces, reason = pieces[:max_tokens], LENGTH
+    reqs = engine.draw(1, prompt_tokens=[prompt_tokens], gen_tokens=[len(pieces)], max_tokens=[max_tokens],
+                       reasons=[reason])
+    meta = _Meta(chat=chat, model=version.model, id=("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex,
+                 created=int(time.time()), prompt_tokens=prompt_tokens, completion_tokens=len(pieces),
+                 finish_reason="length" if reason == LENGTH else "stop")
+    if body.get("stream"):
+        options = body.get("stream_options")
+        usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+        return StreamingResponse(_stream(version, replica, meta, pieces, reqs, text, scale, usage=usage),
+                                 media_type="text/event-stream")
+    await _sleep(float(reqs.e2e[0]) * scale)
+    engine.end_request(handler=handler, status=200, reqs=reqs)
+    _remember(version, text, "".join(pieces), meta, reqs)
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": meta.finish_reason}
+    if chat:
+        choice["message"] = {"role": "assistant", "content": "".join(pieces).strip()}
+    else:
+        choice["text"] = "".join(pieces)
+    return JSONResponse({"id": meta.id, "object": "chat.completion" if chat else "text_completion",
+                         "created": meta.created, "model": meta.model, "choices": [choice],
+                         "usage": meta.usage()})
+
+
+class _Meta:
+    def __init__(self, *, chat: bool, model: str, id: str, created: int, prompt_tokens: int,
+                 completion_tokens: int, finish_reason: str) -> None:
+        self.chat, self.model, self.id, self.created = chat, model, id, created
+        self.prompt_tokens, self.completion_tokens, self.finish_reason = prompt_tokens, completion_tokens, finish_reason
+
+    def usage(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens}
+
+    def chunk(self, *, piece: str | None = None, role: bool = False, finish: bool = False) -> str:
+        base = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                "created": self.created, "model": self.model}
+        reason = self.finish_reason if finish else None
+        if self.chat:
+            delta: dict[str, str] = {"role": "assistant", "content": ""} if role else {}
+            if piece is not None:
+                delta["content"] = piece
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+        else:
+            choice = {"index": 0, "text": piece or "", "logprobs": None, "finish_reason": reason}
+        return "data: " + json.dumps({**base, "choices": [choice]}) + "\n\n"
+
+
+async def _stream(version: SimVersion, replica: Replica, meta: _Meta, pieces: list[str], reqs: Requests,
+                  prompt: str, scale: float, *, usage: bool) -> AsyncIterator[str]:
+    engine = replica.engine
+    sent = 0
+    finished = False
+    try:
+        await _sleep(float(reqs.ttft[0]) * scale)
+        if meta.chat:
+            yield meta.chunk(role=True)
+        gaps = reqs.itl
+        for i, piece in enumerate(pieces):
+            if i > 0:
+                await _sleep(float(gaps[i - 1]) * scale)
+            yield meta.chunk(piece=piece)
+            sent += 1
+        yield meta.chunk(finish=True)
+        if usage:
+            kind = "chat.completion.chunk" if meta.chat else "text_completion"
+            yield "data: " + json.dumps({"id": meta.id, "object": kind, "created": meta.created,
+                                         "model": meta.model, "choices": [], "usage": meta.usage()}) + "\n\n"
+        yield "data: [DONE]\n\n"
+        finished = True
+    finally:
+        handler = CHAT if meta.chat else COMPLETIONS
+        if finished:
+            engine.end_request(handler=handler, status=200, reqs=reqs)
+            _remember(version, prompt, "".join(pieces), meta, reqs)
+        else:
+            # The client went away mid-stream: vLLM counts an abort.
+            aborted = engine.draw(1, prompt_tokens=[meta.prompt_tokens], gen_tokens=[sent], reasons=[ABORT])
+            engine.end_request(handler=handler, status=200, reqs=aborted)
+
+
+def _remember(version: SimVersion, prompt: str, output: str, meta: _Meta, reqs: Requests) -> None:
+    version.recent.add(LoadSample(
+        ts=time.time(), prompt=prompt, output=output, domain="api", finish_reason=meta.finish_reason,
+        prompt_tokens=meta.prompt_tokens, output_tokens=meta.completion_tokens, ttft_s=float(reqs.ttft[0]),
+        latency_s=float(reqs.e2e[0])))
+
+
+async def _sleep(seconds: float) -> None:
+    if seconds > 0:
+        await asyncio.sleep(seconds)
