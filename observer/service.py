@@ -135,6 +135,11 @@ async def serve(config: ObserverConfig) -> None:
     """Run the observer until cancelled (SIGINT/SIGTERM stop uvicorn, then the service)."""
     import uvicorn
 
+    # httpx logs every request at INFO: one line per target per scrape cycle. Failures are logged by
+    # the scraper itself (once, naming the target), so keep httpx quiet unless someone set its level.
+    httpx_log = logging.getLogger("httpx")
+    if httpx_log.level == logging.NOTSET:
+        httpx_log.setLevel(logging.WARNING)
     service = Service.build(config)
     server = uvicorn.Server(uvicorn.Config(service.app, host=config.server.host, port=config.server.port,
                                            log_level="warning", access_log=False))

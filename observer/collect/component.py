@@ -1,10 +1,84 @@
-"""Wiring of this area into the running service (placeholder until the area is built)."""
+"""Wiring of the scraping area into the running service.
+
+Builds the scraper and the SignalStore from `fleet` and `scrape`, runs a `scrape` job every
+`scrape.interval_seconds` (never overlapping itself), exports the signals and self-metrics, serves
+/api/v1/signals and /api/v1/targets, and becomes ready once the first cycle is done. Publishes the
+store as `runtime.SIGNALS` and the scraper as `runtime.SCRAPER`.
+"""
 
 from __future__ import annotations
 
-from observer.runtime import Component, Context
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fastapi import APIRouter
+from prometheus_client.registry import Collector
+
+from observer import runtime
+from observer.analyse.signals import SignalStore
+from observer.collect.dcgm import parse_dcgm
+from observer.collect.scraper import Scraper, TargetHealth
+from observer.collect.vllm import parse_vllm
+from observer.export import signals_api
+from observer.export.collector import ScrapeCollector
+from observer.runtime import BaseComponent, Context, Job
+
+log = logging.getLogger("observer.scrape")
 
 
-def build(ctx: Context) -> Component | None:
-    """Return this area's component, or None when it is disabled or not configured."""
-    return None
+@dataclass
+class ScrapeComponent(BaseComponent):
+    """The scrape loop: scraper → target health → signal store, plus its exporter and API."""
+
+    name: str = "scrape"
+    scraper: Scraper | None = None
+    store: SignalStore | None = None
+    health: TargetHealth | None = None
+    interval_seconds: float = 15.0
+    clock: runtime.Clock = time.time
+    first_cycle_done: bool = False
+    last_cycle_seconds: float | None = None
+    _collectors: list[Collector] = field(default_factory=list)
+
+    def collectors(self) -> Sequence[Collector]:
+        return self._collectors
+
+    def routers(self) -> Sequence[APIRouter]:
+        assert self.store is not None and self.health is not None
+        return (signals_api.router(self.store, self.health),)
+
+    def jobs(self) -> Sequence[Job]:
+        return (Job(name="scrape", interval_seconds=self.interval_seconds, func=self.cycle),)
+
+    async def cycle(self) -> None:
+        """Scrape every target once, fold the results into the store, update target health."""
+        assert self.scraper is not None and self.store is not None and self.health is not None
+        started = self.clock()
+        t0 = time.perf_counter()
+        results = await self.scraper.scrape_all(self.health.targets)
+        self.health.record(results)
+        self.store.record(results, ts=started)
+        self.last_cycle_seconds = time.perf_counter() - t0
+        self.first_cycle_done = True
+        down = sum(1 for r in results.values() if not r.ok)
+        log.debug("scrape cycle: %d target(s), %d down, %.3fs", len(results), down, self.last_cycle_seconds)
+
+
+def build(ctx: Context) -> ScrapeComponent:
+    """Return the scrape component for `ctx.config` (also with no versions: it then serves empty signals)."""
+    cfg = ctx.config.scrape
+    store = SignalStore(ctx.config.fleet.versions, window_seconds=cfg.window_seconds,
+                        stale_after_seconds=2 * cfg.interval_seconds + cfg.timeout_seconds)
+    health = TargetHealth(store.bindings())
+    scraper = Scraper(client=ctx.http, parse_vllm=parse_vllm, parse_dcgm=parse_dcgm,
+                      timeout_seconds=cfg.timeout_seconds, max_body_bytes=cfg.max_body_bytes,
+                      concurrency=cfg.concurrency, clock=ctx.clock)
+    component = ScrapeComponent(scraper=scraper, store=store, health=health,
+                                interval_seconds=cfg.interval_seconds, clock=ctx.clock)
+    component._collectors.append(ScrapeCollector(store, health))
+    ctx.publish(runtime.SIGNALS, store)
+    ctx.publish(runtime.SCRAPER, scraper)
+    ctx.ready_checks.append(lambda: component.first_cycle_done)
+    return component

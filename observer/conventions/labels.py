@@ -20,7 +20,28 @@ METRIC = "metric"
 ARM = "arm"  # canary | baseline (canary analysis), current | baseline (drift)
 SOURCE = "source"  # proxy | ingest
 REDACTION_KIND = "redaction_kind"
+CODE = "code"  # HTTP status code of a proxied request (bounded: the codes HTTP defines)
 SEVERITY = "severity"
+# Canary analysis and version inventory.
+MAX_MODEL_LEN = "max_model_len"  # vLLM max model length (integer text)
+PROMPT_TEMPLATE_HASH = "prompt_template_hash"  # from config, bounded by config
+SAMPLING_DEFAULTS_HASH = "sampling_defaults_hash"  # from config, bounded by config
+# --- Alert rules (issue 7).
+SLO = "slo"  # SLO name from slo.* config
+SLI = "sli"  # latency | availability | quality
+FINGERPRINT = "fingerprint"  # on VERSION_INFO: what a version actually serves
+JOB = "job"  # periodic job name on JOB_* self-metrics; Prometheus' job on `up`
+OUTCOME = "outcome"  # JOB_RUNS / JUDGE_CALLS outcome
+SET_VERSION = "set_version"  # golden-set content hash (one per configured set)
+JUDGE_MODEL = "judge_model"  # configured judge model name
+JUDGE_PROMPT_VERSION = "judge_prompt_version"  # version string of evals/judge_prompt.yaml
+# --- Drift (issue 5).
+STATUS = "status"  # drift status: ok | insufficient_data | no_baseline | error
+BASELINE_HASH = "baseline_hash"  # on DRIFT_BASELINE_INFO: sha256 of the active baseline
+EMBEDDER = "embedder"  # on DRIFT_BASELINE_INFO: embedding model id
+# --- Scraping self-metrics (issue 2).
+OBSERVER_VERSION = "observer_version"  # on BUILD_INFO
+PYTHON_VERSION = "python_version"  # on BUILD_INFO
 
 QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
 FINISHED_REASONS: tuple[str, ...] = ("stop", "length", "abort", "error", "repetition")

@@ -1,0 +1,464 @@
+"""Per-version signals over the sliding window, from deltas between scrapes (contract 2: SignalStore).
+
+Each scrape cycle is folded in by `record`: vLLM targets update their reset-adjusted running totals
+(observer.analyse.window), the totals are summed per version and kept as a bounded history, and the
+window signals are computed from the difference between the newest snapshot and the one at
+`now - window_seconds` — PromQL `histogram_quantile` on bucket increases, rates as increase / elapsed.
+A target that is down keeps its last totals in the version sum, so the exported per-version counters
+never go down when a pod dies. GPUs come from the version's DCGM targets, joined on namespace + pod.
+
+Thread safety: `record` and the queries take one lock; the exporter reads `snapshot`, an immutable
+object swapped in at the end of each cycle (the /metrics route runs in a worker thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from observer.analyse import histogram as hmath
+from observer.analyse.window import History, TargetTotals, Totals, sum_totals
+from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
+from observer.collect.scraper import ScrapeResult, Target, TargetKind
+from observer.config.fleet import VersionSpec
+from observer.conventions import FINISHED_REASONS
+
+TTFT = "time_to_first_token_seconds"
+ITL = "inter_token_latency_seconds"
+E2E = "e2e_request_latency_seconds"
+QUEUE = "request_queue_time_seconds"
+REQUEST_SUCCESS = "request_success"
+PROMPT_TOKENS = "prompt_tokens"
+GENERATION_TOKENS = "generation_tokens"
+PREEMPTIONS = "num_preemptions"
+PREFIX_QUERIES = "prefix_cache_queries"
+PREFIX_HITS = "prefix_cache_hits"
+RUNNING = "num_requests_running"
+WAITING = "num_requests_waiting"
+KV_CACHE = "kv_cache_usage_perc"
+OTHER_REASON = "other"
+MULTIPLE_MODELS = "multiple"
+
+log = logging.getLogger("observer.signals")
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """Window quantiles of one latency histogram; None where no request was observed."""
+
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    count: float
+    sum: float
+
+
+@dataclass(frozen=True)
+class GpuSignals:
+    """GPU health of one version from its latest DCGM scrapes (ratios 0–1)."""
+
+    gpus: int
+    utilization_mean: float | None
+    utilization_max: float | None
+    framebuffer_used_mean: float | None
+    framebuffer_used_max: float | None
+    temperature_celsius_mean: float | None
+    temperature_celsius_max: float | None
+    power_watts_mean: float | None
+    power_watts_max: float | None
+    tensor_active_mean: float | None
+    dram_active_mean: float | None
+    gpus_with_xid: int
+    """GPUs whose last XID error code is non-zero now."""
+    xid_errors_seen: int
+    """Changes of a GPU's last-XID code to a new non-zero value since the observer started."""
+
+
+@dataclass(frozen=True)
+class VersionSignals:
+    """The signals of one version over the window (None: not enough data; never NaN)."""
+
+    version: str
+    model: str | None
+    models: tuple[str, ...]
+    ts: float
+    window_seconds: float
+    """Seconds actually covered (shorter than the configured window just after start)."""
+    replicas_up: int
+    replicas_total: int
+    ttft: Quantiles | None
+    itl: Quantiles | None
+    e2e: Quantiles | None
+    queue: Quantiles | None
+    requests: float | None
+    request_rate: float | None
+    prompt_token_rate: float | None
+    generation_token_rate: float | None
+    preemption_rate: float | None
+    finished_ratio: Mapping[str, float]
+    prefix_cache_hit_ratio: float | None
+    queue_depth_per_replica: float | None
+    running_per_replica: float | None
+    running_requests: float | None
+    """Running requests over all replicas (window mean)."""
+    kv_cache_mean: float | None
+    kv_cache_max: float | None
+    gpu: GpuSignals | None
+
+
+@dataclass(frozen=True)
+class _GaugePoint:
+    replicas_up: int
+    waiting: float
+    running: float
+    kv_mean: float | None
+    kv_max: float | None
+
+
+@dataclass(frozen=True)
+class VersionExport:
+    """What the exporter needs of one version: its signals and summed running totals."""
+
+    signals: VersionSignals
+    totals: Totals | None
+    xid_errors_seen: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Immutable view of the store after a cycle, read by the exporter and the JSON API."""
+
+    ts: float | None
+    cycles: int
+    window_seconds: float
+    versions: Mapping[str, VersionExport] = field(default_factory=dict)
+
+
+def _clean(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def quantiles(h: Histogram | None) -> Quantiles | None:
+    """p50/p95/p99 of `h` with histogram_quantile semantics; None when `h` is None."""
+    if h is None:
+        return None
+    return Quantiles(p50=_clean(hmath.quantile(0.5, h)), p95=_clean(hmath.quantile(0.95, h)),
+                     p99=_clean(hmath.quantile(0.99, h)), count=h.count, sum=h.sum)
+
+
+@dataclass
+class _Version:
+    spec: VersionSpec
+    vllm: tuple[Target, ...]
+    dcgm: tuple[Target, ...]
+    totals: History[Totals]
+    gauges: History[_GaugePoint]
+    signals: VersionSignals | None = None
+    models_seen: set[str] = field(default_factory=set)
+    ignored: set[tuple[Target, str]] = field(default_factory=set)
+    xid_seen: int = 0
+
+
+class SignalStore:
+    """Per-version window signals and running totals, fed one scrape cycle at a time.
+
+    Running-total snapshots are kept at full resolution for `fine_seconds` (at least 1.5 windows),
+    then one per `coarse_step_seconds` up to `retention_seconds`: a `since` older than the fine part
+    is answered from the newest coarse snapshot at or before it (up to one step earlier).
+    """
+
+    def __init__(self, versions: Sequence[VersionSpec], *, window_seconds: float, stale_after_seconds: float,
+                 retention_seconds: float = 6 * 3600.0, fine_seconds: float = 900.0,
+                 coarse_step_seconds: float = 60.0, max_models_per_target: int = 8) -> None:
+        self.window_seconds = window_seconds
+        self.stale_after_seconds = stale_after_seconds
+        self._lock = threading.RLock()
+        self._versions: dict[str, _Version] = {}
+        for v in versions:
+            self._versions[v.name] = _Version(
+                spec=v,
+                vllm=tuple(dict.fromkeys(Target(TargetKind.VLLM, u) for u in v.vllm)),
+                dcgm=tuple(dict.fromkeys(Target(TargetKind.DCGM, u) for u in v.dcgm)),
+                totals=History(fine_seconds=max(window_seconds * 1.5, fine_seconds),
+                               retention_seconds=retention_seconds, coarse_step_seconds=coarse_step_seconds),
+                gauges=History(fine_seconds=window_seconds, retention_seconds=window_seconds),
+            )
+        self._target_totals: dict[Target, TargetTotals] = {
+            t: TargetTotals(max_models=max_models_per_target) for v in self._versions.values() for t in v.vllm}
+        self._last_ok: dict[Target, ScrapeResult] = {}
+        self._xid_last: dict[str, float] = {}
+        self._cycles = 0
+        self._last_cycle_ts: float | None = None
+        self.snapshot = Snapshot(ts=None, cycles=0, window_seconds=window_seconds)
+
+    # --- feeding ---------------------------------------------------------------------------------
+
+    def bindings(self) -> list[tuple[str, Target]]:
+        """Every (version, target) pair in config order."""
+        return [(name, t) for name, v in self._versions.items() for t in (*v.vllm, *v.dcgm)]
+
+    def record(self, results: Mapping[Target, ScrapeResult], *, ts: float) -> None:
+        """Fold one cycle (results of every target, scraped at about `ts`) into the store."""
+        with self._lock:
+            for target, result in results.items():
+                if not result.ok:
+                    continue
+                self._last_ok[target] = result
+                if result.vllm is not None and target in self._target_totals:
+                    self._target_totals[target].observe(result.vllm)
+            gpu_owners = self._gpu_owners(ts)
+            self._count_xids(gpu_owners)
+            exports: dict[str, VersionExport] = {}
+            for name, v in self._versions.items():
+                exports[name] = self._update_version(name, v, results, ts, gpu_owners)
+            self._cycles += 1
+            self._last_cycle_ts = ts
+            self.snapshot = Snapshot(ts=ts, cycles=self._cycles, window_seconds=self.window_seconds,
+                                     versions=exports)
+
+    def _fresh(self, target: Target, ts: float) -> ScrapeResult | None:
+        r = self._last_ok.get(target)
+        return r if r is not None and ts - r.started <= self.stale_after_seconds else None
+
+    def _models(self, v: _Version, metrics: Mapping[str, ModelMetrics]) -> list[ModelMetrics]:
+        wanted = v.spec.model
+        return [m for name, m in metrics.items() if wanted is None or name == wanted]
+
+    def _update_version(self, name: str, v: _Version, results: Mapping[Target, ScrapeResult], ts: float,
+                        gpu_owners: Mapping[str, tuple[GpuMetrics, set[str]]]) -> VersionExport:
+        up = [results[t] for t in v.vllm if t in results and results[t].ok]
+        model_totals = []
+        for t in v.vllm:
+            tt = self._target_totals[t]
+            for model, mt in tt.models.items():
+                if v.spec.model is None or model == v.spec.model:
+                    model_totals.append(mt)
+                    v.models_seen.add(model)
+                elif (t, model) not in v.ignored:
+                    v.ignored.add((t, model))
+                    log.warning("version %s: %s serves model %r, not the configured %r; it is not counted",
+                                name, t.url, model, v.spec.model)
+        previous = v.totals.latest()
+        hists, counters, labelled = sum_totals(model_totals)
+        totals = None
+        if model_totals:
+            totals = Totals.pack(hists, counters, labelled, previous=None if previous is None else previous[1])
+            v.totals.append(ts, totals)
+        waiting = running = 0.0
+        kv_means: list[float] = []
+        kv_maxes: list[float] = []
+        for r in up:
+            assert r.vllm is not None
+            for m in self._models(v, r.vllm.models):
+                waiting += m.gauges.get(WAITING, 0.0)
+                running += m.gauges.get(RUNNING, 0.0)
+                if KV_CACHE in m.gauges:
+                    kv_means.append(m.gauges[KV_CACHE])
+                    kv_maxes.append(m.gauges_max.get(KV_CACHE, m.gauges[KV_CACHE]))
+        v.gauges.append(ts, _GaugePoint(len(up), waiting, running, _mean(kv_means),
+                                        max(kv_maxes) if kv_maxes else None))
+        gpus = [g for g, owners in gpu_owners.values() if name in owners]
+        v.signals = self._signals(name, v, ts, len(up), gpus)
+        return VersionExport(signals=v.signals, totals=totals, xid_errors_seen=v.xid_seen)
+
+    # --- GPUs ------------------------------------------------------------------------------------
+
+    def _gpu_owners(self, ts: float) -> dict[str, tuple[GpuMetrics, set[str]]]:
+        """uuid → (GPU, versions it serves) from every fresh DCGM scrape."""
+        owners: dict[str, tuple[GpuMetrics, set[str]]] = {}
+        for name, v in self._versions.items():
+            pods = {(p.namespace, p.pod) for p in v.spec.pods}
+            for t in v.dcgm:
+                r = self._fresh(t, ts)
+                if r is None or r.dcgm is None:
+                    continue
+                for g in r.dcgm.gpus:
+                    if pods and (g.namespace, g.pod) not in pods:
+                        continue
+                    key = g.uuid or f"{t.url}#{g.gpu}"
+                    owners.setdefault(key, (g, set()))[1].add(name)
+        return owners
+
+    def _count_xids(self, owners: Mapping[str, tuple[GpuMetrics, set[str]]]) -> None:
+        for key, (g, versions) in owners.items():
+            if g.xid is None or not math.isfinite(g.xid):
+                continue
+            before = self._xid_last.get(key)
+            self._xid_last[key] = g.xid
+            # The first reading is a baseline: a stale code from before the observer started is not news.
+            if before is not None and g.xid != 0 and g.xid != before:
+                for name in versions:
+                    self._versions[name].xid_seen += 1
+
+    def _gpu_signals(self, v: _Version, gpus: Sequence[GpuMetrics]) -> GpuSignals | None:
+        if not gpus:
+            return None
+
+        def stats(values: Iterable[float | None], scale: float = 1.0) -> tuple[float | None, float | None]:
+            xs = [x * scale for x in values if x is not None and math.isfinite(x)]
+            return (_mean(xs), max(xs) if xs else None)
+
+        fb: list[float | None] = []
+        for g in gpus:
+            if g.fb_used_mib is None or g.fb_free_mib is None:
+                fb.append(None)
+                continue
+            total = g.fb_used_mib + g.fb_free_mib + (g.fb_reserved_mib or 0.0)
+            fb.append(g.fb_used_mib / total if total > 0 else None)
+        util = stats((g.gpu_util_percent for g in gpus), 0.01)
+        fbs = stats(fb)
+        temp = stats(g.temperature_c for g in gpus)
+        power = stats(g.power_w for g in gpus)
+        return GpuSignals(
+            gpus=len(gpus), utilization_mean=util[0], utilization_max=util[1],
+            framebuffer_used_mean=fbs[0], framebuffer_used_max=fbs[1],
+            temperature_celsius_mean=temp[0], temperature_celsius_max=temp[1],
+            power_watts_mean=power[0], power_watts_max=power[1],
+            tensor_active_mean=stats(g.tensor_active for g in gpus)[0],
+            dram_active_mean=stats(g.dram_active for g in gpus)[0],
+            gpus_with_xid=sum(1 for g in gpus if g.xid),
+            xid_errors_seen=v.xid_seen,
+        )
+
+    # --- window signals --------------------------------------------------------------------------
+
+    def _signals(self, name: str, v: _Version, ts: float, replicas_up: int,
+                 gpus: Sequence[GpuMetrics]) -> VersionSignals:
+        since = ts - self.window_seconds
+        latest = v.totals.latest()
+        base = v.totals.at(since)
+        elapsed = (latest[0] - base[0]) if latest is not None and base is not None else 0.0
+
+        def hist(fam: str) -> Quantiles | None:
+            return quantiles(self._histogram_delta(v, fam, since))
+
+        def rate(fam: str) -> float | None:
+            d = self._counter_delta(v, fam, since)
+            return d / elapsed if d is not None and elapsed > 0 else None
+
+        finished = self._labelled_delta(v, REQUEST_SUCCESS, since)
+        requests = sum(finished.values()) if finished is not None else None
+        if requests is None:
+            e2e = self._histogram_delta(v, E2E, since)
+            requests = e2e.count if e2e is not None else None
+        ratios: dict[str, float] = {}
+        if finished and requests:
+            for reason, n in finished.items():
+                key = reason if reason in FINISHED_REASONS else OTHER_REASON
+                ratios[key] = ratios.get(key, 0.0) + n / requests
+        queries, hits = self._counter_delta(v, PREFIX_QUERIES, since), self._counter_delta(v, PREFIX_HITS, since)
+        points = [p for _, p in v.gauges.since(since) if p.replicas_up > 0]
+        kv_means = [p.kv_mean for p in points if p.kv_mean is not None]
+        kv_maxes = [p.kv_max for p in points if p.kv_max is not None]
+        return VersionSignals(
+            version=name, model=self._model_label(v), models=tuple(sorted(v.models_seen)), ts=ts,
+            window_seconds=max(elapsed, 0.0), replicas_up=replicas_up, replicas_total=len(v.vllm),
+            ttft=hist(TTFT), itl=hist(ITL), e2e=hist(E2E), queue=hist(QUEUE),
+            requests=requests,
+            request_rate=requests / elapsed if requests is not None and elapsed > 0 else None,
+            prompt_token_rate=rate(PROMPT_TOKENS), generation_token_rate=rate(GENERATION_TOKENS),
+            preemption_rate=rate(PREEMPTIONS), finished_ratio=ratios,
+            prefix_cache_hit_ratio=(hits / queries if hits is not None and queries else None),
+            queue_depth_per_replica=_mean([p.waiting / p.replicas_up for p in points]),
+            running_per_replica=_mean([p.running / p.replicas_up for p in points]),
+            running_requests=_mean([p.running for p in points]),
+            kv_cache_mean=_mean(kv_means), kv_cache_max=max(kv_maxes) if kv_maxes else None,
+            gpu=self._gpu_signals(v, gpus),
+        )
+
+    def _model_label(self, v: _Version) -> str | None:
+        if v.spec.model is not None:
+            return v.spec.model
+        if not v.models_seen:
+            return None
+        return next(iter(v.models_seen)) if len(v.models_seen) == 1 else MULTIPLE_MODELS
+
+    def _pair(self, v: _Version, since: float) -> tuple[Totals, Totals] | None:
+        latest = v.totals.latest()
+        base = v.totals.at(since)
+        if latest is None or base is None:
+            return None
+        return latest[1], base[1]
+
+    def _histogram_delta(self, v: _Version, family: str, since: float) -> Histogram | None:
+        pair = self._pair(v, since)
+        if pair is None:
+            return None
+        new = pair[0].histogram(family)
+        return None if new is None else hmath.delta(new, pair[1].histogram(family))
+
+    def _counter_delta(self, v: _Version, family: str, since: float) -> float | None:
+        pair = self._pair(v, since)
+        if pair is None:
+            return None
+        new = pair[0].counter(family)
+        if new is None:
+            return None
+        old = pair[1].counter(family)
+        return new - (old or 0.0)
+
+    def _labelled_delta(self, v: _Version, family: str, since: float) -> dict[str, float] | None:
+        pair = self._pair(v, since)
+        if pair is None:
+            return None
+        new = pair[0].labelled(family)
+        if new is None:
+            return None
+        old = pair[1].labelled(family) or {}
+        return {k: x - old.get(k, 0.0) for k, x in new.items()}
+
+    # --- contract 2 ------------------------------------------------------------------------------
+
+    def versions(self) -> list[str]:
+        """Configured version names, in config order."""
+        return list(self._versions)
+
+    def latest(self, version: str) -> VersionSignals | None:
+        """The window signals of `version` after the last cycle; None before the first or if unknown."""
+        v = self._versions.get(version)
+        return None if v is None else v.signals
+
+    def histogram_delta(self, version: str, family: str, *, since: float) -> Histogram | None:
+        """Bucket increase of `family` from unix time `since` to the latest scrape, summed over targets."""
+        with self._lock:
+            v = self._versions.get(version)
+            return None if v is None else self._histogram_delta(v, family, since)
+
+    def counter_delta(self, version: str, family: str, *, since: float) -> float | None:
+        """Increase of counter `family` from `since` to the latest scrape, summed over targets."""
+        with self._lock:
+            v = self._versions.get(version)
+            return None if v is None else self._counter_delta(v, family, since)
+
+    def labelled_counter_delta(self, version: str, family: str, *, since: float) -> dict[str, float] | None:
+        """Per-label increase of `family` (e.g. request_success by finished_reason) from `since`."""
+        with self._lock:
+            v = self._versions.get(version)
+            return None if v is None else self._labelled_delta(v, family, since)
+
+    def served_models(self, version: str) -> dict[str, dict[str, str]]:
+        """Model name → info (e.g. max_model_len) from the latest successful scrape of each target."""
+        with self._lock:
+            v = self._versions.get(version)
+            out: dict[str, dict[str, str]] = {}
+            if v is None:
+                return out
+            for t in v.vllm:
+                r = self._last_ok.get(t)
+                if r is None or r.vllm is None:
+                    continue
+                for m in self._models(v, r.vllm.models):
+                    out.setdefault(m.model, {}).update(m.info)
+            return out
+
+    @property
+    def last_cycle_ts(self) -> float | None:
+        """Unix time of the last recorded cycle."""
+        return self._last_cycle_ts

@@ -1,0 +1,232 @@
+"""Prometheus export of the scraping area: per-version signals, running totals and self-metrics.
+
+A custom Collector builds every family from the store's immutable snapshot on each scrape of the
+observer (style rule 10): no module-level metric objects, each test uses a fresh registry. Values
+that are unknown (None) or not finite are left out — a missing series, never NaN. Every label value
+is bounded: configured version and target names, the version's model, enum tokens, bucket edges.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from collections.abc import Iterator, Sequence
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+from observer import __version__
+from observer import conventions as names
+from observer.analyse import signals as sig
+from observer.analyse.signals import Quantiles, SignalStore, VersionExport
+from observer.collect.scraper import TargetHealth
+
+_VM = [names.VERSION, names.MODEL]
+_TARGET = [names.VERSION, names.KIND, names.TARGET]
+
+_HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
+    (names.HIST_TTFT, sig.TTFT, "Time to first token, accumulated over the version's replicas."),
+    (names.HIST_ITL, sig.ITL, "Time between output tokens (one sample per decode step), accumulated."),
+    (names.HIST_E2E, sig.E2E, "End-to-end request latency, accumulated over the version's replicas."),
+    (names.HIST_QUEUE, sig.QUEUE, "Time requests waited in vLLM's queue, accumulated."),
+)
+_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    (names.PROMPT_TOKENS, sig.PROMPT_TOKENS, "Prompt tokens processed, accumulated over replicas."),
+    (names.GENERATION_TOKENS, sig.GENERATION_TOKENS, "Tokens generated, accumulated over replicas."),
+    (names.PREEMPTIONS, sig.PREEMPTIONS, "Requests preempted by the scheduler, accumulated."),
+    (names.PREFIX_CACHE_QUERIES, sig.PREFIX_QUERIES, "Prefix-cache queries in tokens, accumulated."),
+    (names.PREFIX_CACHE_HITS, sig.PREFIX_HITS, "Prefix-cache hits in tokens, accumulated."),
+)
+_WINDOW_QUANTILES: tuple[tuple[str, str, str], ...] = (
+    (names.WIN_TTFT, "ttft", "Time to first token over the window, by quantile."),
+    (names.WIN_ITL, "itl", "Inter-token latency over the window, by quantile."),
+    (names.WIN_E2E, "e2e", "End-to-end latency over the window, by quantile."),
+    (names.WIN_QUEUE, "queue", "Queue time over the window, by quantile."),
+)
+_FAMILY_OF = {w[0]: h[1] for h, w in zip(_HISTOGRAMS, _WINDOW_QUANTILES, strict=True)}
+"""Window summary name → the vLLM histogram family behind it."""
+
+
+def _ok(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _gauge(name: str, doc: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=list(labels))
+
+
+class ScrapeCollector(Collector):
+    """Builds the signal, running-total and self-metric families from one snapshot per collect()."""
+
+    def __init__(self, store: SignalStore, health: TargetHealth) -> None:
+        self.store = store
+        self.health = health
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front: the families depend on what has been scraped."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield every family, built from the latest snapshot."""
+        snap = self.store.snapshot
+        exports = [e for e in snap.versions.values() if e.signals.model is not None or e.totals is not None]
+        everything = list(snap.versions.values())
+        yield from self._totals(exports)
+        yield from self._window(exports)
+        yield from self._replicas(everything)
+        yield from self._gpus(everything)
+        yield from self._self_metrics(snap.cycles)
+
+    @staticmethod
+    def _labels(e: VersionExport) -> list[str]:
+        return [e.signals.version, e.signals.model or ""]
+
+    def _totals(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
+        for name, fam, doc in _HISTOGRAMS:
+            h_family = HistogramMetricFamily(name, doc, labels=_VM)
+            for e in exports:
+                h = None if e.totals is None else e.totals.histogram(fam)
+                if h is None:
+                    continue
+                buckets = [(le, c) for le, c in zip(h.le_labels, h.cumulative, strict=False)]
+                buckets.append(("+Inf", h.cumulative[-1]))
+                h_family.add_metric(self._labels(e), buckets, h.sum)
+            yield h_family
+        requests = CounterMetricFamily(names.REQUESTS, "Finished requests by finished_reason, accumulated.",
+                                       labels=[*_VM, names.FINISHED_REASON])
+        for e in exports:
+            by_reason = None if e.totals is None else e.totals.labelled(sig.REQUEST_SUCCESS)
+            if by_reason is None:
+                continue
+            folded = dict.fromkeys(names.FINISHED_REASONS, 0.0)
+            for reason, n in by_reason.items():
+                key = reason if reason in names.FINISHED_REASONS else sig.OTHER_REASON
+                folded[key] = folded.get(key, 0.0) + n
+            for reason, n in folded.items():
+                requests.add_metric([*self._labels(e), reason], n)
+        yield requests
+        for name, fam, doc in _COUNTERS:
+            c_family = CounterMetricFamily(name, doc, labels=_VM)
+            for e in exports:
+                value = None if e.totals is None else e.totals.counter(fam)
+                if _ok(value):
+                    assert value is not None
+                    c_family.add_metric(self._labels(e), value)
+            yield c_family
+
+    def _window(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
+        # A summary: quantiles over the sliding window, _count/_sum the running totals (as client
+        # libraries' summaries do), so promtool accepts the `quantile` label and rate() works on _count.
+        for name, attr, doc in _WINDOW_QUANTILES:
+            q_family = SummaryMetricFamily(name, doc, labels=_VM)
+            fam = _FAMILY_OF[name]
+            for e in exports:
+                q: Quantiles | None = getattr(e.signals, attr)
+                total = None if e.totals is None else e.totals.histogram(fam)
+                if total is None:
+                    continue
+                labels = dict(zip(_VM, self._labels(e), strict=True))
+                for label, value in (("0.5", None if q is None else q.p50), ("0.95", None if q is None else q.p95),
+                                     ("0.99", None if q is None else q.p99)):
+                    if value is not None and math.isfinite(value):
+                        q_family.samples.append(Sample(name, {**labels, names.QUANTILE: label}, value))
+                q_family.samples.append(Sample(name + "_count", labels, total.count))
+                q_family.samples.append(Sample(name + "_sum", labels, total.sum))
+            yield q_family
+        scalars: tuple[tuple[str, str, str], ...] = (
+            (names.WIN_REQUEST_RATE, "request_rate", "Finished requests per second over the window."),
+            (names.WIN_PROMPT_TOKEN_RATE, "prompt_token_rate", "Prompt tokens per second over the window."),
+            (names.WIN_GENERATION_TOKEN_RATE, "generation_token_rate", "Generated tokens per second (window)."),
+            (names.WIN_PREEMPTION_RATE, "preemption_rate", "Preemptions per second over the window."),
+            (names.WIN_PREFIX_CACHE_HIT_RATIO, "prefix_cache_hit_ratio", "Prefix-cache hit ratio (tokens, window)."),
+            (names.QUEUE_DEPTH_PER_REPLICA, "queue_depth_per_replica", "Waiting requests per replica (window mean)."),
+            (names.RUNNING_REQUESTS, "running_requests", "Running requests over all replicas (window mean)."),
+        )
+        for name, attr, doc in scalars:
+            s_family = _gauge(name, doc, _VM)
+            for e in exports:
+                value = getattr(e.signals, attr)
+                if _ok(value):
+                    s_family.add_metric(self._labels(e), value)
+            yield s_family
+        ratio = _gauge(names.WIN_FINISHED_RATIO, "Share of finished requests by reason over the window.",
+                       [*_VM, names.FINISHED_REASON])
+        kv = _gauge(names.KV_CACHE_USAGE, "KV-cache usage 0-1 over the window (mean or max over replicas).",
+                    [*_VM, names.STAT])
+        for e in exports:
+            for reason, value in sorted(e.signals.finished_ratio.items()):
+                if _ok(value):
+                    ratio.add_metric([*self._labels(e), reason], value)
+            for stat, value in (("mean", e.signals.kv_cache_mean), ("max", e.signals.kv_cache_max)):
+                if _ok(value):
+                    assert value is not None
+                    kv.add_metric([*self._labels(e), stat], value)
+        yield from (ratio, kv)
+
+    def _replicas(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
+        # Every version, also one that never answered (model label empty until a model is seen): 0 is news.
+        replicas = _gauge(names.REPLICAS, "vLLM targets of the version that answered the last scrape.", _VM)
+        for e in exports:
+            replicas.add_metric(self._labels(e), e.signals.replicas_up)
+        yield replicas
+
+    def _gpus(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
+        stat = [names.VERSION, names.STAT]
+        util = _gauge(names.GPU_UTIL, "GPU utilisation 0-1 of the version's GPUs.", stat)
+        fb = _gauge(names.GPU_FB_USED, "Framebuffer used / (used + free + reserved) of the version's GPUs.", stat)
+        temp = _gauge(names.GPU_TEMP, "GPU temperature of the version's GPUs.", stat)
+        power = _gauge(names.GPU_POWER, "Power draw per GPU of the version.", stat)
+        tensor = _gauge(names.GPU_TENSOR_ACTIVE, "Tensor pipe active ratio of the version's GPUs.", stat)
+        dram = _gauge(names.GPU_DRAM_ACTIVE, "DRAM active ratio of the version's GPUs.", stat)
+        count = _gauge(names.GPU_COUNT, "GPUs joined to the version from DCGM.", [names.VERSION])
+        xid = CounterMetricFamily(names.GPU_XID_ERRORS, "XID errors seen on the version's GPUs (changes of the "
+                                                        "last-XID code to a new non-zero value).",
+                                  labels=[names.VERSION])
+        for e in exports:
+            v, g = e.signals.version, e.signals.gpu
+            if e.signals.gpu is not None or e.xid_errors_seen:
+                xid.add_metric([v], e.xid_errors_seen)
+            if g is None:
+                continue
+            count.add_metric([v], g.gpus)
+            pairs = ((util, g.utilization_mean, g.utilization_max),
+                     (fb, g.framebuffer_used_mean, g.framebuffer_used_max),
+                     (temp, g.temperature_celsius_mean, g.temperature_celsius_max),
+                     (power, g.power_watts_mean, g.power_watts_max), (tensor, g.tensor_active_mean, None),
+                     (dram, g.dram_active_mean, None))
+            for family, mean, high in pairs:
+                for label, value in (("mean", mean), ("max", high)):
+                    if _ok(value):
+                        assert value is not None
+                        family.add_metric([v, label], value)
+        yield from (util, fb, temp, power, tensor, dram, count, xid)
+
+    def _self_metrics(self, cycles: int) -> Iterator[Metric]:
+        up = _gauge(names.TARGET_UP, "1 when the target answered the last scrape with a valid exposition.", _TARGET)
+        duration = _gauge(names.SCRAPE_DURATION, "Duration of the last scrape of the target.", _TARGET)
+        last = _gauge(names.LAST_SUCCESS, "Unix time of the last successful scrape of the target.", _TARGET)
+        errors = CounterMetricFamily(names.SCRAPE_ERRORS, "Failed scrapes by bounded reason.",
+                                     labels=[*_TARGET, names.REASON])
+        for s in self.health.statuses():
+            labels = [s.version, s.kind.value, s.url]
+            if s.up is not None:
+                up.add_metric(labels, 1.0 if s.up else 0.0)
+            if _ok(s.last_duration_seconds):
+                assert s.last_duration_seconds is not None
+                duration.add_metric(labels, s.last_duration_seconds)
+            if s.last_success is not None:
+                last.add_metric(labels, s.last_success)
+            for reason, n in s.errors:
+                errors.add_metric([*labels, reason.value], n)
+        cyc = CounterMetricFamily(names.SCRAPE_CYCLES, "Scrape cycles completed.", value=cycles)
+        build = _gauge(names.BUILD_INFO, "Build information of this observer (value 1).",
+                       [names.OBSERVER_VERSION, names.PYTHON_VERSION])
+        build.add_metric([__version__, platform.python_version()], 1.0)
+        yield from (up, duration, last, errors, cyc, build)
