@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from observer.errors import ParseError
 
@@ -34,8 +35,7 @@ _SPECIAL_VALUES = {"+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf, "NaN": 
                    "+inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
     """One sample line: full sample name (e.g. `vllm:x_bucket`), sorted labels, value."""
 
     name: str
@@ -73,6 +73,22 @@ def _value(text: str, lineno: int) -> float:
         return float(text)
     except ValueError:
         raise ParseError(f"invalid sample value {text!r}", line=lineno) from None
+
+
+_LABEL_CACHE: dict[str, Labels] = {}
+_LABEL_CACHE_MAX = 50_000
+"""Label sets repeat from scrape to scrape (same series, new values): parse each text once. Bounded:
+cleared when full, so a target with churning label values cannot grow it without limit."""
+
+
+def _labels_cached(text: str, lineno: int) -> Labels:
+    labels = _LABEL_CACHE.get(text)
+    if labels is None:
+        labels = _labels(text, lineno)
+        if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+            _LABEL_CACHE.clear()
+        _LABEL_CACHE[text] = labels
+    return labels
 
 
 def _labels(text: str, lineno: int) -> Labels:
@@ -116,12 +132,19 @@ class _Builder:
         return fam
 
     def owner(self, sample_name: str) -> Family:
-        key = _key(sample_name)
         cur = self.current
         if cur is not None:
-            ckey = _key(cur.name)
+            # Fast path: the sample belongs to the family just declared (the usual layout).
+            cname = cur.name
+            if sample_name == cname or (sample_name.startswith(cname)
+                                        and sample_name[len(cname):] in _SUFFIXES.get(cur.type, ())):
+                return cur
+            ckey = _key(cname)
+            key = _key(sample_name)
             if key == ckey or (key.startswith(ckey) and key[len(ckey):] in _SUFFIXES.get(cur.type, ())):
                 return cur
+        else:
+            key = _key(sample_name)
         fam = self.by_key.get(key)
         if fam is not None and fam.type not in ("histogram", "summary", "gaugehistogram"):
             return fam
@@ -170,7 +193,7 @@ def parse(text: str) -> list[Family]:
         if m is None:
             raise ParseError(f"malformed sample line {line[:120]!r}", line=lineno)
         name, labels_text, value_text, ts = m.groups()
-        labels = _labels(labels_text, lineno) if labels_text else ()
+        labels = _labels_cached(labels_text, lineno) if labels_text else ()
         value = _value(value_text, lineno)
         if ts is not None:
             _value(ts, lineno)  # validated, then dropped: the observer stamps samples with scrape time
