@@ -2,12 +2,74 @@
 
 from __future__ import annotations
 
-from pydantic import Field  # noqa: F401
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
+
+LiveCheck = Literal["empty", "refusal", "repetition", "truncation"]
+"""Rule checks that need no reference, so they can run on every sampled live output."""
+
+LIVE_CHECKS: tuple[LiveCheck, ...] = ("empty", "refusal", "repetition", "truncation")
+
+
+class JudgeSpec(Spec):
+    """The LLM-as-judge endpoint (any OpenAI-compatible server; a vLLM server in production)."""
+
+    url: str | None = Field(None, description="OpenAI-compatible base URL (…/v1). Unset: judging is off.")
+    model: str | None = Field(None, description="Judge model name sent in each request (required with url).")
+    timeout_seconds: float = Field(30.0, gt=0, le=600, description="Per-call HTTP timeout.")
+    max_retries: int = Field(3, ge=0, le=10, description="Retries on timeouts, 429 and 5xx (with backoff).")
+    backoff_seconds: float = Field(0.5, ge=0, le=60, description="First retry delay; doubles each retry.")
+    concurrency: int = Field(4, ge=1, le=256, description="Most judge calls in flight at once.")
+    budget_per_hour: int = Field(1000, ge=1, description="Most judge HTTP calls in any sliding hour.")
+    max_tokens: int = Field(400, ge=32, le=8192, description="Completion token limit of a verdict.")
+    prompt_path: str = Field("evals/judge_prompt.yaml", description="Versioned judge prompt template.")
+    rubric_dir: str = Field("evals/rubrics", description="Directory of rubric YAML files (name = file stem).")
+
+    @model_validator(mode="after")
+    def _model_with_url(self) -> JudgeSpec:
+        if self.url is not None and not self.model:
+            raise ValueError("judge.model is required when judge.url is set")
+        return self
+
+
+class LiveSpec(Spec):
+    """Scoring of sampled live outputs from the sample store."""
+
+    enabled: bool = Field(True, description="Score stored live samples (needs the sampling area's store).")
+    interval_seconds: float = Field(60.0, gt=0, description="Seconds between live scoring passes.")
+    batch_size: int = Field(500, ge=1, le=100_000, description="Most samples scored per version and pass.")
+    checks: list[LiveCheck] = Field(default_factory=lambda: list(LIVE_CHECKS),
+                                    description="Rule checks run on every live sample.")
+    judge_fraction: float = Field(0.0, ge=0, le=1, description="Share of live samples also sent to the judge.")
+    judge_rubric: str = Field("helpfulness", description="Rubric (from judge.rubric_dir) for live judging.")
+    window_seconds: float = Field(3600.0, gt=0, description="Window of the exported live failure ratios.")
+
+    @field_validator("checks")
+    @classmethod
+    def _unique(cls, v: list[LiveCheck]) -> list[LiveCheck]:
+        if len(set(v)) != len(v):
+            raise ValueError("live.checks lists a check twice")
+        return v
 
 
 class QualitySpec(Spec):
     """Golden sets, rule checks and LLM-as-judge (issue 4)."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
+    golden_dirs: list[str] = Field(default_factory=lambda: ["golden_sets"],
+                                   description="Directories of golden-set files (*.yaml, *.yml, *.jsonl).")
+    golden_sets: list[str] = Field(default_factory=list,
+                                   description="Golden-set names (file stems) to replay; empty: all found.")
+    interval_seconds: float = Field(900.0, gt=0, description="Seconds between scheduled golden replays.")
+    run_at_start: bool = Field(True, description="Replay the golden sets once as soon as the service starts.")
+    concurrency: int = Field(4, ge=1, le=256, description="Golden requests in flight per version at once.")
+    request_timeout_seconds: float = Field(60.0, gt=0, le=3600, description="Per-item request timeout.")
+    max_tokens: int = Field(512, ge=1, le=65536, description="Completion token limit of a golden request.")
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of golden requests.")
+    similarity_threshold: float = Field(0.75, ge=-1, le=1,
+                                        description="Default cosine threshold of `similarity` assertions.")
+    judge: JudgeSpec = Field(default_factory=JudgeSpec, description="LLM-as-judge endpoint; off unless set.")
+    live: LiveSpec = Field(default_factory=LiveSpec, description="Live-sample scoring.")

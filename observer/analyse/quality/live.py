@@ -1,0 +1,126 @@
+"""Scoring of sampled live outputs from the sample store: rule checks on all, the judge on a fraction.
+
+Each check's result is attached to the sample (`rule:<check>`, `judge:<rubric>`), then a `rules`
+marker score closes the sample, so a pass that dies half-way re-scores only unfinished samples.
+Which samples are judged is decided by their content hash, so the choice is stable across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from observer.analyse.quality import rules
+from observer.analyse.quality.judge import JudgeClient
+from observer.analyse.quality.model import Outcome
+from observer.analyse.quality.prompts import Rubric
+from observer.analyse.quality.state import QualityState
+from observer.config.quality import LiveSpec
+from observer.errors import JudgeError
+from observer.store.base import SampleStore, StoredSample
+
+log = logging.getLogger("observer.quality")
+
+DONE_MARKER = "rules"
+JUDGE_CHECK = "judge"
+
+
+def live_check(check: str, sample: StoredSample) -> Outcome:
+    """Run one reference-free live check on a stored sample."""
+    match check:
+        case "empty":
+            return rules.not_empty(sample.output)
+        case "refusal":
+            return rules.not_refusal(sample.output)
+        case "repetition":
+            return rules.no_repetition(sample.output)
+        case "truncation":
+            return rules.not_truncated(sample.finish_reason)
+    raise ValueError(f"unknown live check {check!r}")
+
+
+def selected_for_judge(content_hash: str, fraction: float) -> bool:
+    """Stable pseudo-random choice of a `fraction` of samples, keyed by their content hash."""
+    if fraction <= 0:
+        return False
+    h = int.from_bytes(hashlib.sha256(content_hash.encode()).digest()[:8], "big")
+    return h / 2**64 < fraction
+
+
+@dataclass
+class LiveScorer:
+    """One pass over every version's unscored samples."""
+
+    store: SampleStore
+    state: QualityState
+    spec: LiveSpec
+    judge: JudgeClient | None = None
+    rubric: Rubric | None = None
+    clock: Callable[[], float] | None = None
+
+    async def run_once(self, versions: Sequence[str]) -> int:
+        """Score up to `batch_size` unscored samples per version; return how many were scored."""
+        done = 0
+        for version in versions:
+            batch = await asyncio.to_thread(self.store.unscored, version, DONE_MARKER, limit=self.spec.batch_size)
+            if batch:
+                done += await self._score(version, batch)
+        return done
+
+    async def _score(self, version: str, batch: Sequence[StoredSample]) -> int:
+        events: dict[str, list[tuple[float, bool]]] = {str(c): [] for c in self.spec.checks}
+        attachments: list[tuple[int, str, Outcome]] = []
+        failed: dict[int, list[str]] = {}
+        for sample in batch:
+            failed[sample.id] = []
+            for check in self.spec.checks:
+                o = live_check(check, sample)
+                attachments.append((sample.id, f"rule:{check}", o))
+                if o.decided:
+                    events[check].append((sample.ts, not o.passed))
+                if o.passed is False:
+                    failed[sample.id].append(check)
+        judge_events: list[tuple[float, bool]] = []
+        if self.judge is not None and self.rubric is not None:
+            chosen = [s for s in batch if selected_for_judge(s.content_hash, self.spec.judge_fraction)]
+            outcomes = await asyncio.gather(*(self._judge(s) for s in chosen))
+            for s, o in zip(chosen, outcomes, strict=True):
+                attachments.append((s.id, f"judge:{self.rubric.name}", o))
+                if o.decided:
+                    judge_events.append((s.ts, not o.passed))
+        for sample in batch:
+            bad = failed[sample.id]
+            marker = Outcome(DONE_MARKER, not bad, None, "failed: " + ", ".join(bad) if bad else "all passed",
+                             {"checks": list(self.spec.checks)})
+            attachments.append((sample.id, DONE_MARKER, marker))
+        await asyncio.to_thread(self._attach, attachments)
+        for name, ev in events.items():
+            self.state.record_live(version, name, ev)
+        if judge_events:
+            self.state.record_live(version, JUDGE_CHECK, judge_events)
+        return len(batch)
+
+    async def _judge(self, sample: StoredSample) -> Outcome:
+        assert self.judge is not None and self.rubric is not None
+        try:
+            v = await self.judge.judge(rubric=self.rubric, prompt=sample.prompt, output=sample.output)
+        except JudgeError as e:
+            return Outcome(JUDGE_CHECK, None, None, f"judge error ({e.reason}): {e}", {"judge_error": e.reason},
+                           error=True)
+        except Exception as e:  # an unexpected client failure is a judge error too, never a crash of the run
+            log.error("judge call failed unexpectedly: %r", e)
+            return Outcome(JUDGE_CHECK, None, None, f"judge error (unexpected): {e!r}", {"judge_error": "unexpected"},
+                           error=True)
+        return Outcome(JUDGE_CHECK, v.passed, v.normalised_score, v.reasoning[:500], v.meta())
+
+    def _attach(self, attachments: Sequence[tuple[int, str, Outcome]]) -> None:
+        for sample_id, scorer, o in attachments:
+            meta: dict[str, Any] = dict(o.meta)
+            if o.error:
+                meta["error"] = True
+            self.store.attach_score(sample_id, scorer=scorer, passed=o.passed, score=o.score, reason=o.reason,
+                                    meta=meta)

@@ -1,0 +1,156 @@
+"""Typed results of quality scoring: one check's outcome, one answer, one item, one golden run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one check on one output.
+
+    `passed` is None when the check decided nothing: not applicable (no reference, unknown finish
+    reason) or an error (`error=True`, e.g. a judge error). Undecided outcomes never count as a pass
+    or a fail.
+    """
+
+    check: str
+    passed: bool | None
+    score: float | None
+    reason: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    error: bool = False
+
+    @property
+    def decided(self) -> bool:
+        return self.passed is not None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a version answered to one golden request, measured on the client side."""
+
+    text: str
+    finish_reason: str | None
+    ttft_s: float | None
+    latency_s: float
+    error: str | None = None  # request failed (transport, HTTP status, bad stream): nothing to score
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One golden item scored: the item passes when every decided check passes."""
+
+    item_id: str
+    category: str
+    answer: Answer
+    outcomes: tuple[Outcome, ...]
+
+    @property
+    def request_error(self) -> bool:
+        return self.answer.error is not None
+
+    @property
+    def judge_error(self) -> bool:
+        return any(o.error and o.check == "judge" for o in self.outcomes)
+
+    @property
+    def scorer_error(self) -> bool:
+        """Any check errored (the judge, or the embedder): the item is unscored, never passed or failed."""
+        return any(o.error for o in self.outcomes)
+
+    @property
+    def scored(self) -> bool:
+        """Scored: an answer arrived, no check errored, and at least one check decided."""
+        return not self.request_error and not self.scorer_error and any(o.decided for o in self.outcomes)
+
+    @property
+    def unscored_reason(self) -> str | None:
+        """Why the item is not scored: request_error | judge_error | scorer_error | undecided; None if scored."""
+        if self.request_error:
+            return "request_error"
+        if self.judge_error:
+            return "judge_error"
+        if self.scorer_error:
+            return "scorer_error"
+        return None if self.scored else "undecided"
+
+    @property
+    def passed(self) -> bool:
+        return self.scored and all(o.passed for o in self.outcomes if o.decided)
+
+    @property
+    def score(self) -> float | None:
+        """Mean score of the decided checks (each in [0, 1]); None when not scored."""
+        scores = [o.score for o in self.outcomes if o.decided and o.score is not None]
+        if not self.scored or not scores:
+            return None
+        return sum(scores) / len(scores)
+
+
+@dataclass(frozen=True)
+class GoldenRunResult:
+    """One replay of one golden set against one version."""
+
+    version: str
+    golden_set: str
+    set_version: str  # hash of the set's canonical content
+    started: float
+    finished: float
+    items: tuple[ItemResult, ...]
+    judge_model: str | None = None
+    judge_prompt_version: str | None = None
+
+    @property
+    def scored(self) -> int:
+        return sum(1 for i in self.items if i.scored)
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for i in self.items if i.passed)
+
+    @property
+    def judge_errors(self) -> int:
+        return sum(1 for i in self.items if i.judge_error)
+
+    @property
+    def unscored(self) -> dict[str, int]:
+        """Unscored items by reason."""
+        out: dict[str, int] = {}
+        for i in self.items:
+            if (r := i.unscored_reason) is not None:
+                out[r] = out.get(r, 0) + 1
+        return out
+
+    @property
+    def request_errors(self) -> int:
+        return sum(1 for i in self.items if i.request_error)
+
+    @property
+    def completed(self) -> bool:
+        """A run completed when at least one item was scored (an unreachable version completes nothing)."""
+        return self.scored > 0
+
+    @property
+    def pass_ratio(self) -> float | None:
+        return self.passed / self.scored if self.scored else None
+
+    @property
+    def mean_score(self) -> float | None:
+        scores = [s for i in self.items if (s := i.score) is not None]
+        return sum(scores) / len(scores) if scores else None
+
+    def latencies(self, kind: str = "latency") -> list[float]:
+        """Client-side TTFT (`kind="ttft"`) or end-to-end latency of the answered requests."""
+        out: list[float] = []
+        for i in self.items:
+            if i.request_error:
+                continue
+            v = i.answer.ttft_s if kind == "ttft" else i.answer.latency_s
+            if v is not None:
+                out.append(v)
+        return out

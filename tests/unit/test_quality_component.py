@@ -1,0 +1,115 @@
+"""The quality component's wiring: enable/disable, jobs, QUALITY/JUDGE services, config errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from observer.analyse.quality.component import QualityComponent, build
+from observer.analyse.quality.state import QualityState
+from observer.config import parse_config
+from observer.errors import ConfigError
+from observer.runtime import JUDGE, QUALITY, STORE, Context
+from observer.store.base import SampleRecord
+from observer.store.sqlite import SqliteStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def context(quality: dict[str, Any], **services: Any) -> Context:
+    data = {"fleet": {"versions": [{"name": "stable", "openai": "http://127.0.0.1:9/v1"},
+                                   {"name": "canary", "openai": "http://127.0.0.1:9/v1"}]},
+            "quality": {"golden_dirs": [str(ROOT / "golden_sets")], **quality}}
+    ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=httpx.AsyncClient())
+    for k, v in services.items():
+        ctx.publish(k, v)
+    return ctx
+
+
+def judge_cfg(**extra: Any) -> dict[str, Any]:
+    return {"url": "http://127.0.0.1:9/v1", "model": "j", "prompt_path": str(ROOT / "evals" / "judge_prompt.yaml"),
+            "rubric_dir": str(ROOT / "evals" / "rubrics"), **extra}
+
+
+def test_disabled_builds_nothing() -> None:
+    ctx = context({"enabled": False})
+    assert build(ctx) is None and ctx.get(QUALITY) is None
+
+
+def test_defaults_publish_state_and_schedule_golden_only() -> None:
+    ctx = context({"interval_seconds": 120, "run_at_start": False})
+    comp = build(ctx)
+    assert isinstance(comp, QualityComponent)
+    assert isinstance(ctx.get(QUALITY), QualityState) and ctx.get(JUDGE) is None
+    jobs = {j.name: j for j in comp.jobs()}
+    assert set(jobs) == {"quality-golden"}  # no store published: no live scoring
+    assert jobs["quality-golden"].interval_seconds == 120 and not jobs["quality-golden"].run_at_start
+    assert len(comp.collectors()) == 1 and len(comp.routers()) == 1
+    assert ctx.get(QUALITY).golden_totals("canary", since=0) == (0, 0)
+
+
+def test_judge_and_live_scoring_with_a_store(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        ctx = context({"judge": judge_cfg(), "live": {"judge_fraction": 0.1, "interval_seconds": 30}}, **{STORE: store})
+        comp = build(ctx)
+        assert comp is not None
+        assert ctx.get(JUDGE) is not None
+        assert {j.name: j.interval_seconds for j in comp.jobs()} == {"quality-golden": 900.0, "quality-live": 30.0}
+    finally:
+        store.close()
+
+
+async def test_live_job_scores_the_store(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        store.add([SampleRecord(version="canary", prompt="q", output="I'm sorry, but I can't help with that.",
+                                ts=5.0, finish_reason="stop")])
+        ctx = context({}, **{STORE: store})
+        comp = build(ctx)
+        assert isinstance(comp, QualityComponent)
+        live = next(j for j in comp.jobs() if j.name == "quality-live")
+        await live.func()
+        assert ctx.get(QUALITY).live_check_totals("canary", "refusal", since=0) == (1, 1)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("quality", "fragment"), [
+    ({"golden_sets": ["nope"]}, "nope"),
+    ({"golden_dirs": ["/nonexistent/golden"]}, "does not exist"),
+    ({"judge": judge_cfg(rubric_dir="/nonexistent/rubrics")}, "rubric directory"),
+    ({"judge": judge_cfg(), "live": {"judge_fraction": 0.5, "judge_rubric": "missing"}}, "unknown rubric 'missing'"),
+])
+def test_config_errors_name_the_problem(quality: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        build(context(quality))
+
+
+def test_judge_requires_a_model() -> None:
+    with pytest.raises(ConfigError, match=r"judge\.model is required"):
+        context({"judge": {"url": "http://127.0.0.1:9/v1"}})
+
+
+def test_judged_items_need_known_rubrics(tmp_path: Path) -> None:
+    (tmp_path / "g.yaml").write_text("items:\n  - {id: a, prompt: q, rubric: nosuch}\n")
+    with pytest.raises(ConfigError, match="unknown rubric 'nosuch'"):
+        build(context({"golden_dirs": [str(tmp_path)], "judge": judge_cfg()}))
+    assert build(context({"golden_dirs": [str(tmp_path)]})) is not None  # no judge: not checked
+
+
+def test_docs_config_example_is_valid() -> None:
+    """The `quality:` example in docs/quality.md parses and builds."""
+    doc = (ROOT / "docs" / "quality.md").read_text()
+    block = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    cfg = yaml.safe_load(block)
+    cfg["quality"]["golden_dirs"] = [str(ROOT / "golden_sets")]
+    cfg["quality"]["judge"].update(prompt_path=str(ROOT / "evals" / "judge_prompt.yaml"),
+                                   rubric_dir=str(ROOT / "evals" / "rubrics"))
+    data = {"fleet": {"versions": [{"name": "stable", "openai": "http://127.0.0.1:9/v1"}]}, **cfg}
+    ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=httpx.AsyncClient())
+    assert build(ctx) is not None and ctx.get(JUDGE) is not None
