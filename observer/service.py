@@ -106,9 +106,10 @@ class Service:
             await component.start()
         self.scheduler = AsyncIOScheduler()
         for job in self.jobs():
+            # APScheduler 3 adds a job *paused* when next_run_time=None is passed: only pass it to run at once.
+            first = {"next_run_time": _now()} if job.run_at_start else {}
             self.scheduler.add_job(self.run_job, "interval", args=[job], seconds=job.interval_seconds,
-                                   id=job.name, max_instances=1, coalesce=True, misfire_grace_time=None,
-                                   next_run_time=_now() if job.run_at_start else None)
+                                   id=job.name, max_instances=1, coalesce=True, misfire_grace_time=None, **first)
         self.scheduler.start()
 
     async def stop(self) -> None:

@@ -1,13 +1,194 @@
-"""Service-level objectives and alerting (issue 7). Owned by that area; the root config includes it."""
+"""Service-level objectives and alerting (issue 7). Owned by that area; the root config includes it.
+
+Every field is described once, here. `observer render alerts` maps this spec to frozen objectives
+(observer.render.objectives) and renders Prometheus rules, promtool tests and a PrometheusRule.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field  # noqa: F401
+import bisect
+import math
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
+
+SLO_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+HistogramKind = Literal["ttft", "inter_token", "e2e", "queue"]
+
+# vLLM's default bucket edges (unchanged 0.8.5 → 0.33). Overridable in vLLM ≥ 0.32 with
+# --custom-histogram-buckets: then list the deployed edges in `bucket_edges`.
+VLLM_DEFAULT_EDGES: dict[str, tuple[float, ...]] = {
+    "ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+             20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
+    "inter_token": (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                    20.0, 40.0, 80.0),
+    "e2e": (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+            480.0, 960.0, 1920.0, 7680.0),
+    "queue": (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+              480.0, 960.0, 1920.0, 7680.0),
+}
+
+ErrorReason = Literal["stop", "length", "abort", "error", "repetition"]
+
+
+def _check_name(value: str) -> str:
+    if not SLO_NAME.match(value):
+        raise ValueError(f"SLO name {value!r} must match {SLO_NAME.pattern} (it becomes a label value)")
+    return value
+
+
+def nearest_edges(value: float, edges: tuple[float, ...] | list[float]) -> list[float]:
+    """The bucket edges just below and just above `value` (one of them at the ends)."""
+    ordered = sorted(edges)
+    i = bisect.bisect_left(ordered, value)
+    return ordered[max(0, i - 1):i + 1]
+
+
+def _default_error_reasons() -> list[ErrorReason]:
+    return ["error", "abort"]
+
+
+class _Objective(Spec):
+    name: str = Field(description="SLO name (label value `slo`), unique among SLOs.")
+    objective: float = Field(gt=0, lt=1, description="Target fraction of good events over the period, "
+                                                     "e.g. 0.999.")
+    versions: list[str] = Field(
+        default_factory=list,
+        description="Fleet versions this SLO applies to; empty: every version that is not retired.",
+    )
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _check_name(v)
+
+
+class LatencySLOSpec(_Objective):
+    """A latency SLO read from a histogram: `objective` of requests finish under `threshold_seconds`."""
+
+    name: str = Field("ttft-latency", description="SLO name (label value `slo`), unique among SLOs.")
+    histogram: HistogramKind = Field("ttft", description="Which vLLM histogram: ttft | inter_token | e2e | "
+                                                         "queue.")
+    threshold_seconds: float = Field(2.5, gt=0, description="A request is good when at or under this; "
+                                                            "must be one of `bucket_edges`.")
+    objective: float = Field(0.95, gt=0, lt=1, description="Target fraction of requests under the threshold.")
+    bucket_edges: list[float] | None = Field(
+        None, description="Bucket edges the deployed vLLM exports for this histogram; default: vLLM's "
+                          "defaults. Set it when vLLM runs with --custom-histogram-buckets.",
+    )
+
+    @model_validator(mode="after")
+    def _edge(self) -> LatencySLOSpec:
+        edges = self.edges()
+        if not any(math.isclose(self.threshold_seconds, e, rel_tol=1e-9) for e in edges):
+            near = " or ".join(f"{e:g}" for e in nearest_edges(self.threshold_seconds, edges))
+            raise ValueError(
+                f"threshold_seconds {self.threshold_seconds:g} is not a bucket edge of the {self.histogram} "
+                f"histogram, so no series can count requests under it (a rule on it would never fire); "
+                f"nearest edges: {near}. Pick an edge, or list the deployed edges in bucket_edges"
+            )
+        return self
+
+    def edges(self) -> tuple[float, ...]:
+        """The configured bucket edges, or vLLM's defaults for this histogram."""
+        return tuple(self.bucket_edges) if self.bucket_edges else VLLM_DEFAULT_EDGES[self.histogram]
+
+
+class AvailabilitySLOSpec(_Objective):
+    """An availability SLO: requests finished with one of `error_reasons` are bad."""
+
+    name: str = Field("availability", description="SLO name (label value `slo`), unique among SLOs.")
+    objective: float = Field(0.999, gt=0, lt=1, description="Target fraction of requests that succeed.")
+    error_reasons: list[ErrorReason] = Field(
+        default_factory=_default_error_reasons,
+        min_length=1,
+        description="vLLM finished_reason values counted as failures (errors and aborts by default).",
+    )
+
+
+class QualitySLOSpec(_Objective):
+    """A quality SLO: the pass rate of golden-set items scored by the quality runner."""
+
+    name: str = Field("golden-quality", description="SLO name (label value `slo`), unique among SLOs.")
+    objective: float = Field(0.9, gt=0, lt=1, description="Target fraction of golden items that pass.")
+    golden_set: str | None = Field(None, description="Only this golden set; default: all golden sets.")
+
+
+class LeadingSpec(Spec):
+    """Thresholds of the leading-indicator warnings (early signs, before an SLO burns)."""
+
+    queue_depth_per_replica: float = Field(8.0, gt=0, description="Waiting requests per replica.")
+    kv_cache_usage: float = Field(0.9, gt=0, le=1, description="KV-cache usage fraction (max over replicas).")
+    gpu_framebuffer_used: float = Field(0.95, gt=0, le=1, description="GPU framebuffer used fraction (max).")
+    preemptions_per_second: float = Field(0.5, gt=0, description="Preemptions per second per version.")
+    for_seconds: float = Field(600.0, ge=0, description="How long a leading indicator must hold to fire.")
+
+
+class StalenessSpec(Spec):
+    """How old the observer's own signals may get before a self-health alert fires."""
+
+    target_down_seconds: float = Field(300.0, gt=0, description="A scrape target down this long.")
+    signals_seconds: float = Field(300.0, gt=0, description="No successful scrape of a version this long.")
+    job_failing_seconds: float = Field(3600.0, gt=0, description="A periodic job failing, no success this long.")
+    golden_hours: float = Field(6.0, gt=0, description="Golden set not run for this many hours.")
+    drift_hours: float = Field(3.0, gt=0, description="Drift check not run for this many hours.")
+    judge_hours: float = Field(6.0, gt=0, description="No successful LLM-judge call for this many hours.")
+    verdict_seconds: float = Field(1800.0, gt=0, description="Canary verdict not evaluated this long.")
+    absent_for_seconds: float = Field(600.0, ge=0, description="An SLI series missing this long pages.")
+
+
+class PrometheusRuleMeta(Spec):
+    """Metadata of the generated PrometheusRule custom resource (deploy/prometheusrule.yaml)."""
+
+    name: str = Field("observer-slo", description="metadata.name of the PrometheusRule.")
+    namespace: str | None = Field(None, description="metadata.namespace; default: none (kubectl's).")
+    labels: dict[str, str] = Field(
+        default_factory=lambda: {"app.kubernetes.io/part-of": "observer"},
+        description="metadata.labels, e.g. the label your Prometheus ruleSelector matches.",
+    )
 
 
 class SLOSpec(Spec):
     """Service-level objectives and alerting (issue 7)."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
+    period_days: int = Field(30, ge=1, le=365, description="SLO period; burn-rate factors scale with it.")
+    latency: list[LatencySLOSpec] = Field(default_factory=lambda: [LatencySLOSpec()],
+                                          description="Latency SLOs (histogram threshold + objective).")
+    availability: list[AvailabilitySLOSpec] = Field(default_factory=lambda: [AvailabilitySLOSpec()],
+                                                    description="Availability SLOs (errors + aborts).")
+    quality: list[QualitySLOSpec] = Field(default_factory=list,
+                                          description="Golden-set pass-rate SLOs (need golden sets run).")
+    leading: LeadingSpec = Field(default_factory=LeadingSpec, description="Leading-indicator thresholds.")
+    staleness: StalenessSpec = Field(default_factory=StalenessSpec, description="Self-health limits.")
+    keep_firing: bool = Field(
+        True, description="Burn-rate alerts keep firing for their tier's longest short window (page 30m, "
+                          "ticket 6h) so low traffic does not re-page per dip; needs Prometheus ≥ 2.42.",
+    )
+    runbook_base_url: str = Field(
+        "https://github.com/observer-llm/observer/blob/main/runbooks",
+        description="Every alert's runbook_url is this + '/<page>.md'; pages live in runbooks/.",
+    )
+    observer_job: str = Field("observer", description="Prometheus job label of the observer's own scrape.")
+    prometheus_rule: PrometheusRuleMeta = Field(default_factory=PrometheusRuleMeta,
+                                                description="PrometheusRule metadata.")
+    time_scale: float = Field(
+        1.0, gt=0, le=1,
+        description="TEST ONLY: multiply every alert window and `for` by this (e.g. 1/60 makes 1h a "
+                    "minute) so integration tests fire within a minute. Keep 1 in production.",
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> SLOSpec:
+        seen: set[str] = set()
+        for slo in (*self.latency, *self.availability, *self.quality):
+            if slo.name in seen:
+                raise ValueError(f"duplicate SLO name {slo.name!r}")
+            seen.add(slo.name)
+        if not self.runbook_base_url.strip():
+            raise ValueError("runbook_base_url must not be empty")
+        return self

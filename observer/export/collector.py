@@ -36,6 +36,12 @@ _HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
     (names.HIST_ITL, sig.ITL, "Time between output tokens (one sample per decode step), accumulated."),
     (names.HIST_E2E, sig.E2E, "End-to-end request latency, accumulated over the version's replicas."),
     (names.HIST_QUEUE, sig.QUEUE, "Time requests waited in vLLM's queue, accumulated."),
+    (names.HIST_PREFILL, "request_prefill_time_seconds", "Time requests spent in prefill, accumulated."),
+    (names.HIST_DECODE, "request_decode_time_seconds", "Time requests spent in decode, accumulated."),
+    (names.HIST_PROMPT_LENGTH, "request_prompt_tokens", "Prompt length of finished requests in tokens."),
+    (names.HIST_GENERATION_LENGTH, "request_generation_tokens", "Generated tokens per finished request."),
+    (names.HIST_MAX_GENERATION_TOKENS, "request_max_num_generation_tokens",
+     "Requested max generation tokens per request."),
 )
 _COUNTERS: tuple[tuple[str, str, str], ...] = (
     (names.PROMPT_TOKENS, sig.PROMPT_TOKENS, "Prompt tokens processed, accumulated over replicas."),
@@ -50,7 +56,7 @@ _WINDOW_QUANTILES: tuple[tuple[str, str, str], ...] = (
     (names.WIN_E2E, "e2e", "End-to-end latency over the window, by quantile."),
     (names.WIN_QUEUE, "queue", "Queue time over the window, by quantile."),
 )
-_FAMILY_OF = {w[0]: h[1] for h, w in zip(_HISTOGRAMS, _WINDOW_QUANTILES, strict=True)}
+_FAMILY_OF = {w[0]: h[1] for h, w in zip(_HISTOGRAMS[:4], _WINDOW_QUANTILES, strict=True)}
 """Window summary name → the vLLM histogram family behind it."""
 
 

@@ -1,0 +1,43 @@
+"""`observer render alerts`: Prometheus rule file, its promtool tests, and the PrometheusRule CR.
+
+A pure function of the config (style rule 4); observer.render.writer writes the files.
+"""
+
+from __future__ import annotations
+
+from observer.config.spec import ObserverConfig
+from observer.render.health_rules import hygiene_group, leading_group, self_health_group
+from observer.render.objectives import Alerting, build_alerting
+from observer.render.prometheusrule import prometheus_rule
+from observer.render.promtool_tests import promtool_tests
+from observer.render.rulemodel import Group, groups_data
+from observer.render.slo_rules import slo_groups
+from observer.render.yamltext import dump_yaml
+
+RULES_FILE = "alerts/observer-rules.yaml"
+TESTS_FILE = "alerts/observer-rules.test.yaml"
+PROMETHEUS_RULE_FILE = "deploy/prometheusrule.yaml"
+
+
+def rule_groups(config: ObserverConfig) -> list[Group]:
+    """Every rule group the config asks for, in file order (dashboards read alert names from here)."""
+    return _groups(build_alerting(config))
+
+
+def _groups(a: Alerting) -> list[Group]:
+    return [*slo_groups(a), leading_group(a), self_health_group(a), hygiene_group(a)]
+
+
+def render(config: ObserverConfig) -> dict[str, str]:
+    """Rule file, promtool tests and PrometheusRule for `config` (path relative to the repo root → text)."""
+    if not config.slo.enabled:
+        return {}
+    a = build_alerting(config)
+    groups = _groups(a)
+    rules = dump_yaml({"groups": groups_data(groups, a.runbook_base_url)})
+    files = {RULES_FILE: rules, PROMETHEUS_RULE_FILE: dump_yaml(prometheus_rule(groups, a))}
+    suites = promtool_tests(groups, rule_file=RULES_FILE.rsplit("/", 1)[1], base_url=a.runbook_base_url)
+    for i, suite in enumerate(suites.values()):
+        files[TESTS_FILE if i == 0 else TESTS_FILE.replace(".test.", f".test-{i + 1}.")] = dump_yaml(suite)
+    return files
+

@@ -1,0 +1,229 @@
+"""Argo Rollouts analysis from the canary config: a web gate on the verdict endpoint, a background
+guardrail, Prometheus-provider metrics on the observer's gauges, ClusterAnalysisTemplate variants and an
+example Rollout. Pure: config in, {path: YAML text} out (the writer adds the do-not-edit header).
+
+Limits are deliberate (Argo defaults are failureLimit 0, inconclusiveLimit 0, consecutiveErrorLimit 4):
+* gate: failureLimit 0 — the judge's fail is sequentially valid, one is enough to abort;
+  inconclusiveLimit count−1 — early looks are inconclusive until the minimum samples are in, but a step
+  whose every look was inconclusive (or nodata) ends Inconclusive and pauses for a human, never passes;
+  consecutiveErrorLimit 2 — the endpoint answers 200 with a verdict unless the judge itself is broken.
+* guardrail: failure-only condition on `critical_failed`; runs for the whole rollout.
+* Prometheus metrics: every condition is guarded with `len(result) > 0` and `isNaN`, so an empty vector
+  is Inconclusive (verdict) or not a failure (per-dimension guards) instead of an Error that aborts;
+  dimensions without a critical metric and advisory drift go in `dryRun` (shown, never abort).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from observer import conventions as names
+from observer.config.canary import CanaryMetricSpec
+from observer.config.spec import ObserverConfig
+from observer.render.yamltext import dump_yaml
+
+API = "argoproj.io/v1alpha1"
+GATE = "observer-canary-gate"
+GUARDRAIL = "observer-canary-guardrail"
+PROMETHEUS = "observer-canary-prometheus"
+LABELS = {"app.kubernetes.io/managed-by": "observer", "app.kubernetes.io/part-of": "observer-canary"}
+DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
+
+
+def guarded(expr: str) -> str:
+    """An Argo expression on `result[0]` that is false (never an error) for an empty vector or NaN."""
+    return f"len(result) > 0 && !isNaN(result[0]) && {expr}"
+
+
+@dataclass(frozen=True)
+class PromMetric:
+    """One Prometheus-provider metric as the game day evaluates it (query with {{args.*}} placeholders)."""
+
+    name: str
+    query: str
+    success: str | None
+    failure: str | None
+    dry_run: bool
+
+
+def _sel(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _pair() -> dict[str, str]:
+    return {names.CANARY: "{{args.canary}}", names.BASELINE: "{{args.baseline}}"}
+
+
+def _group_query(metrics: Sequence[CanaryMetricSpec]) -> str:
+    regex = "|".join(m.name for m in metrics)
+    sel = _sel(**_pair()).rstrip("}") + f',{names.METRIC}=~"{regex}"}}'
+    return f"min({names.CANARY_METRIC_RESULT}{sel})"
+
+
+def prometheus_metrics(config: ObserverConfig) -> list[PromMetric]:
+    """The Prometheus-provider metrics (verdict, latency, errors, quality, drift) of the config."""
+    metrics = [m for m in config.canary.metrics if not m.advisory]
+    out = [PromMetric(name="verdict", query=f"max({names.CANARY_VERDICT}{_sel(**_pair())})",
+                      success=guarded("result[0] == 1"), failure=guarded("result[0] == -1"), dry_run=False)]
+    groups: list[tuple[str, list[CanaryMetricSpec]]] = [
+        ("latency", [m for m in metrics if m.kind == "latency"]),
+        ("errors", [m for m in metrics if m.kind == "ratio" and m.finished_reasons]),
+        ("quality", [m for m in metrics if m.kind == "quality" or (m.kind == "ratio" and m.live_check)]),
+    ]
+    for name, ms in groups:
+        if not ms:
+            continue
+        critical = [m for m in ms if m.critical]
+        out.append(PromMetric(name=name, query=_group_query(critical or ms), success=None,
+                              failure=guarded("result[0] < 0"), dry_run=not critical))
+    drift = [m for m in config.canary.metrics if m.kind == "drift"]
+    if drift:
+        fields = "|".join(sorted({m.field or "" for m in drift}))
+        sel = _sel(**{names.VERSION: "{{args.canary}}"}).rstrip("}") + f',{names.FIELD}=~"{fields}"}}'
+        out.append(PromMetric(name="drift", query=f"max({names.DRIFT_DETECTED}{sel})", success=None,
+                              failure=guarded("result[0] >= 1"),
+                              dry_run=not any(m.critical for m in drift)))
+    return out
+
+
+def _args(*extra: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": "canary"}, {"name": "baseline"}, *[dict(e) for e in extra]]
+
+
+WEIGHT_ARG = "canary-weight"
+
+
+def verdict_url(config: ObserverConfig, *, weight: str) -> str:
+    """The verdict endpoint with Argo argument placeholders; `weight` is the split the judge expects."""
+    base = config.canary.observer_url.rstrip("/")
+    return (f"{base}/api/v1/canary/verdict?canary={{{{args.canary}}}}&baseline={{{{args.baseline}}}}"
+            f"&weight={weight}")
+
+
+def gate_spec(config: ObserverConfig) -> dict[str, Any]:
+    """The web-provider gate: pass to continue, fail aborts, all-inconclusive pauses."""
+    spec = config.canary
+    # Each analysis step passes its setWeight as canary-weight (empty: the config's expected weight).
+    return {"args": _args({"name": WEIGHT_ARG, "value": ""}), "metrics": [{
+        "name": "canary-verdict",
+        "interval": spec.argo_interval,
+        "count": spec.argo_count,
+        "successCondition": 'result == "pass"',
+        "failureCondition": 'result == "fail"',
+        "failureLimit": 0,
+        "inconclusiveLimit": spec.argo_count - 1,
+        "consecutiveErrorLimit": 2,
+        "provider": {"web": {"url": verdict_url(config, weight="{{args." + WEIGHT_ARG + "}}"),
+                             "jsonPath": "{$.verdict}", "timeoutSeconds": 10}},
+    }]}
+
+
+def guardrail_spec(config: ObserverConfig) -> dict[str, Any]:
+    """The background guardrail: fails only when a critical metric failed.
+
+    It spans every step, so no single weight applies: it asks with `weight=any` (no split check)."""
+    return {"args": _args(), "metrics": [{
+        "name": "critical-failure",
+        "interval": config.canary.argo_interval,
+        "failureCondition": "result == true",
+        "failureLimit": 0,
+        "consecutiveErrorLimit": 4,
+        "provider": {"web": {"url": verdict_url(config, weight="any"), "jsonPath": "{$.critical_failed}",
+                             "timeoutSeconds": 10}},
+    }]}
+
+
+def prometheus_spec(config: ObserverConfig) -> dict[str, Any]:
+    """Prometheus-provider metrics on the observer's gauges, each guarded against empty results and NaN."""
+    spec = config.canary
+    address = spec.prometheus_url or DEFAULT_PROMETHEUS
+    metrics: list[dict[str, Any]] = []
+    for pm in prometheus_metrics(config):
+        # Every metric has a count, so the template also works as a step analysis (it completes).
+        m: dict[str, Any] = {"name": pm.name, "interval": spec.argo_interval, "count": spec.argo_count}
+        if pm.success is not None:
+            m["successCondition"] = pm.success
+        if pm.failure is not None:
+            m["failureCondition"] = pm.failure
+        m["failureLimit"] = 0
+        if pm.success is not None:
+            m["inconclusiveLimit"] = spec.argo_count - 1
+        m["consecutiveErrorLimit"] = 3
+        m["provider"] = {"prometheus": {"address": "{{args.prometheus-address}}", "query": pm.query}}
+        metrics.append(m)
+    out: dict[str, Any] = {"args": _args({"name": "prometheus-address", "value": address}), "metrics": metrics}
+    dry = [{"metricName": pm.name} for pm in prometheus_metrics(config) if pm.dry_run]
+    if dry:
+        out["dryRun"] = dry
+    return out
+
+
+def _template(kind: str, name: str, spec: Mapping[str, Any], namespace: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(LABELS)
+    return {"apiVersion": API, "kind": kind, "metadata": meta, "spec": dict(spec)}
+
+
+def templates(config: ObserverConfig, *, cluster: bool) -> list[dict[str, Any]]:
+    """The three templates as AnalysisTemplates or ClusterAnalysisTemplates."""
+    kind = "ClusterAnalysisTemplate" if cluster else "AnalysisTemplate"
+    ns = None if cluster else config.canary.argo_namespace
+    return [_template(kind, GATE, gate_spec(config), ns),
+            _template(kind, GUARDRAIL, guardrail_spec(config), ns),
+            _template(kind, PROMETHEUS, prometheus_spec(config), ns)]
+
+
+def rollout(config: ObserverConfig) -> dict[str, Any]:
+    """An example Rollout: 5% → 25% → 50% with a gate after each weight and a background guardrail."""
+    from observer.analyse.canary.pairs import resolve_pairs
+
+    pairs = resolve_pairs(config)
+    canary, baseline = (pairs[0].canary, pairs[0].baseline) if pairs else ("canary", "stable")
+    args = [{"name": "canary", "value": canary}, {"name": "baseline", "value": baseline}]
+    steps: list[dict[str, Any]] = []
+    for weight in (5, 25, 50):
+        steps.append({"setWeight": weight})
+        steps.append({"analysis": {"templates": [{"templateName": GATE}],
+                                   "args": [*args, {"name": WEIGHT_ARG, "value": str(weight)}]}})
+    labels = {"app": "llm"}
+    return {
+        "apiVersion": API, "kind": "Rollout",
+        "metadata": {"name": "llm", "namespace": config.canary.argo_namespace, "labels": dict(LABELS)},
+        "spec": {
+            "replicas": 4,
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{
+                    "name": "vllm",
+                    "image": "vllm/vllm-openai:v0.33.0",
+                    "args": ["--model", "/models/current", "--served-model-name", "llm", "--port", "8000"],
+                    "ports": [{"name": "http", "containerPort": 8000}],
+                }]},
+            },
+            "strategy": {"canary": {
+                "canaryMetadata": {"labels": {"observer.dev/version": canary}},
+                "stableMetadata": {"labels": {"observer.dev/version": baseline}},
+                "analysis": {"templates": [{"templateName": GUARDRAIL}], "args": args, "startingStep": 1},
+                "steps": steps,
+            }},
+        },
+    }
+
+
+def _docs(items: Sequence[Mapping[str, Any]]) -> str:
+    return "---\n".join(dump_yaml(dict(i)) for i in items)
+
+
+def render(config: ObserverConfig) -> dict[str, str]:
+    """deploy/argo/*.yaml for the config."""
+    return {
+        "deploy/argo/analysis-templates.yaml": _docs(templates(config, cluster=False)),
+        "deploy/argo/cluster-analysis-templates.yaml": _docs(templates(config, cluster=True)),
+        "deploy/argo/rollout-example.yaml": dump_yaml(rollout(config)),
+    }

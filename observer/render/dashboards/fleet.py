@@ -1,0 +1,211 @@
+"""Fleet overview: latency, traffic, finish reasons, capacity and SLO status, every panel split by version."""
+
+from __future__ import annotations
+
+from observer import conventions as names
+from observer.render.dashboards.common import (
+    BLUE,
+    ORANGE,
+    RED,
+    YELLOW,
+    DashboardSpec,
+    PanelSpec,
+    Query,
+    Section,
+    Step,
+    mean_expr,
+    quantile_expr,
+    rate,
+    sel,
+)
+from observer.render.dashboards.objectives import Objectives
+
+V = names.VERSION
+REQ = names.REQUESTS + "_total"
+SLO = names.SLO
+
+
+def _latency(title: str, hist: str, obj: Objectives, what: str) -> PanelSpec:
+    queries = [Query(quantile_expr(hist, q), f"{{{{{V}}}}} p{round(q * 100)}") for q in names.QUANTILES]
+    queries.append(Query(mean_expr(hist), f"{{{{{V}}}}} mean"))
+    slo = obj.latency(hist)
+    target = (f" Dashed line: the latency SLO threshold ({slo[0]:g} s for {slo[1]:.4g} of requests)."
+              if slo else " No latency SLO is configured on this histogram.")
+    return PanelSpec(
+        title=title, unit="s", width=12, height=8, runbooks=(f"{names.ALERT_BURN_PAGE}:latency",) if slo else (),
+        thresholds=(Step(slo[0], RED),) if slo else (),
+        description=(f"{what} per version: p50/p95/p99 from the observer's accumulated histogram "
+                     f"(`{hist}`, pod restarts handled) and the mean.{target}"),
+        queries=queries,
+    )
+
+
+def _burn(window: str, obj: Objectives) -> str:
+    # The alert renderer's recording rules: error ratio per SLO and version, ÷ the SLO's error budget.
+    ratio = sel(names.RULE_SLI_ERROR_RATIO + window, model=False, namespace=False)
+    objective = sel(names.RULE_SLO_OBJECTIVE, version_label="", model=False, namespace=False)
+    return (f"max by ({SLO}, {V}) ({ratio}) / on ({SLO}) group_left () "
+            f"(1 - max by ({SLO}) ({objective}))")
+
+
+def _slo(obj: Objectives) -> Section:
+    page = obj.burn_lines[0]
+    burn_steps = tuple(Step(line.factor, RED if line.severity == "page" else ORANGE)
+                       for line in sorted(obj.burn_lines, key=lambda line: line.factor))
+    legend = f"{{{{{SLO}}}}} {{{{{V}}}}}"
+    # Time-weighted mean of the recorded 1h error ratio over the period (the recorded windows stop at 3d).
+    ratio = sel(names.RULE_SLI_ERROR_RATIO + page.window, model=False, namespace=False)
+    objective = sel(names.RULE_SLO_OBJECTIVE, version_label="", model=False, namespace=False)
+    spent = (f"max by ({SLO}, {V}) (avg_over_time({ratio}[{obj.period}])) / on ({SLO}) group_left () "
+             f"(1 - max by ({SLO}) ({objective}))")
+    return Section("Service level", [
+        PanelSpec(
+            title=f"SLO burn rate now ({page.window})", kind="stat", unit="x", width=8, height=6,
+            thresholds=burn_steps, runbooks=(names.ALERT_BURN_PAGE, names.ALERT_BURN_TICKET),
+            description=(f"Error-budget burn rate per SLO and version over {page.window}: the SLI error ratio "
+                         f"÷ (1 − objective). 1× spends the budget exactly in {obj.period}; "
+                         + ", ".join(f"{line.factor:g}× over {line.window} ({line.severity})"
+                                     for line in obj.burn_lines) + " alert (with their short windows)."),
+            queries=[Query(_burn(page.window, obj), legend, instant=True)],
+        ),
+        PanelSpec(
+            title=f"Error budget remaining ({obj.period})", kind="stat", unit="percentunit", width=8, height=6,
+            thresholds=(Step(None, RED), Step(0.25, YELLOW), Step(0.5, "green")),
+            runbooks=(names.ALERT_BURN_TICKET,),
+            description=(f"Share of each SLO's {obj.period} error budget left per version: 1 − the mean "
+                         f"{page.window} burn rate over the period (time-weighted). Below 0 the SLO is missed."),
+            queries=[Query(f"1 - {spent}", legend, instant=True)],
+        ),
+        PanelSpec(
+            title="SLO burn rate by window", unit="x", width=8, height=6, thresholds=burn_steps,
+            runbooks=(names.ALERT_BURN_PAGE,),
+            description="Burn rate per SLO and version over the two paging windows; dashed lines: alert factors.",
+            queries=[Query(_burn(line.window, obj), f"{legend} {line.window}") for line in obj.burn_lines[:2]],
+        ),
+    ])
+
+
+def _traffic(obj: Objectives) -> Section:
+    failed = rate(REQ, finished_reason='=~"error|abort"')
+    return Section("Traffic and errors", [
+        PanelSpec(
+            title="Requests per second", unit="reqps", width=8,
+            description="Finished requests per second per version (all finish reasons).",
+            queries=[Query(f"sum by ({V}) ({rate(REQ)})", f"{{{{{V}}}}}")],
+        ),
+        PanelSpec(
+            title="Tokens per second (in / out)", unit="short", width=8,
+            description="Prompt (in) and generated (out) tokens per second per version.",
+            queries=[
+                Query(f"sum by ({V}) ({rate(names.PROMPT_TOKENS + '_total')})", f"{{{{{V}}}}} in"),
+                Query(f"sum by ({V}) ({rate(names.GENERATION_TOKENS + '_total')})", f"{{{{{V}}}}} out"),
+            ],
+        ),
+        PanelSpec(
+            title="Finish reasons", unit="reqps", width=8, stacked=True,
+            description="Requests per second per version and vLLM finish reason (stop, length, abort, ...).",
+            queries=[Query(f"sum by ({V}, {names.FINISHED_REASON}) ({rate(REQ)})",
+                           f"{{{{{V}}}}} {{{{{names.FINISHED_REASON}}}}}")],
+        ),
+        PanelSpec(
+            title="Errors and aborts", unit="percentunit", width=12,
+            thresholds=(Step(obj.error_budget, RED),), runbooks=(f"{names.ALERT_BURN_PAGE}:availability",),
+            description=(f"Share of requests per version that ended with `error` or `abort`. Dashed line: the "
+                         f"availability SLO's error budget ({obj.error_budget:g}; "
+                         f"{obj.error_reason_regex} count as errors)."),
+            queries=[Query(
+                f"sum by ({V}, {names.FINISHED_REASON}) ({failed})"
+                f" / ignoring ({names.FINISHED_REASON}) group_left sum by ({V}) ({rate(REQ)})",
+                f"{{{{{V}}}}} {{{{{names.FINISHED_REASON}}}}}")],
+        ),
+        PanelSpec(
+            title="Mean tokens per request", unit="short", width=12,
+            description="Mean prompt and generation length per finished request, per version (token counters "
+                        "÷ requests).",
+            queries=[
+                Query(f"sum by ({V}) ({rate(names.PROMPT_TOKENS + '_total')}) / sum by ({V}) ({rate(REQ)})",
+                      f"{{{{{V}}}}} prompt"),
+                Query(f"sum by ({V}) ({rate(names.GENERATION_TOKENS + '_total')}) / sum by ({V}) ({rate(REQ)})",
+                      f"{{{{{V}}}}} generation"),
+            ],
+        ),
+    ])
+
+
+def _capacity(obj: Objectives) -> Section:
+    return Section("Capacity", [
+        PanelSpec(
+            title="Queue depth per replica", unit="short", width=8, runbooks=(names.ALERT_QUEUE_DEPTH,),
+            thresholds=(Step(obj.queue_depth_per_replica, RED),),
+            description="Requests waiting in vLLM's scheduler per replica of each version (vLLM num_requests_waiting).",
+            queries=[Query(f"max by ({V}) ({sel(names.QUEUE_DEPTH_PER_REPLICA)})", f"{{{{{V}}}}}")],
+        ),
+        PanelSpec(
+            title="Running requests", unit="short", width=8,
+            description="Requests being decoded per version (vLLM num_requests_running, summed over replicas).",
+            queries=[Query(f"sum by ({V}) ({sel(names.RUNNING_REQUESTS)})", f"{{{{{V}}}}}")],
+        ),
+        PanelSpec(
+            title="KV-cache usage", unit="percentunit", width=8, min=0, max=1,
+            thresholds=(Step(obj.kv_cache_usage, RED),), runbooks=(names.ALERT_KV_CACHE,),
+            description=(f"KV-cache blocks in use (0–1) per version, mean and max over replicas. Dashed line: "
+                         f"{obj.kv_cache_usage:g}, above which preemptions start."),
+            queries=[Query(f"max by ({V}, {names.STAT}) ({sel(names.KV_CACHE_USAGE)})",
+                           f"{{{{{V}}}}} {{{{{names.STAT}}}}}")],
+        ),
+        PanelSpec(
+            title="Preemptions per second", unit="short", width=8, runbooks=(names.ALERT_PREEMPTIONS,),
+            thresholds=(Step(obj.preemptions_per_second, RED),),
+            description="Requests preempted by vLLM's scheduler (KV cache exhausted) per second, per version.",
+            queries=[Query(f"sum by ({V}) ({rate(names.PREEMPTIONS + '_total')})", f"{{{{{V}}}}}")],
+        ),
+        PanelSpec(
+            title="Prefix-cache hit rate", unit="percentunit", width=8, min=0, max=1,
+            description="Share of prompt tokens served from the prefix cache per version (hits ÷ queries, tokens).",
+            queries=[Query(f"sum by ({V}) ({rate(names.PREFIX_CACHE_HITS + '_total')})"
+                           f" / sum by ({V}) ({rate(names.PREFIX_CACHE_QUERIES + '_total')})", f"{{{{{V}}}}}")],
+        ),
+        PanelSpec(
+            title="Replicas up", unit="short", width=8, thresholds=(Step(None, RED), Step(1, BLUE)),
+            runbooks=(names.ALERT_TARGET_DOWN,),
+            description="vLLM replicas of each version whose /metrics the observer scraped successfully.",
+            queries=[Query(f"sum by ({V}) ({sel(names.REPLICAS)})", f"{{{{{V}}}}}")],
+        ),
+    ])
+
+
+def _shape() -> Section:
+    def p50_p95(hist: str) -> list[Query]:
+        return [Query(quantile_expr(hist, q), f"{{{{{V}}}}} p{round(q * 100)}") for q in (0.5, 0.95)]
+
+    return Section("Request shape", [
+        PanelSpec(title="Prompt length", unit="short", width=6, queries=p50_p95(names.HIST_PROMPT_LENGTH),
+                  description="Prompt tokens per request, p50/p95 per version (vLLM request_prompt_tokens)."),
+        PanelSpec(title="Generation length", unit="short", width=6,
+                  queries=p50_p95(names.HIST_GENERATION_LENGTH),
+                  description="Generated tokens per request, p50/p95 per version "
+                              "(vLLM request_generation_tokens)."),
+        PanelSpec(title="Prefill and decode time", unit="s", width=6,
+                  queries=[Query(quantile_expr(names.HIST_PREFILL, 0.95), f"{{{{{V}}}}} prefill p95"),
+                           Query(quantile_expr(names.HIST_DECODE, 0.95), f"{{{{{V}}}}} decode p95")],
+                  description="Time in the prefill and in the decode phase per request, p95 per version."),
+        PanelSpec(title="Requested max tokens", unit="short", width=6,
+                  queries=p50_p95(names.HIST_MAX_GENERATION_TOKENS),
+                  description="The max_tokens clients ask for, p50/p95 per version "
+                              "(vLLM request_max_num_generation_tokens)."),
+    ])
+
+
+def dashboard(obj: Objectives) -> DashboardSpec:
+    """The fleet overview."""
+    latency = Section("Latency (per version)", [
+        _latency("Time to first token", names.HIST_TTFT, obj, "Time to first token"),
+        _latency("Inter-token latency", names.HIST_ITL, obj, "Time between output tokens"),
+        _latency("End-to-end latency", names.HIST_E2E, obj, "Request latency (arrival to finish)"),
+        _latency("Queue time", names.HIST_QUEUE, obj, "Time waiting in vLLM's queue"),
+    ])
+    return DashboardSpec(
+        slug="fleet", title="Fleet overview",
+        description="Latency, traffic, finish reasons, capacity and SLO status of every model version.",
+        sections=[_slo(obj), latency, _traffic(obj), _capacity(obj), _shape()],
+    )

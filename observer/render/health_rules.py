@@ -1,0 +1,246 @@
+"""Leading-indicator warnings, observer self-health and rollout-hygiene alerts, each with its examples."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from observer import conventions as names
+from observer.render.burnrate import duration
+from observer.render.objectives import Alerting
+from observer.render.rulemodel import Alert, Example, Firing, Group, Labels, Series, one_of, selector
+
+_V = names.VERSION
+
+
+def example_interval(a: Alerting, span_seconds: float) -> float:
+    """Evaluation interval of an example: 1m, or 10m for spans of an hour or more (promtool is faster)."""
+    return (600.0 if span_seconds >= 3600 * a.time_scale else 60.0) * a.time_scale
+
+
+def _timing(a: Alerting, for_seconds: float) -> tuple[float, float, int]:
+    """(interval, eval time, steps) of an example: evaluate three intervals after `for` has passed."""
+    interval = example_interval(a, for_seconds)
+    steps = round(for_seconds / interval) + 3
+    return interval, steps * interval, steps
+
+
+def _threshold(a: Alerting, *, name: str, metric: str, matchers: dict[str, str], threshold: float,
+               high: float, low: float, value_text: str, what: str, runbook: str) -> Alert:
+    """A gauge-over-threshold warning held for `leading_for`, with a firing and a quiet example."""
+    interval, at, steps = _timing(a, a.limits.leading_for)
+    labels = {_V: "canary", **matchers}
+    key: Labels = tuple(sorted(labels.items()))
+    sel = selector(metric, matchers)
+    return Alert(
+        name=name, expr=f"{sel} > {threshold!r}", severity="warning", for_seconds=a.limits.leading_for,
+        summary=f"{{{{ $labels.version }}}}: {what}",
+        description=(f"{what[0].upper() + what[1:]} on version {{{{ $labels.version }}}}: {value_text} (threshold "
+                     f"{threshold:g}) for {duration(a.limits.leading_for)}."),
+        runbook=runbook,
+        examples=(
+            Example(f"{name} fires at {high:g}", (Series(selector(metric, labels), f"{high!r}x{steps}"),), at,
+                    interval, (Firing(key, high),)),
+            Example(f"{name} quiet at {low:g}", (Series(selector(metric, labels), f"{low!r}x{steps}"),), at,
+                    interval),
+        ),
+    )
+
+
+def leading_group(a: Alerting) -> Group:
+    """Early warnings: queue depth, KV cache, framebuffer, XID errors, preemptions."""
+    lim = a.limits
+    interval, at, steps = _timing(a, lim.leading_for)
+    window = duration(600 * a.time_scale)
+    rate_window = duration(300 * a.time_scale)
+    xid = names.GPU_XID_ERRORS + "_total"
+    pre = names.PREEMPTIONS + "_total"
+    per_step = 60  # preemptions per interval in the example: 1/s at time_scale 1
+    pre_rate = per_step / interval
+    quiet_per_step = lim.preemptions_per_second * interval / 4
+    rules = (
+        _threshold(a, name=names.ALERT_QUEUE_DEPTH, metric=names.QUEUE_DEPTH_PER_REPLICA, matchers={},
+                   threshold=lim.queue_depth_per_replica, high=lim.queue_depth_per_replica * 1.5,
+                   low=lim.queue_depth_per_replica / 2, value_text='{{ printf "%.2f" $value }} waiting '
+                   'requests per replica', what="requests queueing", runbook="queue-depth"),
+        _threshold(a, name=names.ALERT_KV_CACHE, metric=names.KV_CACHE_USAGE, matchers={names.STAT: "max"},
+                   threshold=lim.kv_cache_usage, high=round((1 + lim.kv_cache_usage) / 2, 4),
+                   low=round(lim.kv_cache_usage / 2, 4), value_text="KV-cache usage {{ $value | "
+                   "humanizePercentage }}", what="KV cache nearly full", runbook="kv-cache"),
+        _threshold(a, name=names.ALERT_GPU_FRAMEBUFFER, metric=names.GPU_FB_USED, matchers={names.STAT: "max"},
+                   threshold=lim.gpu_framebuffer_used, high=round((1 + lim.gpu_framebuffer_used) / 2, 4),
+                   low=round(lim.gpu_framebuffer_used / 2, 4), value_text="framebuffer used {{ $value | "
+                   "humanizePercentage }}", what="GPU framebuffer nearly full", runbook="gpu-framebuffer"),
+        Alert(
+            name=names.ALERT_GPU_XID, expr=f"increase({xid}[{window}]) > 0", severity="warning",
+            summary="{{ $labels.version }}: GPU XID errors",
+            description=(f"DCGM reported {{{{ printf \"%.2f\" $value }}}} new XID error event(s) in the last "
+                         f"{window} on a GPU of version {{{{ $labels.version }}}}: check the XID code in "
+                         f"DCGM_FI_DEV_XID_ERRORS and the node's kernel log."),
+            runbook="gpu-xid",
+            examples=(
+                Example(f"{names.ALERT_GPU_XID} fires after one XID",
+                        (Series(selector(xid, {_V: "canary"}), f"0x5 1x{steps}"),), 10 * interval, interval,
+                        (Firing(((_V, "canary"),), 1.0),)),
+                Example(f"{names.ALERT_GPU_XID} quiet without XIDs",
+                        (Series(selector(xid, {_V: "canary"}), f"0x{steps}"),), 10 * interval, interval),
+            ),
+        ),
+        Alert(
+            name=names.ALERT_PREEMPTIONS,
+            expr=f"sum by ({_V}) (rate({pre}[{rate_window}])) > {lim.preemptions_per_second!r}",
+            severity="warning", for_seconds=lim.leading_for,
+            summary="{{ $labels.version }}: vLLM preempting requests",
+            description=(f"Version {{{{ $labels.version }}}} preempts {{{{ printf \"%.2f\" $value }}}} requests/s "
+                         f"(threshold {lim.preemptions_per_second:g}/s) for {duration(lim.leading_for)}: the "
+                         f"KV cache is too small for the load, so requests are recomputed."),
+            runbook="preemptions",
+            examples=(
+                Example(f"{names.ALERT_PREEMPTIONS} fires at {pre_rate:g}/s",
+                        (Series(selector(pre, {_V: "canary", names.MODEL: "m"}), f"0+{per_step}x{steps}"),),
+                        at, interval, (Firing(((_V, "canary"),), pre_rate),)),
+                Example(f"{names.ALERT_PREEMPTIONS} quiet at a low rate",
+                        (Series(selector(pre, {_V: "canary", names.MODEL: "m"}), f"0+{quiet_per_step!r}x{steps}"),),
+                        at, interval),
+            ) if pre_rate > lim.preemptions_per_second else (),
+        ),
+    )
+    return Group(names.RULE_GROUP_LEADING, rules)
+
+
+def _stale(a: Alerting, *, name: str, metric: str, by: Sequence[str], limit: float, what: str, runbook: str,
+           summary: str, keys: Sequence[Mapping[str, str]] = (), matchers: dict[str, str] | None = None) -> Alert:
+    """`time() - last > limit` per `by`; with `keys` (label sets that must exist, e.g. each live version)
+    also `absent_over_time` per key, so something that never happened alerts too."""
+    interval, at, steps = _timing(a, limit)
+    window = duration(limit)
+    regex = {_V: one_of([k[_V] for k in keys])} if keys and tuple(by) == (_V,) else None
+    sel = selector(metric, matchers, regex=regex)
+    expr = f"time() - max by ({', '.join(by)}) ({sel}) > {limit:g}" if by else f"time() - {sel} > {limit:g}"
+    expr += "".join(f"\nor\nabsent_over_time({selector(metric, dict(k))}[{window}])" for k in keys)
+    label_sets = [dict(k) for k in keys] or [{b: "x" for b in by}]
+    old = tuple(Series(selector(metric, {**ls, **(matchers or {})}), f"0x{steps}") for ls in label_sets)
+    fresh = tuple(Series(selector(metric, {**ls, **(matchers or {})}), f"0+{interval!r}x{steps}")
+                  for ls in label_sets)
+    examples: tuple[Example, ...] = (
+        Example(f"{name} fires when {what} last happened {duration(at)} ago", old, at, interval,
+                tuple(Firing(tuple(sorted(ls.items())), at) for ls in label_sets)),
+        Example(f"{name} quiet when {what} is fresh", fresh, at, interval),
+    )
+    if keys:
+        examples += (Example(f"{name} fires when {what} never happened",
+                             (Series(selector(names.TARGET_UP, {_V: "stable"}), f"1x{steps}"),), at, interval,
+                             tuple(Firing(tuple(sorted(ls.items())), 1.0) for ls in label_sets)),)
+    whose = " of version {{ $labels.version }}" if _V in by else ""
+    if names.CANARY in by:
+        whose = " of canary {{ $labels.canary }} against {{ $labels.baseline }}"
+    return Alert(name=name, expr=expr, severity="warning", summary=summary,
+                 description=(f"No {what.removeprefix('a ')}{whose} for {{{{ printf \"%.0f\" $value }}}} s "
+                              f"(limit {window})"
+                              + ("; a value of 1 means none at all within the limit." if keys else ".")),
+                 runbook=runbook, examples=examples)
+
+
+def self_health_group(a: Alerting) -> Group:
+    """Is the observer itself working: targets, signals, jobs, judge, golden sets, drift, verdicts."""
+    lim = a.limits
+    up = names.TARGET_UP
+    t_labels = {_V: "canary", names.KIND: "vllm", names.TARGET: "http://127.0.0.1:18002/metrics"}
+    interval, at, steps = _timing(a, lim.target_down)
+    prom_up = selector("up", {names.JOB: a.observer_job})
+    runs = names.JOB_RUNS + "_total"
+    j_interval, j_at, j_steps = _timing(a, lim.job_failing)
+    rules: list[Alert] = [
+        Alert(name=names.ALERT_TARGET_DOWN, expr=f"{up} == 0", severity="warning", for_seconds=lim.target_down,
+              summary="{{ $labels.version }}: {{ $labels.kind }} target down",
+              description=(f"The observer cannot scrape {{{{ $labels.kind }}}} target {{{{ $labels.target }}}} "
+                           f"of version {{{{ $labels.version }}}} (up = {{{{ printf \"%.0f\" $value }}}}) for "
+                           f"{duration(lim.target_down)}; its signals are missing from every SLO."),
+              runbook="target-down",
+              examples=(Example(f"{names.ALERT_TARGET_DOWN} fires", (Series(selector(up, t_labels), f"0x{steps}"),),
+                                at, interval, (Firing(tuple(sorted(t_labels.items())), 0.0),)),
+                        Example(f"{names.ALERT_TARGET_DOWN} quiet", (Series(selector(up, t_labels), f"1x{steps}"),),
+                                at, interval))),
+        Alert(name=names.ALERT_OBSERVER_DOWN, expr=f"{prom_up} == 0 or absent({prom_up})", severity="page",
+              for_seconds=lim.target_down, summary="The observer is not being scraped",
+              description=(f"Prometheus job {a.observer_job!r} is down or missing (value "
+                           f"{{{{ printf \"%.0f\" $value }}}}; 1 means absent) for {duration(lim.target_down)}: "
+                           f"no SLO, canary or drift signal is current."),
+              runbook="observer-down",
+              examples=(Example(f"{names.ALERT_OBSERVER_DOWN} fires when absent",
+                                (Series(selector(up, t_labels), f"1x{steps}"),), at, interval,
+                                (Firing(((names.JOB, a.observer_job),), 1.0),)),)),
+        _stale(a, name=names.ALERT_SIGNALS_STALE, metric=names.LAST_SUCCESS, matchers={names.KIND: "vllm"},
+               by=(_V,), limit=lim.signals_stale, what="a successful vLLM scrape",
+               runbook="signals-stale", summary="{{ $labels.version }}: observer signals are stale"),
+        Alert(name=names.ALERT_JOB_FAILING,
+              expr=(f"(time() - {names.JOB_LAST_SUCCESS} > {lim.job_failing:g})\nand on ({names.JOB})\n"
+                    f"(increase({selector(runs, {names.OUTCOME: 'error'})}[{duration(lim.job_failing)}]) > 0)"),
+              severity="warning", summary="Observer job {{ $labels.job }} keeps failing",
+              description=(f"Periodic job {{{{ $labels.job }}}} last succeeded {{{{ printf \"%.0f\" $value }}}} s "
+                           f"ago and has failed within the last {duration(lim.job_failing)}."),
+              runbook="job-failing",
+              examples=(Example(f"{names.ALERT_JOB_FAILING} fires",
+                                (Series(selector(names.JOB_LAST_SUCCESS, {names.JOB: "scrape"}), f"0x{j_steps}"),
+                                 Series(selector(runs, {names.JOB: "scrape", names.OUTCOME: "error"}),
+                                        f"0+1x{j_steps}")),
+                                j_at, j_interval, (Firing(((names.JOB, "scrape"),), j_at),)),)),
+    ]
+    if a.judge_enabled:
+        rules.append(_stale(a, name=names.ALERT_JUDGE_NOT_RUNNING, metric=names.JUDGE_LAST_SUCCESS, by=(),
+                            limit=lim.judge_stale, what="a successful LLM-judge call",
+                            runbook="judge-not-running", summary="The LLM judge is not running"))
+    if a.quality_enabled and a.live_versions:
+        rules.append(_stale(a, name=names.ALERT_GOLDEN_NOT_RUN, metric=names.GOLDEN_LAST_RUN, by=(_V,),
+                            keys=[{_V: v} for v in a.live_versions], limit=lim.golden_stale, what="a golden-set run",
+                            runbook="golden-not-run", summary="{{ $labels.version }}: golden set not run"))
+    if a.drift_enabled and a.live_versions:
+        rules.append(_stale(a, name=names.ALERT_DRIFT_NOT_RUN, metric=names.DRIFT_LAST_CHECK, by=(_V,),
+                            keys=[{_V: v} for v in a.live_versions], limit=lim.drift_stale, what="a drift check",
+                            runbook="drift-not-run", summary="{{ $labels.version }}: drift check not run"))
+    if a.canary_enabled:
+        rules.append(_stale(a, name=names.ALERT_VERDICT_STALE, metric=names.CANARY_LAST_EVALUATED,
+                            by=(names.CANARY, names.BASELINE), limit=lim.verdict_stale,
+                            keys=[{names.CANARY: c, names.BASELINE: b} for c, b in a.canary_pairs],
+                            what="a canary verdict evaluation", runbook="verdict-stale",
+                            summary="Canary verdict for {{ $labels.canary }} is stale"))
+    return Group(names.RULE_GROUP_SELF, tuple(rules))
+
+
+def hygiene_group(a: Alerting) -> Group:
+    """Rollout hygiene: one fingerprint per version; retired versions get no traffic."""
+    interval, at, steps = _timing(a, a.limits.leading_for)
+    info = names.VERSION_INFO
+    rules: list[Alert] = [Alert(
+        name=names.ALERT_FINGERPRINTS,
+        expr=f"count by ({_V}) (count by ({_V}, {names.FINGERPRINT}) ({info})) > 1",
+        severity="warning", for_seconds=a.limits.leading_for,
+        summary="{{ $labels.version }} serves more than one build",
+        description=(f"Version {{{{ $labels.version }}}} reports {{{{ printf \"%.0f\" $value }}}} different "
+                     f"fingerprints (model, prompt template, sampling defaults) for "
+                     f"{duration(a.limits.leading_for)}: replicas disagree, so its signals mix two builds."),
+        runbook="version-fingerprints",
+        examples=(Example(f"{names.ALERT_FINGERPRINTS} fires with two fingerprints",
+                          tuple(Series(selector(info, {_V: "canary", names.MODEL: "m", names.FINGERPRINT: f}),
+                                       f"1x{steps}") for f in ("aaa", "bbb")),
+                          at, interval, (Firing(((_V, "canary"),), 2.0),)),
+                  Example(f"{names.ALERT_FINGERPRINTS} quiet with one",
+                          (Series(selector(info, {_V: "canary", names.MODEL: "m", names.FINGERPRINT: "aaa"}),
+                                  f"1x{steps}"),), at, interval)),
+    )]
+    if a.retired_versions:
+        req = names.REQUESTS + "_total"
+        window = duration(300 * a.time_scale)
+        old = a.retired_versions[0]
+        rules.append(Alert(
+            name=names.ALERT_RETIRED_TRAFFIC,
+            expr=f"sum by ({_V}) (rate({selector(req, regex={_V: one_of(a.retired_versions)})}[{window}])) > 0",
+            severity="warning", for_seconds=a.limits.leading_for,
+            summary="Retired version {{ $labels.version }} still receives traffic",
+            description=("Version {{ $labels.version }} is retired in the fleet config but still serves "
+                         "{{ printf \"%.2f\" $value }} requests/s: a route or client still points at it."),
+            runbook="retired-traffic",
+            examples=(Example(f"{names.ALERT_RETIRED_TRAFFIC} fires",
+                              (Series(selector(req, {_V: old, names.MODEL: "m", names.FINISHED_REASON: "stop"}),
+                                      f"0+60x{steps}"),), at, interval, (Firing(((_V, old),), 60 / interval),)),),
+        ))
+    return Group(names.RULE_GROUP_HYGIENE, tuple(rules))

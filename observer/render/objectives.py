@@ -1,0 +1,163 @@
+"""The internal alerting model: frozen SLOs and limits, mapped once from the `slo` config section.
+
+Renderers read these types only; the types never import the spec (style rule 2). `build_alerting`
+is the one place that maps the spec, resolves version lists against the fleet and scales time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from prometheus_client.utils import floatToGoString
+
+from observer import conventions as names
+from observer.analyse.canary.pairs import resolve_pairs
+from observer.errors import ConfigError
+
+if TYPE_CHECKING:
+    from observer.config.spec import ObserverConfig
+
+HISTOGRAMS: dict[str, str] = {
+    "ttft": names.HIST_TTFT,
+    "inter_token": names.HIST_ITL,
+    "e2e": names.HIST_E2E,
+    "queue": names.HIST_QUEUE,
+}
+
+
+class SliKind(StrEnum):
+    """What an SLO measures; also the `sli` label value and the runbook page suffix."""
+
+    LATENCY = "latency"
+    AVAILABILITY = "availability"
+    QUALITY = "quality"
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One SLO for a set of versions; `versions` is never empty."""
+
+    name: str
+    kind: SliKind
+    objective: float
+    versions: tuple[str, ...]
+    histogram: str = ""  # latency: exported histogram family name
+    le: str = ""  # latency: the `le` label text exactly as the observer exports it
+    threshold_seconds: float = 0.0
+    error_reasons: tuple[str, ...] = ()  # availability
+    golden_set: str | None = None  # quality
+
+    @property
+    def budget(self) -> float:
+        """The error budget: the fraction of bad events allowed over the period."""
+        return 1.0 - self.objective
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Leading-indicator thresholds and self-health limits; durations in seconds, already scaled."""
+
+    queue_depth_per_replica: float
+    kv_cache_usage: float
+    gpu_framebuffer_used: float
+    preemptions_per_second: float
+    leading_for: float
+    target_down: float
+    signals_stale: float
+    job_failing: float
+    golden_stale: float
+    drift_stale: float
+    judge_stale: float
+    verdict_stale: float
+    absent_for: float
+
+
+@dataclass(frozen=True)
+class Alerting:
+    """Everything the rule renderers need."""
+
+    objectives: tuple[Objective, ...]
+    limits: Limits
+    period_seconds: float
+    time_scale: float
+    keep_firing: bool
+    live_versions: tuple[str, ...]
+    retired_versions: tuple[str, ...]
+    runbook_base_url: str
+    observer_job: str
+    quality_enabled: bool
+    judge_enabled: bool
+    drift_enabled: bool
+    canary_enabled: bool
+    canary_pairs: tuple[tuple[str, str], ...]  # (canary, baseline) judged by the canary area
+    rule_name: str
+    rule_namespace: str | None
+    rule_labels: tuple[tuple[str, str], ...]
+
+    def runbook_url(self, page: str) -> str:
+        """The runbook_url of a page in runbooks/."""
+        return f"{self.runbook_base_url.rstrip('/')}/{page}.md"
+
+
+def le_text(edge: float) -> str:
+    """The `le` label text of a bucket edge, formatted as the observer's exporter writes it."""
+    # prometheus_client's formatting ("2.5", "1.0", "10.0"); `le` matching in PromQL is by exact text.
+    return str(floatToGoString(edge))  # type: ignore[no-untyped-call]
+
+
+def build_alerting(config: ObserverConfig) -> Alerting:
+    """Map the `slo` section (with the fleet) to the internal model; ConfigError names the bad key."""
+    slo = config.slo
+    live = tuple(v.name for v in config.fleet.versions if not v.retired)
+    retired = tuple(v.name for v in config.fleet.versions if v.retired)
+    known = {v.name for v in config.fleet.versions}
+
+    def versions(section: str, index: int, chosen: list[str]) -> tuple[str, ...]:
+        for name in chosen:
+            if name not in known:
+                raise ConfigError(f"unknown version {name!r}; the fleet has: {', '.join(sorted(known)) or 'none'}",
+                                  path=f"slo.{section}.{index}.versions")
+        return tuple(chosen) if chosen else live
+
+    objectives: list[Objective] = []
+    for i, lat in enumerate(slo.latency):
+        objectives.append(Objective(
+            name=lat.name, kind=SliKind.LATENCY, objective=lat.objective,
+            versions=versions("latency", i, lat.versions), histogram=HISTOGRAMS[lat.histogram],
+            le=le_text(lat.threshold_seconds), threshold_seconds=lat.threshold_seconds))
+    for i, av in enumerate(slo.availability):
+        objectives.append(Objective(
+            name=av.name, kind=SliKind.AVAILABILITY, objective=av.objective,
+            versions=versions("availability", i, av.versions), error_reasons=tuple(av.error_reasons)))
+    if config.quality.enabled:
+        for i, q in enumerate(slo.quality):
+            objectives.append(Objective(
+                name=q.name, kind=SliKind.QUALITY, objective=q.objective,
+                versions=versions("quality", i, q.versions), golden_set=q.golden_set))
+
+    scale = slo.time_scale
+    lead, stale = slo.leading, slo.staleness
+    limits = Limits(
+        queue_depth_per_replica=lead.queue_depth_per_replica, kv_cache_usage=lead.kv_cache_usage,
+        gpu_framebuffer_used=lead.gpu_framebuffer_used, preemptions_per_second=lead.preemptions_per_second,
+        leading_for=lead.for_seconds * scale, target_down=stale.target_down_seconds * scale,
+        signals_stale=stale.signals_seconds * scale, job_failing=stale.job_failing_seconds * scale,
+        golden_stale=stale.golden_hours * 3600 * scale, drift_stale=stale.drift_hours * 3600 * scale,
+        judge_stale=stale.judge_hours * 3600 * scale, verdict_stale=stale.verdict_seconds * scale,
+        absent_for=stale.absent_for_seconds * scale,
+    )
+    pairs = tuple((p.canary, p.baseline) for p in resolve_pairs(config)) if config.canary.enabled else ()
+    return Alerting(
+        objectives=tuple(o for o in objectives if o.versions), limits=limits,
+        period_seconds=slo.period_days * 86400.0, time_scale=scale, keep_firing=slo.keep_firing,
+        live_versions=live,
+        retired_versions=retired, runbook_base_url=slo.runbook_base_url, observer_job=slo.observer_job,
+        quality_enabled=config.quality.enabled,
+        judge_enabled=config.quality.enabled and config.quality.judge.url is not None,
+        drift_enabled=config.drift.enabled,
+        canary_enabled=bool(pairs), canary_pairs=pairs, rule_name=slo.prometheus_rule.name,
+        rule_namespace=slo.prometheus_rule.namespace,
+        rule_labels=tuple(sorted(slo.prometheus_rule.labels.items())),
+    )

@@ -1,0 +1,217 @@
+"""SLO rules: SLI error-ratio recordings, multi-window multi-burn-rate alerts and absent-data guards.
+
+Rules read only the observer's normalised, accumulated series (monotonic across pod restarts), so
+`vllm:` vs `vllm_` spelling and counter resets are handled upstream by the observer's parser.
+"""
+
+from __future__ import annotations
+
+from observer import conventions as names
+from observer.render.burnrate import PAGE, RECORDED_WINDOWS, TIERS, Tier, duration
+from observer.render.health_rules import example_interval
+from observer.render.objectives import Alerting, Objective, SliKind
+from observer.render.rulemodel import Alert, Example, Firing, Group, Recording, Rule, Series, one_of, selector
+
+EVENTS = 10_000  # events per test interval in the generated promtool scenarios
+PROMTOOL_MINUTES = 60  # "for an hour"
+
+_HIST_TITLE = {names.HIST_TTFT: "TTFT", names.HIST_ITL: "inter-token latency", names.HIST_E2E: "e2e latency",
+               names.HIST_QUEUE: "queue time"}
+
+
+def record_name(window_seconds: float) -> str:
+    """The recording-rule name of the SLI error ratio over a nominal (unscaled) window."""
+    return f"{names.RULE_SLI_ERROR_RATIO}{duration(window_seconds)}"
+
+
+def error_ratio(o: Objective, window: str) -> str:
+    """PromQL of the SLI error ratio (bad / total events) per version over `window`."""
+    by = f"sum by ({names.VERSION})"
+    versions = {names.VERSION: one_of(o.versions)}
+    if o.kind is SliKind.LATENCY:
+        total = f"{by} (rate({selector(o.histogram + '_count', regex=versions)}[{window}]))"
+        good = f"{by} (rate({selector(o.histogram + '_bucket', {names.LE: o.le}, regex=versions)}[{window}]))"
+        return f"(\n  {total}\n  -\n  {good}\n)\n/\n{total}"
+    if o.kind is SliKind.AVAILABILITY:
+        requests = names.REQUESTS + "_total"
+        total = f"{by} (rate({selector(requests, regex=versions)}[{window}]))"
+        bad = f"{by} (rate({selector(requests, regex={**versions, names.FINISHED_REASON: one_of(o.error_reasons)})}"
+        # No error series at all means no errors: `or total * 0` keeps the ratio at 0, not absent.
+        return f"(\n  {bad}[{window}]))\n  or\n  {total} * 0\n)\n/\n{total}"
+    eq = {names.GOLDEN_SET: o.golden_set} if o.golden_set else {}
+    total = f"{by} (rate({selector(names.GOLDEN_ITEMS + '_total', eq, regex=versions)}[{window}]))"
+    passed = f"{by} (rate({selector(names.GOLDEN_ITEMS_PASSED + '_total', eq, regex=versions)}[{window}]))"
+    return f"(\n  {total}\n  -\n  (\n    {passed}\n    or\n    {total} * 0\n  )\n)\n/\n{total}"
+
+
+def _what(o: Objective) -> tuple[str, str]:
+    """(what the SLO promises, what a bad event is) in words."""
+    pct = f"{o.objective * 100:g}%"
+    if o.kind is SliKind.LATENCY:
+        title = _HIST_TITLE.get(o.histogram, o.histogram)
+        return (f"{pct} of requests with {title} ≤ {o.threshold_seconds:g}s",
+                f"of requests had {title} over {o.threshold_seconds:g}s")
+    if o.kind is SliKind.AVAILABILITY:
+        reasons = "/".join(o.error_reasons)
+        return f"{pct} of requests finish without {reasons}", f"of requests finished with {reasons}"
+    return f"{pct} of golden-set items pass", "of golden-set items failed"
+
+
+def _burn_alert(a: Alerting, o: Objective, tier: Tier) -> Alert:
+    slo_match = f'{{{names.SLO}="{o.name}"}}'
+    budget = f"(1 - {o.objective!r})"
+    clauses = []
+    words = []
+    for pair in tier.pairs:
+        factor = pair.factor(a.period_seconds)
+        long_rec, short_rec = record_name(pair.long_seconds), record_name(pair.short_seconds)
+        clauses.append(f"(\n  {long_rec}{slo_match} > ({factor:g} * {budget})\n  and\n"
+                       f"  {short_rec}{slo_match} > ({factor:g} * {budget})\n)")
+        words.append(f"{factor:g}× over {duration(pair.long_seconds * a.time_scale)} and "
+                     f"{duration(pair.short_seconds * a.time_scale)}")
+    promise, bad = _what(o)
+    speed = "fast" if tier is PAGE else "slowly"
+    name = names.ALERT_BURN_PAGE if tier is PAGE else names.ALERT_BURN_TICKET
+    return Alert(
+        name=name, expr="\nor\n".join(clauses), severity=tier.severity,
+        labels=((names.SLI, o.kind.value), (names.SLO, o.name)),
+        keep_firing_seconds=tier.keep_firing_seconds * a.time_scale if a.keep_firing else 0.0,
+        summary=f"{{{{ $labels.version }}}}: SLO {{{{ $labels.slo }}}} is burning its error budget {speed}",
+        description=(f"Version {{{{ $labels.version }}}} burns the error budget of SLO {{{{ $labels.slo }}}} "
+                     f"({promise}, over {a.period_seconds / 86400:g}d): {{{{ $value | humanizePercentage }}}} "
+                     f"{bad} over the alert's long window. Fires at {', or '.join(words)} the budget "
+                     f"rate (error budget {o.budget * 100:.4g}%)."),
+        runbook=f"slo-{o.kind.value}", examples=_burn_examples(a, o, tier),
+    )
+
+
+def _scenario_series(o: Objective, version: str, bad: int, steps: int) -> tuple[Series, ...]:
+    good = EVENTS - bad
+    base = {names.VERSION: version, names.MODEL: "m"}
+    if o.kind is SliKind.LATENCY:
+        return (Series(selector(o.histogram + "_bucket", {**base, names.LE: o.le}), f"0+{good}x{steps}"),
+                Series(selector(o.histogram + "_bucket", {**base, names.LE: "+Inf"}), f"0+{EVENTS}x{steps}"),
+                Series(selector(o.histogram + "_count", base), f"0+{EVENTS}x{steps}"))
+    if o.kind is SliKind.AVAILABILITY:
+        req = names.REQUESTS + "_total"
+        out = [Series(selector(req, {**base, names.FINISHED_REASON: "stop"}), f"0+{good}x{steps}"),
+               Series(selector(req, {**base, names.FINISHED_REASON: o.error_reasons[0]}), f"0+{bad}x{steps}")]
+        out += [Series(selector(req, {**base, names.FINISHED_REASON: r}), f"0+0x{steps}")
+                for r in o.error_reasons[1:]]
+        return tuple(out)
+    gbase = {names.VERSION: version, names.GOLDEN_SET: o.golden_set or "default"}
+    return (Series(selector(names.GOLDEN_ITEMS + "_total", gbase), f"0+{EVENTS}x{steps}"),
+            Series(selector(names.GOLDEN_ITEMS_PASSED + "_total", gbase), f"0+{good}x{steps}"))
+
+
+def scenario_ratios(o: Objective, period_seconds: float) -> dict[str, float]:
+    """Bad-event ratios of the generated tests: 'high' pages, 'mid' tickets only, 'low' is quiet."""
+    b = o.budget
+    page_min = min(p.factor(period_seconds) for p in PAGE.pairs)
+    page_max = max(p.factor(period_seconds) for p in PAGE.pairs)
+    out: dict[str, float] = {"low": 0.5 * b}
+    if page_min * b < 1:
+        out["high"] = min(50 * b, (1 + page_max * b) / 2) if page_max * b < 1 else (1 + page_min * b) / 2
+    if 5 * b < 1:
+        out["mid"] = 5 * b
+    return out
+
+
+def _burn_examples(a: Alerting, o: Objective, tier: Tier) -> tuple[Example, ...]:
+    version = o.versions[0]
+    interval = 60.0 * a.time_scale
+    labels = ((names.SLI, o.kind.value), (names.SLO, o.name), (names.VERSION, version))
+    out = []
+    for scenario, ratio in sorted(scenario_ratios(o, a.period_seconds).items()):
+        bad = round(ratio * EVENTS)
+        fires = (tier is PAGE and scenario == "high") or (tier is not PAGE and scenario in ("high", "mid"))
+        out.append(Example(
+            name=f"{o.name} {version}: {bad / EVENTS:.4%} bad for {PROMTOOL_MINUTES}m ({scenario})",
+            series=_scenario_series(o, version, bad, PROMTOOL_MINUTES),
+            eval_seconds=PROMTOOL_MINUTES * interval, interval_seconds=interval,
+            fires=(Firing(labels, bad / EVENTS),) if fires else ()))
+    return tuple(out)
+
+
+def _absent_target(a: Alerting, o: Objective, version: str) -> tuple[str, dict[str, str], str, float]:
+    """(metric, equality matchers, words, for) of the absent guard of `o` for `version`."""
+    if o.kind is SliKind.LATENCY:
+        # Selecting the threshold bucket catches both a removed histogram and a changed bucket edge.
+        return (o.histogram + "_bucket", {names.VERSION: version, names.LE: o.le},
+                f'bucket le="{o.le}" of {o.histogram}', a.limits.absent_for)
+    if o.kind is SliKind.AVAILABILITY:
+        metric = names.REQUESTS + "_total"
+        return metric, {names.VERSION: version}, metric, a.limits.absent_for
+    metric = names.GOLDEN_ITEMS + "_total"
+    matchers = {names.VERSION: version, **({names.GOLDEN_SET: o.golden_set} if o.golden_set else {})}
+    # Golden counters reappear only at the first golden run after an observer restart.
+    return metric, matchers, metric, max(a.limits.absent_for, a.limits.golden_stale)
+
+
+def _present_series(o: Objective, version: str, steps: int) -> tuple[Series, ...]:
+    """Series that keep the absent guard of `o` for `version` quiet."""
+    base = {names.VERSION: version, names.MODEL: "m"}
+    if o.kind is SliKind.LATENCY:
+        return (Series(selector(o.histogram + "_bucket", {**base, names.LE: o.le}), f"0+9x{steps}"),
+                Series(selector(o.histogram + "_count", base), f"0+10x{steps}"))
+    if o.kind is SliKind.AVAILABILITY:
+        return (Series(selector(names.REQUESTS + "_total", {**base, names.FINISHED_REASON: "stop"}),
+                       f"0+10x{steps}"),)
+    return (Series(selector(names.GOLDEN_ITEMS + "_total",
+                            {names.VERSION: version, names.GOLDEN_SET: o.golden_set or "default"}),
+                   f"0+10x{steps}"),)
+
+
+def absent_group(a: Alerting) -> Group:
+    """One absent-data guard per SLO and version, so a missing or renamed SLI series pages."""
+    guards = [(o, v, *_absent_target(a, o, v)) for o in a.objectives for v in o.versions]
+    if not guards:
+        return Group(names.RULE_GROUP_ABSENT, ())
+    interval = example_interval(a, max(g[5] for g in guards))
+    steps = round(max(g[5] for g in guards) / interval) + 3
+    at = steps * interval
+
+    def firing(o: Objective, matchers: dict[str, str]) -> Firing:
+        static = ((names.SLI, o.kind.value), (names.SLO, o.name), (names.VERSION, matchers[names.VERSION]))
+        return Firing(tuple(sorted(matchers.items())), 1.0, static)
+
+    # Examples hold for the whole alert name: every guard that fires in a scenario must be listed.
+    decoy = Series(selector("up", {names.JOB: a.observer_job, "instance": "observer:9464"}), f"1x{steps}")
+    examples = [Example("every SLI series missing", (decoy,), at, interval,
+                        tuple(firing(g[0], g[3]) for g in guards))]
+    for o in a.objectives:
+        v = o.versions[0]
+        _, matchers, words, _ = _absent_target(a, o, v)
+        series = tuple(s for (o2, v2, *_rest) in guards if (o2, v2) != (o, v)
+                       for s in _present_series(o2, v2, steps))
+        if o.kind is SliKind.LATENCY:  # the histogram stays, only the threshold bucket is gone
+            series += (_present_series(o, v, steps)[1],)
+        examples.append(Example(f"{o.name} {v}: {words} removed", series, at, interval, (firing(o, matchers),)))
+    rules = []
+    for i, (o, v, metric, matchers, words, for_s) in enumerate(guards):
+        rules.append(Alert(
+            name=names.ALERT_SLI_ABSENT, expr=f"absent({selector(metric, matchers)})", severity="page",
+            for_seconds=for_s, labels=((names.SLI, o.kind.value), (names.SLO, o.name), (names.VERSION, v)),
+            summary=f"{{{{ $labels.version }}}}: SLI series of SLO {o.name} missing",
+            description=(f"No series {words} for version {{{{ $labels.version }}}} for {duration(for_s)} "
+                         f"(absent = {{{{ printf \"%.0f\" $value }}}}): "
+                         f"SLO {o.name} cannot be computed and its burn-rate alerts cannot fire. A metric was "
+                         f"renamed or removed, the bucket edge changed, or the observer stopped exporting it."),
+            runbook="sli-absent", examples=tuple(examples) if i == 0 else ()))
+    return Group(names.RULE_GROUP_ABSENT, tuple(rules))
+
+
+def slo_group(a: Alerting, o: Objective) -> Group:
+    """The group of one SLO: error-ratio recordings, objective, then both burn-rate tiers."""
+    rules: list[Rule] = []
+    labels = ((names.SLI, o.kind.value), (names.SLO, o.name))
+    for window in RECORDED_WINDOWS:
+        rules.append(Recording(record_name(window), error_ratio(o, duration(window * a.time_scale)), labels))
+    rules.append(Recording(names.RULE_SLO_OBJECTIVE, f"vector({o.objective!r})", labels))
+    rules.extend(_burn_alert(a, o, tier) for tier in TIERS)
+    return Group(names.RULE_GROUP_SLO + o.name, tuple(rules))
+
+
+def slo_groups(a: Alerting) -> list[Group]:
+    """One group per SLO, then the absent-data guards of every SLO."""
+    return [*(slo_group(a, o) for o in a.objectives), absent_group(a)]

@@ -1,0 +1,138 @@
+"""deploy/argo/*.yaml: generated from deploy/observer.yaml, committed, and valid against the Argo Rollouts
+v1.9.1 CRD schemas with unknown fields rejected (the CRDs themselves never forbid them)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from observer.config import load_config, parse_config
+from observer.render import argo, writer
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "tests" / "fixtures" / "crds"
+CRD_FILES = {
+    "AnalysisTemplate": "analysis-template-crd.yaml",
+    "ClusterAnalysisTemplate": "cluster-analysis-template-crd.yaml",
+    "Rollout": "rollout-crd.yaml",
+}
+
+
+def strict(schema: Any) -> Any:
+    """Add additionalProperties: false wherever a schema lists properties and preserves no unknown fields."""
+    if isinstance(schema, dict):
+        out = {k: strict(v) for k, v in schema.items()}
+        if "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields") \
+                and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    return schema
+
+
+@functools.cache
+def validator(kind: str) -> jsonschema.Draft7Validator:
+    crd = yaml.safe_load((CRDS / CRD_FILES[kind]).read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
+    return jsonschema.Draft7Validator(strict(version["schema"]["openAPIV3Schema"]))
+
+
+def docs(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, str]:
+    return argo.render(load_config(ROOT / "deploy" / "observer.yaml"))
+
+
+def test_committed_files_equal_render(rendered: dict[str, str]) -> None:
+    for rel, text in rendered.items():
+        committed = (ROOT / rel).read_text(encoding="utf-8")
+        assert committed == writer.with_header(rel, text), f"{rel} is stale: run `observer render argo`"
+
+
+@pytest.mark.parametrize("rel", ["deploy/argo/analysis-templates.yaml",
+                                 "deploy/argo/cluster-analysis-templates.yaml",
+                                 "deploy/argo/rollout-example.yaml"])
+def test_valid_against_crd_schema(rendered: dict[str, str], rel: str) -> None:
+    for doc in docs(rendered[rel]):
+        errors = sorted(validator(doc["kind"]).iter_errors(doc), key=str)
+        assert not errors, f"{rel} {doc['kind']}/{doc['metadata']['name']}: {errors[0].message}"
+
+
+def test_strict_schema_rejects_a_typo(rendered: dict[str, str]) -> None:
+    doc = docs(rendered["deploy/argo/analysis-templates.yaml"])[0]
+    bad = copy.deepcopy(doc)
+    bad["spec"]["metrics"][0]["failureLimits"] = 1  # typo of failureLimit
+    errors = list(validator("AnalysisTemplate").iter_errors(bad))
+    assert any("failureLimits" in e.message for e in errors)
+    bad = copy.deepcopy(doc)
+    bad["spec"]["metrics"][0]["provider"]["web"]["jsonpath"] = "{$.verdict}"
+    assert list(validator("AnalysisTemplate").iter_errors(bad))
+
+
+def test_gate_semantics(rendered: dict[str, str]) -> None:
+    gate, guard, prom = docs(rendered["deploy/argo/analysis-templates.yaml"])
+    m = gate["spec"]["metrics"][0]
+    assert m["provider"]["web"]["jsonPath"] == "{$.verdict}"
+    assert m["successCondition"] == 'result == "pass"' and m["failureCondition"] == 'result == "fail"'
+    # One fail aborts; an all-inconclusive step ends Inconclusive (count - 1 allowed), never Successful.
+    assert m["failureLimit"] == 0 and m["inconclusiveLimit"] == m["count"] - 1
+    assert m["provider"]["web"]["url"].endswith("&weight={{args.canary-weight}}")
+    assert {"name": "canary-weight", "value": ""} in gate["spec"]["args"]
+    g = guard["spec"]["metrics"][0]
+    assert g["provider"]["web"]["url"].endswith("&weight=any")
+    assert "successCondition" not in g and g["failureCondition"] == "result == true"
+    assert g["provider"]["web"]["jsonPath"] == "{$.critical_failed}"
+    names = [x["name"] for x in prom["spec"]["metrics"]]
+    assert names == ["verdict", "latency", "errors", "quality", "drift"]
+    for x in prom["spec"]["metrics"]:
+        for key in ("successCondition", "failureCondition"):
+            if key in x:
+                assert x[key].startswith("len(result) > 0 && !isNaN(result[0]) && "), x
+        assert x["count"] >= 2 and x["consecutiveErrorLimit"] >= 1
+    assert {d["metricName"] for d in prom["spec"]["dryRun"]} == {"quality", "drift"}
+
+
+def test_cluster_variants_have_no_namespace(rendered: dict[str, str]) -> None:
+    for doc in docs(rendered["deploy/argo/cluster-analysis-templates.yaml"]):
+        assert doc["kind"] == "ClusterAnalysisTemplate" and "namespace" not in doc["metadata"]
+
+
+def test_rollout_steps_and_background(rendered: dict[str, str]) -> None:
+    (ro,) = docs(rendered["deploy/argo/rollout-example.yaml"])
+    canary = ro["spec"]["strategy"]["canary"]
+    assert canary["analysis"]["templates"] == [{"templateName": argo.GUARDRAIL}]
+    weights = [s["setWeight"] for s in canary["steps"] if "setWeight" in s]
+    assert weights == [5, 25, 50]
+    gates = [s for s in canary["steps"] if "analysis" in s]
+    assert len(gates) == 3 and all(g["analysis"]["templates"][0]["templateName"] == argo.GATE for g in gates)
+    assert gates[0]["analysis"]["args"] == [{"name": "canary", "value": "canary"},
+                                            {"name": "baseline", "value": "stable"},
+                                            {"name": argo.WEIGHT_ARG, "value": "5"}]
+    assert gates[1]["analysis"]["args"][-1] == {"name": argo.WEIGHT_ARG, "value": "25"}
+    assert canary["analysis"]["args"] == gates[0]["analysis"]["args"][:2]  # guardrail: weight=any
+
+
+def test_critical_drift_is_not_dry_run() -> None:
+    cfg = parse_config("""
+fleet:
+  versions:
+    - {name: stable, role: stable}
+    - {name: canary, role: canary}
+canary:
+  metrics:
+    - {name: errors, kind: ratio, finished_reasons: [error], critical: true, group: errors}
+    - {name: drift_outputs, kind: drift, field: outputs, critical: true, group: drift}
+""", environ={})
+    (_, _, prom) = argo.templates(cfg, cluster=False)
+    assert [x["name"] for x in prom["spec"]["metrics"]] == ["verdict", "errors", "drift"]
+    assert "dryRun" not in prom["spec"]
