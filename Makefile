@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup prometheus demo test lint typecheck render-check bench clean
+.PHONY: setup prometheus demo gameday test lint typecheck render-check bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,8 +28,12 @@ prometheus:
 	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  systemctl disable --now prometheus >/dev/null 2>&1 || service prometheus stop >/dev/null 2>&1 || true; }
 
+# `make demo GAMEDAY=1` also runs the canary game day (healthy, slow, flaky, worse, drifted, idle, restart).
 demo: setup
-	$(BIN)/python -m observer.demo
+	$(BIN)/python -m observer.demo $(if $(GAMEDAY),--with-gameday,)
+
+gameday: setup
+	$(BIN)/observer gameday
 
 lint: setup
 	$(BIN)/ruff check observer tests bench

@@ -4,14 +4,13 @@ scraping the observer; prints where to look and runs until Ctrl-C (or `--duratio
     python -m observer.demo [--config deploy/observer.yaml] [--duration 20] [--with-gameday]
 
 With `--duration` the demo checks at the end that Prometheus holds per-version TTFT p95 data and
-exits 1 naming what is missing. `--with-gameday` hands the running demo (a `DemoRun`) to
-`observer.analyse.canary.gameday.run(demo) -> int` (the canary area's scripted game day).
+exits 1 naming what is missing. `--with-gameday` then runs `observer gameday` (observer/gameday.py), the
+scripted canary scenarios, each checked through the whole chain; the exit code is non-zero on a mismatch.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import signal
@@ -37,7 +36,6 @@ from observer.sim.profile import parse_profile_args
 
 TTFT_P95_QUERY = 'histogram_quantile(0.95, sum by (version, le) (rate(observer_ttft_seconds_bucket[1m])))'
 WINDOW_TTFT_P95_QUERY = 'observer_window_ttft_seconds{quantile="0.95"}'
-GAMEDAY_MODULE = "observer.analyse.canary.gameday"
 
 
 class DemoError(ObserverError):
@@ -268,12 +266,15 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _gameday(demo: DemoRun) -> int:
-    try:
-        module = importlib.import_module(GAMEDAY_MODULE)
-    except ImportError as e:
-        raise DemoError(f"--with-gameday needs {GAMEDAY_MODULE}.run(demo); it is not available: {e}") from e
-    result = module.run(demo)
-    return int(result or 0)
+    """Run the canary game day (it drives its own simulated fleet, observer and Prometheus)."""
+    from rich.console import Console
+
+    from observer.gameday import print_report, run_gameday
+
+    print("running the canary game day (about 2 minutes) ...", flush=True)
+    report = run_gameday(short=False)
+    print_report(report, Console())
+    return 0 if report.ok else 1
 
 
 if __name__ == "__main__":

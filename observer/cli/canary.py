@@ -1,9 +1,108 @@
-"""CLI commands of this area (placeholder until the area is built)."""
+"""`observer canary judge` (the verdict as a table) and `observer gameday` (the whole chain, scenario by scenario)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from typing import Annotated, Any
+
+import httpx
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from observer.cli.common import ConfigOption, fail, load
+
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3, "nodata": 4}
+
+
+def verdict_table(body: dict[str, Any]) -> Table:
+    """A rich table of a verdict body (the API's JSON)."""
+    t = Table(title=f"canary {body['canary']} vs {body['baseline']}: {body['verdict'].upper()} "
+                    f"(score {body['score']:.0f}, n {body['n']['canary']}/{body['n']['baseline']})",
+              caption=body.get("reason", ""))
+    for col in ("metric", "result", "canary", "baseline", "ratio [CI]", "p", "n canary/baseline", "min n"):
+        t.add_column(col)
+    colour = {"pass": "green", "fail": "red", "inconclusive": "yellow", "nodata": "dim"}
+    for name, m in body["metrics"].items():
+        flags = " (critical)" if m.get("critical") else " (advisory)" if m.get("advisory") else ""
+        ci = m.get("ci")
+        ratio = "" if m.get("ratio") is None else f"{m['ratio']:.3g}"
+        if ci:
+            ratio += f" [{ci[0]:.3g}, {ci[1]:.3g}]"
+        n = m.get("n")
+        t.add_row(name + flags, f"[{colour.get(m['result'], '')}]{m['result']}[/]",
+                  "" if m.get("canary") is None else f"{m['canary']:.4g}",
+                  "" if m.get("baseline") is None else f"{m['baseline']:.4g}", ratio,
+                  "" if m.get("p") is None else f"{m['p']:.2g}", "" if not n else f"{n[0]}/{n[1]}",
+                  "" if m.get("min_n") is None else str(m["min_n"]))
+    return t
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to `app`."""
+    """Add `canary judge` and `gameday` to `app`."""
+    canary_app = typer.Typer(no_args_is_help=True, help="Canary-vs-baseline analysis.")
+    app.add_typer(canary_app, name="canary")
+
+    @canary_app.command("judge")
+    def judge_cmd(
+        config: ConfigOption = None,
+        canary: Annotated[str | None, typer.Option(help="Canary version (default: the configured pair).")] = None,
+        baseline: Annotated[str | None, typer.Option(help="Baseline version.")] = None,
+        url: Annotated[str | None, typer.Option(help="A running observer to ask (default: server.host:port "
+                                                     "of the config).")] = None,
+        prometheus: Annotated[str | None, typer.Option(help="Judge here from this Prometheus (fleet mode) "
+                                                            "instead of asking an observer.")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the JSON body instead of a table.")] = False,
+    ) -> None:
+        """Judge the canary now and print the verdict; exit 0 pass, 1 fail, 3 inconclusive, 4 nodata."""
+        cfg = load(config)
+        if prometheus is not None:
+            body = asyncio.run(_judge_from_prometheus(cfg, prometheus, canary, baseline))
+        else:
+            base = url or f"http://{cfg.server.host}:{cfg.server.port}"
+            params = {k: v for k, v in (("canary", canary), ("baseline", baseline)) if v is not None}
+            try:
+                r = httpx.get(f"{base.rstrip('/')}/api/v1/canary/verdict", params=params, timeout=15.0)
+            except httpx.HTTPError as e:
+                fail(f"could not ask the observer at {base} for a verdict: {e}; is `observer serve` running?")
+            if r.status_code != 200:
+                fail(f"the observer at {base} answered HTTP {r.status_code}: {r.text[:300]}")
+            body = r.json()
+        if as_json:
+            typer.echo(json.dumps(body, allow_nan=False))
+        else:
+            Console().print(verdict_table(body))
+        raise typer.Exit(EXIT_CODES.get(str(body.get("verdict")), 2))
+
+    @app.command("gameday")
+    def gameday_cmd(
+        short: Annotated[bool, typer.Option("--short", help="The quick variant the test suite runs.")] = False,
+        scenario: Annotated[list[str] | None, typer.Option("--scenario", "-s",
+                                                           help="Run only these scenarios.")] = None,
+        seed: Annotated[int, typer.Option(help="Simulator seed.")] = 7,
+    ) -> None:
+        """Drive the simulated fleet through canary scenarios, check simulator → observer → Prometheus →
+        Argo queries and the web verdict; print a table; exit 1 on any mismatch."""
+        from observer.gameday import GamedayError, print_report, run_gameday
+
+        try:
+            report = run_gameday(short=short, only=scenario or None, seed=seed)
+        except GamedayError as e:
+            fail(str(e))
+        print_report(report, Console(width=max(Console().width, 180)))
+        raise typer.Exit(0 if report.ok else 1)
+
+
+async def _judge_from_prometheus(cfg: Any, url: str, canary: str | None, baseline: str | None
+                                 ) -> dict[str, Any]:
+    from observer.analyse.canary.api import verdict_body
+    from observer.analyse.canary.component import CanaryService
+    from observer.analyse.canary.sources import PrometheusSource
+
+    async with httpx.AsyncClient() as http:
+        import time
+
+        service = CanaryService(cfg, PrometheusSource(url=url, http=http), clock=time.time)
+        v = await service.verdict_for(canary, baseline, since=None, weight=None)
+    return verdict_body(v)

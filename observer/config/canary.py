@@ -2,12 +2,143 @@
 
 from __future__ import annotations
 
-from pydantic import Field  # noqa: F401
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
+
+METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+LatencyFamily = Literal["ttft", "itl", "e2e", "queue"]
+
+
+class CanaryPairSpec(Spec):
+    """One canary compared with one baseline version."""
+
+    canary: str = Field(description="Name of the canary version (fleet.versions[].name).")
+    baseline: str = Field(description="Name of the baseline version it is compared with.")
+
+
+class CanaryMetricSpec(Spec):
+    """One metric the judge compares between canary and baseline."""
+
+    name: str = Field(description="Metric name; becomes the bounded `metric` label. [a-z0-9_], ≤ 40.")
+    kind: Literal["ratio", "latency", "quality", "drift"] = Field(
+        description="ratio: share of bad requests (exact conditional test); latency: share above a bucket "
+                    "edge + quantile ratio; quality: golden-set pass-rate non-inferiority; drift: the drift "
+                    "area's verdict for a field.")
+    finished_reasons: list[str] = Field(
+        default_factory=list,
+        description="ratio: vLLM finished_reason values counted as bad (e.g. [error], [abort], [length]).")
+    live_check: str | None = Field(
+        None, description="ratio: a quality live-check name (failures over total) instead of finished_reasons.")
+    family: LatencyFamily | None = Field(None, description="latency: which histogram.")
+    le: str | None = Field(
+        None, description="latency: the SLO bucket edge as exposed (`le` text, e.g. \"0.5\"); default: the "
+                          "smallest edge at or above the baseline's `quantile`.")
+    quantile: float = Field(0.95, gt=0, lt=1, description="latency: quantile whose canary/baseline ratio is shown.")
+    golden_set: str | None = Field(None, description="quality: one golden set; default all of them.")
+    margin: float = Field(0.05, gt=0, lt=1, description="quality: non-inferiority margin on the pass rate.")
+    expected_pass_rate: float = Field(0.9, gt=0, lt=1, description="quality: pass rate assumed for sample size.")
+    field: str | None = Field(None, description="drift: field of the drift result (prompts, outputs, …).")
+    effect_ratio: float = Field(
+        2.0, gt=1, le=100, description="ratio/latency: increase of the bad-event rate (canary ÷ baseline) the "
+                                       "judge must detect with `power`; sets the minimum sample size.")
+    base_rate: float = Field(
+        0.01, gt=0, lt=1, description="ratio/latency: baseline bad-event rate assumed for the sample size when "
+                                      "the observed one is lower (zero baseline errors).")
+    critical: bool = Field(False, description="A Fail of this metric fails the canary; pass needs it Pass.")
+    advisory: bool = Field(False, description="Reported only: never in the score or the verdict.")
+    group: str = Field("default", description="Metric group for the weighted score.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not METRIC_NAME.match(v):
+            raise ValueError(f"metric name {v!r} must match {METRIC_NAME.pattern}")
+        return v
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> CanaryMetricSpec:
+        if self.kind == "ratio" and bool(self.finished_reasons) == (self.live_check is not None):
+            raise ValueError(f"ratio metric {self.name!r} needs exactly one of finished_reasons or live_check")
+        if self.kind == "latency" and self.family is None:
+            raise ValueError(f"latency metric {self.name!r} needs family (ttft, itl, e2e or queue)")
+        if self.kind == "drift" and self.field is None:
+            raise ValueError(f"drift metric {self.name!r} needs field (prompts, outputs, …)")
+        if self.critical and self.advisory:
+            raise ValueError(f"metric {self.name!r} cannot be both critical and advisory")
+        return self
+
+
+def default_metrics() -> list[CanaryMetricSpec]:
+    """The metrics judged when the config lists none."""
+    m = CanaryMetricSpec
+    return [
+        m(name="errors", kind="ratio", finished_reasons=["error"], critical=True, group="errors"),
+        m(name="aborts", kind="ratio", finished_reasons=["abort"], group="errors"),
+        m(name="truncations", kind="ratio", finished_reasons=["length"], base_rate=0.05, group="errors"),
+        m(name="ttft", kind="latency", family="ttft", critical=True, base_rate=0.05, group="latency"),
+        m(name="e2e", kind="latency", family="e2e", base_rate=0.05, group="latency"),
+        # Inter-token latency is one observation per decode step: correlated within a request, so the
+        # per-event test is not exact for it; it is shown, not scored.
+        m(name="itl", kind="latency", family="itl", base_rate=0.05, advisory=True, group="latency"),
+        m(name="golden", kind="quality", group="quality"),
+        m(name="refusals", kind="ratio", live_check="refusal", base_rate=0.02, group="quality"),
+        m(name="empty_outputs", kind="ratio", live_check="empty", base_rate=0.02, group="quality"),
+        m(name="drift_prompts", kind="drift", field="prompts", advisory=True, group="drift"),
+        m(name="drift_outputs", kind="drift", field="outputs", advisory=True, group="drift"),
+    ]
 
 
 class CanarySpec(Spec):
     """Canary-vs-baseline judge and Argo templates (issue 6)."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
+    pairs: list[CanaryPairSpec] = Field(
+        default_factory=list,
+        description="Pairs to judge; default: every role=canary version against the one role=stable version.")
+    window_seconds: float = Field(
+        1800.0, gt=0, description="Data window of a look (set it to at least the canary step length: "
+                                  "looks within one window are cumulative, which the sequential test needs).")
+    interval_seconds: float = Field(30.0, gt=0, description="Seconds between judge runs (gauges refresh).")
+    alpha: float = Field(0.02, gt=0, lt=0.5, description="False-fail budget of one canary step over all "
+                                                          "looks; split over the critical metrics.")
+    power: float = Field(0.8, gt=0.5, lt=1, description="Power at the configured effect sizes (sample sizes).")
+    pass_score: float = Field(95.0, ge=0, le=100, description="Score at or above which the canary passes.")
+    marginal_score: float = Field(75.0, ge=0, le=100, description="Score below which the canary fails.")
+    groups: dict[str, float] = Field(
+        default_factory=lambda: {"errors": 1.0, "latency": 1.0, "quality": 1.0, "drift": 1.0, "default": 1.0},
+        description="Weight of each metric group in the score.")
+    metrics: list[CanaryMetricSpec] = Field(default_factory=default_metrics, description="Metrics judged.")
+    source: Literal["own", "prometheus"] = Field(
+        "own", description="own: this observer's scrapes; prometheus: query `prometheus_url` for the "
+                           "counters/histograms that per-pod observers export (fleet mode).")
+    prometheus_url: str | None = Field(None, description="Prometheus base URL when source is prometheus.")
+    split_tolerance: float = Field(
+        0.5, gt=0, le=10, description="Largest relative deviation of the observed canary share from the "
+                                      "expected one (fleet.versions[].expected_traffic_weight).")
+    split_min_requests: int = Field(200, ge=1, description="Requests (both arms) before the split is checked.")
+    observer_url: str = Field(
+        "http://observer.observability.svc:9464",
+        description="The observer's URL as Argo Rollouts reaches it (rendered web-provider templates).")
+    argo_namespace: str = Field("llm-serving", description="Namespace of the rendered AnalysisTemplates.")
+    argo_interval: str = Field("1m", description="Argo measurement interval of the rendered templates.")
+    argo_count: int = Field(15, ge=2, le=1000, description="Measurements of the web gate in one analysis step.")
+
+    @model_validator(mode="after")
+    def _check(self) -> CanarySpec:
+        if self.marginal_score > self.pass_score:
+            raise ValueError("marginal_score must not exceed pass_score")
+        names = [m.name for m in self.metrics]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate canary metric name(s): {', '.join(dupes)}")
+        unknown = sorted({m.group for m in self.metrics} - set(self.groups))
+        if unknown:
+            raise ValueError(f"metric group(s) without a weight in canary.groups: {', '.join(unknown)}")
+        if self.source == "prometheus" and not self.prometheus_url:
+            raise ValueError("source prometheus needs prometheus_url")
+        return self

@@ -81,6 +81,10 @@ LIVE_CHECK_FAILURES = "observer_live_check_failures"  # counter {version,check}
 LIVE_CHECK_FAILURE_RATIO = "observer_live_check_failure_ratio"  # gauge {version,check}
 JUDGE_CALLS = "observer_judge_calls"  # counter {outcome}
 JUDGE_LAST_SUCCESS = "observer_judge_last_success_timestamp_seconds"
+GOLDEN_UNSCORED = "observer_golden_unscored_items"  # counter {version,golden_set,reason}
+GOLDEN_TTFT = "observer_golden_ttft_seconds"  # gauge {version,golden_set,quantile} client-side, last run
+GOLDEN_LATENCY = "observer_golden_latency_seconds"  # gauge {version,golden_set,quantile} client-side, last run
+GOLDEN_SET_INFO = "observer_golden_set_info"  # gauge 1 {golden_set,set_version,judge_model,judge_prompt_version}
 
 # --- Drift.
 DRIFT_STATISTIC = "observer_drift_statistic"  # {version,field}
@@ -89,6 +93,12 @@ DRIFT_DETECTED = "observer_drift_detected"  # {version,field} 0/1
 DRIFT_SAMPLES = "observer_drift_samples"  # {version,field,arm}
 DRIFT_BASELINE_INFO = "observer_drift_baseline_info"  # {model,baseline_hash,embedder}
 DRIFT_LAST_CHECK = "observer_drift_last_check_timestamp_seconds"  # {version}
+DRIFT_SHIFTED = "observer_drift_window_shifted"  # {version,field} 0/1: this window alone below alpha (ungated)
+DRIFT_STREAK = "observer_drift_consecutive_shifted_windows"  # {version,field}
+DRIFT_EFFECT_SIZE = "observer_drift_effect_size"  # {version,field} scalar features: KS D or Cramér's V
+DRIFT_STATUS = "observer_drift_status"  # {version,field,status} 1 for the current status
+DRIFT_CHECK_ERRORS = "observer_drift_check_errors"  # counter {version,reason}
+DRIFT_EMBED_CACHE_ENTRIES = "observer_drift_embedding_cache_entries"  # gauge: cached vectors
 
 # --- Canary analysis and inventory.
 CANARY_VERDICT = "observer_canary_verdict"  # {canary,baseline}: 1 pass, 0 inconclusive/nodata, -1 fail
@@ -98,3 +108,42 @@ CANARY_SAMPLES = "observer_canary_samples"  # {canary,baseline,arm}
 CANARY_CRITICAL_FAILED = "observer_canary_critical_failed"  # {canary,baseline} 0/1
 CANARY_LAST_EVALUATED = "observer_canary_last_evaluated_timestamp_seconds"  # {canary,baseline}
 VERSION_INFO = "observer_version_info"  # {version,model,fingerprint,...}
+CANARY_EVALUATIONS = "observer_canary_evaluations"  # counter {canary,baseline,outcome}: judge runs by verdict/error
+CANARY_SOURCE_ERRORS = "observer_canary_source_errors"  # counter {canary,baseline}: data source unreachable
+
+# --- Alert rules (issue 7): recording-rule names, rule groups and alert names.
+RULE_SLI_ERROR_RATIO = "observer_slo:sli_error:ratio_rate"  # + window, e.g. ..._rate5m {slo,sli,version}
+RULE_SLO_OBJECTIVE = "observer_slo:objective:ratio"  # {slo,sli}
+RULE_GROUP_SLO = "observer-slo-"  # + SLO name: recordings then burn-rate alerts
+RULE_GROUP_ABSENT = "observer-sli-absent"
+RULE_GROUP_LEADING = "observer-leading-indicators"
+RULE_GROUP_SELF = "observer-self-health"
+RULE_GROUP_HYGIENE = "observer-rollout-hygiene"
+ALERT_BURN_PAGE = "ObserverSLOBurnRatePage"
+ALERT_BURN_TICKET = "ObserverSLOBurnRateTicket"
+ALERT_SLI_ABSENT = "ObserverSLIAbsent"
+ALERT_QUEUE_DEPTH = "ObserverQueueDepthHigh"
+ALERT_KV_CACHE = "ObserverKVCacheNearlyFull"
+ALERT_GPU_FRAMEBUFFER = "ObserverGPUFramebufferNearlyFull"
+ALERT_GPU_XID = "ObserverGPUXidErrors"
+ALERT_PREEMPTIONS = "ObserverPreemptionsRising"
+ALERT_TARGET_DOWN = "ObserverTargetDown"
+ALERT_OBSERVER_DOWN = "ObserverDown"
+ALERT_SIGNALS_STALE = "ObserverSignalsStale"
+ALERT_JOB_FAILING = "ObserverJobFailing"
+ALERT_JUDGE_NOT_RUNNING = "ObserverJudgeNotRunning"
+ALERT_GOLDEN_NOT_RUN = "ObserverGoldenSetNotRun"
+ALERT_DRIFT_NOT_RUN = "ObserverDriftCheckNotRun"
+ALERT_VERDICT_STALE = "ObserverCanaryVerdictStale"
+ALERT_FINGERPRINTS = "ObserverVersionMultipleFingerprints"
+ALERT_RETIRED_TRAFFIC = "ObserverRetiredVersionTraffic"
+
+# --- Dashboards (issue 8): accumulated per-version histograms the dashboards need for parity with vLLM's
+# example dashboard ({version,model,le}); exported by the scrape runtime from the vLLM families of the same
+# meaning (request_prefill_time_seconds, request_decode_time_seconds, request_prompt_tokens,
+# request_generation_tokens, request_max_num_generation_tokens).
+HIST_PREFILL = "observer_prefill_time_seconds"
+HIST_DECODE = "observer_decode_time_seconds"
+HIST_PROMPT_LENGTH = "observer_request_prompt_tokens"
+HIST_GENERATION_LENGTH = "observer_request_generation_tokens"
+HIST_MAX_GENERATION_TOKENS = "observer_request_max_generation_tokens"

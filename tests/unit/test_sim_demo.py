@@ -18,10 +18,13 @@ def test_graph_url_opens_both_ttft_queries() -> None:
     assert q["g0.expr"] == [demo.TTFT_P95_QUERY] and q["g1.expr"] == [demo.WINDOW_TTFT_P95_QUERY]
 
 
-def test_gameday_hook_reports_a_missing_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo, "GAMEDAY_MODULE", "observer.no_such_gameday_module")
-    with pytest.raises(demo.DemoError, match=r"--with-gameday needs observer.no_such_gameday_module.run\(demo\)"):
-        demo._gameday(None)  # type: ignore[arg-type]
+def test_gameday_hook_returns_the_game_day_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    from observer import gameday
+
+    for ok, code in ((True, 0), (False, 1)):
+        rows = [gameday.Row(scenario="healthy", title="healthy canary", expected="pass", ok=ok)]
+        monkeypatch.setattr(gameday, "run_gameday", lambda short=False, rows=rows: gameday.Report(rows=rows))
+        assert demo._gameday(None) == code  # type: ignore[arg-type]
 
 
 def test_a_bad_config_fails_with_its_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

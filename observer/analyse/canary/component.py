@@ -1,10 +1,168 @@
-"""Wiring of this area into the running service (placeholder until the area is built)."""
+"""Wiring of canary analysis into the service: periodic judge job, gauges, the verdict API, inventory."""
 
 from __future__ import annotations
 
-from observer.runtime import Component, Context
+import logging
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fastapi import APIRouter
+from prometheus_client.registry import Collector
+
+from observer import runtime
+from observer.analyse.canary import api
+from observer.analyse.canary.collector import CanaryCollector
+from observer.analyse.canary.inventory import VersionInfoCollector
+from observer.analyse.canary.judge import ArmData, Outcome, Verdict, judge
+from observer.analyse.canary.pairs import Pair, expected_share, resolve_pairs
+from observer.analyse.canary.sources import CanarySource, OwnSource, PrometheusSource
+from observer.config.spec import ObserverConfig
+from observer.runtime import BaseComponent, Clock, Component, Context, Job
+
+log = logging.getLogger("observer.canary")
+
+
+class CanaryService:
+    """Judges pairs on demand and on a schedule; keeps the latest verdict per pair (bounded by the fleet)."""
+
+    def __init__(self, config: ObserverConfig, source: CanarySource, *, clock: Clock) -> None:
+        self.config = config
+        self.spec = config.canary
+        self.source = source
+        self.clock = clock
+        self.pairs = resolve_pairs(config)
+        self._versions = {v.name for v in config.fleet.versions}
+        self._latest: dict[Pair, Verdict] = {}
+        self.evaluations: Counter[tuple[str, str, str]] = Counter()
+        self.source_errors: Counter[tuple[str, str]] = Counter()
+
+    def latest(self, canary: str, baseline: str) -> Verdict | None:
+        """The last verdict for the pair, or None before its first judgement."""
+        return self._latest.get(Pair(canary, baseline))
+
+    def verdicts(self) -> list[Verdict]:
+        """The latest verdict of every judged pair."""
+        return [self._latest[p] for p in sorted(self._latest, key=lambda p: (p.canary, p.baseline))]
+
+    async def evaluate(self, canary: str, baseline: str, *, since: float | None = None,
+                       weight: float | None = None, check_split: bool = True) -> Verdict:
+        """Judge `canary` against `baseline` over the window ending now."""
+        now = self.clock()
+        start = now - self.spec.window_seconds
+        if since is not None:
+            start = max(start, since)
+        metrics = self.spec.metrics
+        c = await self.source.arm(canary, metrics, since=start, now=now, with_drift=True)
+        b = await self.source.arm(baseline, metrics, since=start, now=now, with_drift=False)
+        share = weight if weight is not None else expected_share(self.config, canary, baseline)
+        if not check_split:
+            share = None
+        v = judge(self.spec, canary=canary, baseline=baseline, canary_data=c, baseline_data=b,
+                  expected_share=share, now=now)
+        self._latest[Pair(canary, baseline)] = v
+        self.evaluations[(canary, baseline, str(v.verdict))] += 1
+        if c.note or b.note:
+            self.source_errors[(canary, baseline)] += 1
+        return v
+
+    async def verdict_for(self, canary: str | None, baseline: str | None, *, since: float | None,
+                          weight: str | None) -> Verdict:
+        """The API's answer: a fresh verdict, nodata (with the reason) for unknown or missing names.
+
+        `weight`: the canary's expected traffic share as a fraction (0.05) or an Argo percentage (5);
+        empty or absent: from fleet.versions[].expected_traffic_weight; `any`: no split check."""
+        if canary is None and baseline is None and len(self.pairs) == 1:
+            canary, baseline = self.pairs[0].canary, self.pairs[0].baseline
+        if canary is None or baseline is None:
+            known = ", ".join(f"canary={p.canary}&baseline={p.baseline}" for p in self.pairs) or "none"
+            return self._nodata(canary or "", baseline or "", f"pass canary and baseline; configured: {known}")
+        unknown = [n for n in (canary, baseline) if n not in self._versions]
+        if unknown:
+            return self._nodata(canary[:63], baseline[:63], f"unknown version(s): {', '.join(unknown)}")
+        if canary == baseline:
+            return self._nodata(canary, baseline, "canary and baseline are the same version")
+        text = (weight or "").strip().lower()
+        if text == "any":
+            return await self.evaluate(canary, baseline, since=since, check_split=False)
+        share: float | None = None
+        if text:
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            share = value / 100.0 if value >= 1.0 else value
+            if not 0.0 < share < 1.0:
+                return self._nodata(canary, baseline, f"weight {text[:20]!r} is not a share in (0, 1), "
+                                                      "a percentage in [1, 100), or 'any'")
+        return await self.evaluate(canary, baseline, since=since, weight=share)
+
+    def _nodata(self, canary: str, baseline: str, reason: str) -> Verdict:
+        return judge(self.spec, canary=canary, baseline=baseline, canary_data=ArmData(note=reason),
+                     baseline_data=ArmData(note=reason), expected_share=None, now=self.clock())
+
+    async def run_once(self) -> None:
+        """Judge every configured pair (the periodic job)."""
+        for p in self.pairs:
+            v = await self.evaluate(p.canary, p.baseline)
+            if v.verdict is Outcome.FAIL:
+                log.warning("canary %s vs %s: fail: %s", p.canary, p.baseline, v.reason)
+
+
+def make_source(ctx: Context) -> CanarySource:
+    """The data source the config names."""
+    spec = ctx.config.canary
+    if spec.source == "prometheus":
+        assert spec.prometheus_url is not None
+        return PrometheusSource(url=spec.prometheus_url, http=ctx.http)
+    return OwnSource(signals=ctx.get(runtime.SIGNALS), quality=ctx.get(runtime.QUALITY),
+                     drift=ctx.get(runtime.DRIFT))
+
+
+@dataclass
+class CanaryComponent(BaseComponent):
+    """The canary area in the running service."""
+
+    service: CanaryService | None = None
+    ctx: Context | None = None
+
+    def collectors(self) -> Sequence[Collector]:
+        assert self.service is not None and self.ctx is not None
+        s = self.service
+        return (CanaryCollector(verdicts=s.verdicts, counters=lambda: dict(s.evaluations),
+                                source_errors=lambda: dict(s.source_errors)),
+                VersionInfoCollector(self.ctx.config, _LateSignals(self.ctx)))
+
+    def routers(self) -> Sequence[APIRouter]:
+        assert self.service is not None
+        return (api.router(self.service),)
+
+    def jobs(self) -> Sequence[Job]:
+        assert self.service is not None
+        if not self.service.pairs:
+            return ()
+        return (Job(name="canary-judge", interval_seconds=self.ctx.config.canary.interval_seconds
+                    if self.ctx else 30.0, func=self.service.run_once, run_at_start=False),)
+
+
+class _LateSignals:
+    """Looks the signal store up at collect time (it is published by the collect area)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def served_models(self, version: str) -> dict[str, dict[str, str]]:
+        signals = self.ctx.get(runtime.SIGNALS)
+        if signals is None:
+            return {}
+        return dict(signals.served_models(version) or {})
 
 
 def build(ctx: Context) -> Component | None:
-    """Return this area's component, or None when it is disabled or not configured."""
-    return None
+    """Return the canary component, or None when the area is disabled."""
+    if not ctx.config.canary.enabled:
+        return None
+    service = CanaryService(ctx.config, make_source(ctx), clock=ctx.clock)
+    ctx.publish(runtime.CANARY, service)
+    return CanaryComponent(name="canary", service=service, ctx=ctx)

@@ -1,0 +1,120 @@
+"""`GET /api/v1/canary/verdict`: strict JSON (no NaN/Infinity), under 2 KB, always 200 with a verdict.
+
+Argo Rollouts' web provider (≤ v1.9.x) marks a body that is not valid JSON as Successful without
+evaluating its conditions, so the body is encoded with allow_nan=False and shrunk, never truncated
+mid-token, to stay small. Only a fault of the judge itself (an exception) gives a non-2xx answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Protocol
+
+from fastapi import APIRouter, Query, Response
+
+from observer.analyse.canary.judge import MetricResult, Verdict
+
+MAX_BYTES = 2000
+MAX_REASON = 300
+
+
+class VerdictProvider(Protocol):
+    """What the router needs from the canary service."""
+
+    async def verdict_for(self, canary: str | None, baseline: str | None, *, since: float | None,
+                          weight: str | None) -> Verdict: ...
+
+
+def _num(x: float | None) -> float | None:
+    if x is None or not math.isfinite(x):
+        return None
+    return float(f"{x:.4g}")
+
+
+def _metric(r: MetricResult, *, full: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"result": str(r.outcome)}
+    if r.critical:
+        out["critical"] = True
+    if r.advisory:
+        out["advisory"] = True
+    if not full:
+        return out
+    for key, value in (("canary", r.canary), ("baseline", r.baseline), ("ratio", r.ratio), ("p", r.p_value)):
+        v = _num(value)
+        if v is not None:
+            out[key] = v
+    if r.ci_low is not None and r.ci_high is not None:
+        out["ci"] = [_num(r.ci_low), _num(r.ci_high)]
+    if r.n_canary or r.n_baseline:
+        out["n"] = [r.n_canary, r.n_baseline]
+    if r.min_n is not None:
+        out["min_n"] = r.min_n
+    return out
+
+
+def verdict_body(v: Verdict, *, full: bool = True) -> dict[str, Any]:
+    """The JSON-ready summary of a verdict."""
+    return {
+        "canary": v.canary,
+        "baseline": v.baseline,
+        "verdict": str(v.verdict),
+        "score": _num(v.score) or 0.0,
+        "critical_failed": v.critical_failed,
+        "n": {"canary": v.n_canary, "baseline": v.n_baseline},
+        "split": {"ok": v.split_ok, "observed": _num(v.canary_share), "expected": _num(v.expected_share)},
+        "metrics": {r.name: _metric(r, full=full) for r in v.metrics},
+        "reason": v.reason[:MAX_REASON],
+        "evaluated_at": round(v.evaluated_at, 3),
+        "window_seconds": _num(v.window_seconds),
+    }
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+
+
+def encode(v: Verdict) -> bytes:
+    """Strict JSON of `v` under MAX_BYTES: per-metric numbers go first, then the least important metrics
+    (nodata, then passes; failures and critical metrics are kept longest), noted in `metrics_omitted`."""
+    data = _dumps(verdict_body(v))
+    if len(data) <= MAX_BYTES:
+        return data
+    body = verdict_body(v, full=False)
+    data = _dumps(body)
+    if len(data) <= MAX_BYTES:
+        return data
+    body["reason"] = body["reason"][:120]
+    rank = {"fail": 0, "inconclusive": 2, "pass": 3, "nodata": 4}
+    ordered = sorted(v.metrics, key=lambda r: (rank[str(r.outcome)] - (1 if r.critical else 0), r.name))
+    body["metrics"] = {}
+    body["metrics_omitted"] = len(ordered)
+    for r in ordered:
+        body["metrics"][r.name] = _metric(r, full=False)
+        body["metrics_omitted"] -= 1
+        if len(_dumps(body)) > MAX_BYTES:
+            del body["metrics"][r.name]
+            body["metrics_omitted"] += 1
+            break
+    return _dumps(body)
+
+
+def router(provider: VerdictProvider) -> APIRouter:
+    """The canary API router."""
+    r = APIRouter(prefix="/api/v1/canary", tags=["canary"])
+
+    @r.get("/verdict")
+    async def verdict(
+        canary: Annotated[str | None, Query(max_length=63, description="Canary version name.")] = None,
+        baseline: Annotated[str | None, Query(max_length=63, description="Baseline version name.")] = None,
+        since: Annotated[float | None, Query(ge=0, description="Unix time the analysis started; the window "
+                                                               "is capped at canary.window_seconds.")] = None,
+        weight: Annotated[str | None, Query(max_length=20, description="Expected canary traffic share: 0.05, "
+                                             "or an Argo percentage (5); `any` skips the split check; "
+                                             "empty: from the config.")] = None,
+    ) -> Response:
+        """Judge the canary against the baseline now: pass | fail | inconclusive | nodata (always 200)."""
+        v = await provider.verdict_for(canary, baseline, since=since, weight=weight)
+        return Response(encode(v), media_type="application/json")
+
+    return r

@@ -1,0 +1,77 @@
+"""Version inventory: one info series per (version, served model) carrying a fingerprint of what serves.
+
+The fingerprint hashes the served model name and max model length read from vLLM with the prompt-template
+and sampling-defaults hashes given in config, so "a rollback that forgot the prompt template" (same model,
+other fingerprint than before) and "old pods still serving after promotion" (two fingerprints for one
+version) become visible in PromQL: `count by (version) (observer_version_info) > 1`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from observer import conventions as names
+from observer.config.spec import ObserverConfig
+
+MAX_LABEL = 128
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """What one version serves, as observed and as configured."""
+
+    version: str
+    model: str
+    max_model_len: str
+    prompt_template_hash: str
+    sampling_defaults_hash: str
+
+    @property
+    def fingerprint(self) -> str:
+        """12 hex digits of SHA-256 over the four facts."""
+        text = "\x1f".join((self.model, self.max_model_len, self.prompt_template_hash,
+                            self.sampling_defaults_hash))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def inventory(config: ObserverConfig, signals: Any) -> list[VersionInfo]:
+    """One VersionInfo per (version, served model) the scrapes report; nothing for unseen versions."""
+    out: list[VersionInfo] = []
+    for v in config.fleet.versions:
+        served: dict[str, dict[str, str]] = {}
+        if signals is not None:
+            served = dict(signals.served_models(v.name) or {})
+        for model, info in sorted(served.items()):
+            out.append(VersionInfo(version=v.name, model=model[:MAX_LABEL],
+                                   max_model_len=str(info.get("max_model_len", ""))[:32],
+                                   prompt_template_hash=(v.prompt_template_hash or "")[:MAX_LABEL],
+                                   sampling_defaults_hash=(v.sampling_defaults_hash or "")[:MAX_LABEL]))
+    return out
+
+
+class VersionInfoCollector(Collector):
+    """Exports VERSION_INFO from the signal store at each scrape of /metrics."""
+
+    def __init__(self, config: ObserverConfig, signals: Any) -> None:
+        self.config = config
+        self.signals = signals
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily(names.VERSION_INFO, "What each version serves (value 1); the fingerprint "
+                              "changes when the model, max length, prompt template or sampling defaults do.",
+                              labels=[names.VERSION, names.MODEL, names.MAX_MODEL_LEN,
+                                      names.PROMPT_TEMPLATE_HASH, names.SAMPLING_DEFAULTS_HASH,
+                                      names.FINGERPRINT])
+        for i in inventory(self.config, self.signals):
+            g.add_metric([i.version, i.model, i.max_model_len, i.prompt_template_hash,
+                          i.sampling_defaults_hash, i.fingerprint], 1.0)
+        yield g

@@ -1,0 +1,346 @@
+"""The canary judge: per-metric Pass/Fail/Inconclusive/Nodata, split sanity, critical metrics, a
+Kayenta-style weighted score and one verdict. Pure: data in (ArmData per arm), Verdict out."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from observer.analyse import histogram
+from observer.analyse.canary import stats
+from observer.collect.model import Histogram
+from observer.config.canary import CanaryMetricSpec, CanarySpec
+
+MIN_EDGE_OBSERVATIONS = 20
+"""Baseline observations needed before an automatic SLO edge is placed at its quantile."""
+
+
+class Outcome(StrEnum):
+    """Result of one metric, and of the whole canary."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+    NODATA = "nodata"
+
+
+GAUGE_VALUE: Mapping[Outcome, float] = {Outcome.PASS: 1.0, Outcome.FAIL: -1.0, Outcome.INCONCLUSIVE: 0.0,
+                                        Outcome.NODATA: 0.0}
+"""How outcomes are exported as gauges: never NaN, so Argo conditions can always be evaluated."""
+
+
+@dataclass(frozen=True)
+class DriftObservation:
+    """The drift area's latest result for one field of one version."""
+
+    drift: bool
+    status: str  # ok | insufficient_data | no_baseline
+    p_value: float | None = None
+    statistic: float | None = None
+    n_current: int = 0
+
+
+@dataclass(frozen=True)
+class ArmData:
+    """Everything the judge reads about one version over the window; None/missing means no data."""
+
+    requests: Mapping[str, float] | None = None
+    """Finished requests in the window by finished_reason."""
+    histograms: Mapping[str, Histogram] = field(default_factory=dict)
+    """Histogram increase over the window by family (ttft, itl, e2e, queue)."""
+    golden: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """(passed, scored) golden items by golden set ("" = all sets)."""
+    live_checks: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """(failures, total) by live-check name."""
+    drift: Mapping[str, DriftObservation] = field(default_factory=dict)
+    note: str = ""
+    """Why data is missing (e.g. the source was unreachable), shown in the reason."""
+
+    @property
+    def total_requests(self) -> int | None:
+        """Finished requests in the window, or None when the source has no request counters."""
+        if self.requests is None:
+            return None
+        return round(sum(self.requests.values()))
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One metric's outcome and the numbers behind it."""
+
+    name: str
+    kind: str
+    outcome: Outcome
+    critical: bool
+    advisory: bool
+    group: str
+    n_canary: int = 0
+    n_baseline: int = 0
+    min_n: int | None = None
+    canary: float | None = None
+    """Canary value: bad-event rate, share above edge, pass rate, or drift p-value."""
+    baseline: float | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judge's answer for one (canary, baseline) pair at one look."""
+
+    canary: str
+    baseline: str
+    verdict: Outcome
+    score: float
+    critical_failed: bool
+    n_canary: int
+    n_baseline: int
+    split_ok: bool
+    canary_share: float | None
+    expected_share: float | None
+    metrics: tuple[MetricResult, ...]
+    reason: str
+    evaluated_at: float
+    window_seconds: float = 0.0
+
+    def metric(self, name: str) -> MetricResult:
+        """The result of metric `name`; KeyError if it was not judged."""
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+
+def metric_alpha(spec: CanarySpec, metric: CanaryMetricSpec | None = None) -> float:
+    """Per-metric α. Critical metrics share the verdict's budget (Bonferroni): one of them failing fails
+    the canary. The others get budget ÷ scored metrics: they fail the canary only through the score, which
+    takes two or more of them, so their share of false fails is of order (α/k)² and stays negligible."""
+    scored = [m for m in spec.metrics if not m.advisory]
+    critical = [m for m in scored if m.critical]
+    if metric is not None and metric.critical and critical:
+        return spec.alpha / len(critical)
+    return spec.alpha / max(len(scored), 1)
+
+
+def _base(m: CanaryMetricSpec, outcome: Outcome, **kw: object) -> MetricResult:
+    return MetricResult(name=m.name, kind=m.kind, outcome=outcome, critical=m.critical, advisory=m.advisory,
+                        group=m.group, **kw)  # type: ignore[arg-type]
+
+
+def _ratio_outcome(m: CanaryMetricSpec, bad_c: int, n_c: int, bad_b: int, n_b: int, *, alpha: float,
+                   power: float, **extra: object) -> MetricResult:
+    if n_c <= 0 or n_b <= 0:
+        arm = "canary" if n_c <= 0 else "baseline"
+        return _base(m, Outcome.NODATA, n_canary=n_c, n_baseline=n_b, detail=f"no {arm} events in the window")
+    t = stats.ratio_test(bad_c, n_c, bad_b, n_b, alpha=alpha, effect_ratio=m.effect_ratio)
+    min_n = stats.ratio_sample_size(base_rate=max(t.rate_baseline, m.base_rate), effect_ratio=m.effect_ratio,
+                                    alpha=alpha, power=power, allocation=n_b / n_c)
+    if t.reject:
+        outcome = Outcome.FAIL
+    elif n_c >= min_n:
+        outcome = Outcome.PASS
+    else:
+        outcome = Outcome.INCONCLUSIVE
+    detail = str(extra.pop("detail", ""))
+    return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=min_n, canary=t.rate_canary,
+                 baseline=t.rate_baseline, ratio=t.ratio, p_value=t.p_value, detail=detail, **extra)
+
+
+def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
+    if m.live_check is not None:
+        cc, bc = c.live_checks.get(m.live_check), b.live_checks.get(m.live_check)
+        if cc is None or bc is None:
+            return _base(m, Outcome.NODATA, detail=f"no live check {m.live_check!r} results")
+        return _ratio_outcome(m, cc[0], cc[1], bc[0], bc[1], alpha=alpha, power=power)
+    if c.requests is None or b.requests is None:
+        return _base(m, Outcome.NODATA, detail="no request counters")
+    bad_c = round(sum(c.requests.get(r, 0.0) for r in m.finished_reasons))
+    bad_b = round(sum(b.requests.get(r, 0.0) for r in m.finished_reasons))
+    return _ratio_outcome(m, bad_c, c.total_requests or 0, bad_b, b.total_requests or 0, alpha=alpha,
+                          power=power)
+
+
+def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float
+                   ) -> MetricResult:
+    assert m.family is not None
+    hc, hb = c.histograms.get(m.family), b.histograms.get(m.family)
+    if hc is None or hb is None or hc.count <= 0 or hb.count <= 0:
+        return _base(m, Outcome.NODATA, n_canary=round(hc.count) if hc else 0,
+                     n_baseline=round(hb.count) if hb else 0, detail=f"no {m.family} observations")
+    le = m.le
+    if le is None:
+        if hb.count < MIN_EDGE_OBSERVATIONS:
+            return _base(m, Outcome.INCONCLUSIVE, n_canary=round(hc.count), n_baseline=round(hb.count),
+                         detail="too few baseline observations to place the SLO edge")
+        le = stats.auto_edge(hb, m.quantile)
+        if le is None:
+            return _base(m, Outcome.INCONCLUSIVE, n_canary=round(hc.count), n_baseline=round(hb.count),
+                         detail=f"baseline q{m.quantile} is above the highest finite edge")
+    try:
+        above_c, n_c = histogram.fraction_above(hc, le)
+        above_b, n_b = histogram.fraction_above(hb, le)
+    except KeyError:
+        return _base(m, Outcome.NODATA, detail=f"no bucket edge le={le!r} in both arms")
+    q = stats.quantile_ratio(hc, hb, m.quantile, alpha=alpha)
+    extra: dict[str, object] = {"detail": f"share above le={le}"}
+    res = _ratio_outcome(m, round(above_c), round(n_c), round(above_b), round(n_b), alpha=alpha, power=power,
+                         **extra)
+    if q is None:
+        return res
+    # The metric's ratio is the quantile ratio (what people read); its interval is at the metric's α.
+    return MetricResult(**{**res.__dict__, "ratio": q.estimate, "ci_low": q.low, "ci_high": q.high})
+
+
+def _judge_quality(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float
+                   ) -> MetricResult:
+    key = m.golden_set or ""
+    gc, gb = c.golden.get(key), b.golden.get(key)
+    if gc is None or gb is None or gc[1] <= 0 or gb[1] <= 0:
+        return _base(m, Outcome.NODATA, detail="no scored golden items in both arms")
+    (pc, nc), (pb, nb) = gc, gb
+    ci = stats.difference_sequence(pc, nc, pb, nb, alpha=alpha, tau=m.margin)
+    rate = pb / nb if 0 < pb < nb else m.expected_pass_rate
+    min_n = stats.noninferiority_sample_size(pass_rate=rate, margin=m.margin, alpha=alpha, power=power,
+                                             allocation=nb / nc)
+    if ci.high < 0:
+        outcome = Outcome.FAIL
+    elif ci.low > -m.margin and nc >= min_n:
+        outcome = Outcome.PASS
+    else:
+        outcome = Outcome.INCONCLUSIVE
+    return _base(m, outcome, n_canary=nc, n_baseline=nb, min_n=min_n, canary=pc / nc, baseline=pb / nb,
+                 ratio=None, ci_low=ci.low, ci_high=ci.high,
+                 detail=f"pass-rate difference, non-inferiority margin {m.margin}")
+
+
+def _judge_drift(m: CanaryMetricSpec, c: ArmData) -> MetricResult:
+    assert m.field is not None
+    d = c.drift.get(m.field)
+    if d is None:
+        return _base(m, Outcome.NODATA, detail=f"no drift result for {m.field}")
+    if d.status != "ok":
+        return _base(m, Outcome.NODATA, n_canary=d.n_current, detail=f"drift {d.status}")
+    return _base(m, Outcome.FAIL if d.drift else Outcome.PASS, n_canary=d.n_current, p_value=d.p_value,
+                 canary=d.statistic, detail="drift detected" if d.drift else "no drift")
+
+
+def judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
+    """Judge one metric of the canary against the baseline."""
+    if m.kind == "ratio":
+        return _judge_ratio(m, c, b, alpha=alpha, power=power)
+    if m.kind == "latency":
+        return _judge_latency(m, c, b, alpha=alpha, power=power)
+    if m.kind == "quality":
+        return _judge_quality(m, c, b, alpha=alpha, power=power)
+    return _judge_drift(m, c)
+
+
+def score(results: Sequence[MetricResult], weights: Mapping[str, float]) -> tuple[float, int]:
+    """Kayenta-style score: per group passing ÷ decided, weighted over groups with a decided metric."""
+    num = den = 0.0
+    decided = 0
+    for group in sorted({r.group for r in results}):
+        rs = [r for r in results if r.group == group and not r.advisory
+              and r.outcome in (Outcome.PASS, Outcome.FAIL)]
+        if not rs:
+            continue
+        decided += len(rs)
+        w = weights.get(group, 1.0)
+        num += w * sum(1 for r in rs if r.outcome is Outcome.PASS) / len(rs)
+        den += w
+    return (100.0 * num / den if den > 0 else 0.0), decided
+
+
+def _describe(r: MetricResult) -> str:
+    parts = [f"{r.name} {r.outcome}"]
+    if r.kind == "latency" and r.detail:
+        parts.append(f"({r.detail})")
+    if r.canary is not None and r.baseline is not None:
+        parts.append(f"canary {r.canary:.4g} vs baseline {r.baseline:.4g}")
+    if r.kind == "latency" and r.ratio is not None:
+        parts.append(f"quantile ratio {r.ratio:.3g}")
+    if r.p_value is not None:
+        parts.append(f"p={r.p_value:.2g}")
+    return " ".join(parts)
+
+
+def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData, baseline_data: ArmData,
+          expected_share: float | None, now: float) -> Verdict:
+    """Judge the canary against the baseline over one window of data."""
+    power = spec.power
+    n_c, n_b = canary_data.total_requests, baseline_data.total_requests
+
+    def verdict(outcome: Outcome, results: Sequence[MetricResult], reason: str, *, score_value: float = 0.0,
+                critical_failed: bool = False, split_ok: bool = True, share: float | None = None) -> Verdict:
+        return Verdict(canary=canary, baseline=baseline, verdict=outcome, score=score_value,
+                       critical_failed=critical_failed, n_canary=n_c or 0, n_baseline=n_b or 0,
+                       split_ok=split_ok, canary_share=share, expected_share=expected_share,
+                       metrics=tuple(results), reason=reason, evaluated_at=now,
+                       window_seconds=spec.window_seconds)
+
+    results = [judge_metric(m, canary_data, baseline_data, alpha=metric_alpha(spec, m), power=power)
+               for m in spec.metrics]
+    note = canary_data.note or baseline_data.note
+    if n_c is None or n_b is None:
+        return verdict(Outcome.NODATA, results, note or "no request counters for "
+                       + ("the canary" if n_c is None else "the baseline"))
+    if n_c == 0:
+        return verdict(Outcome.NODATA, results, "the canary received no traffic in the window")
+    if n_b == 0:
+        return verdict(Outcome.NODATA, results, "the baseline received no traffic in the window")
+    split_ok, share = True, n_c / (n_c + n_b)
+    if expected_share is not None:
+        split_ok, share = stats.split_check(n_c, n_b, expected=expected_share, tolerance=spec.split_tolerance,
+                                            min_requests=spec.split_min_requests)
+    value, decided = score(results, spec.groups)
+    if not split_ok:
+        muted = [MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE})
+                 if r.outcome is not Outcome.NODATA else r for r in results]
+        return verdict(Outcome.INCONCLUSIVE, muted, f"traffic split off: canary share {share:.3g}, expected "
+                       f"{expected_share:.3g}", score_value=value, split_ok=False, share=share)
+    scored = [r for r in results if not r.advisory]
+    critical = [r for r in scored if r.critical]
+    failed_critical = [r for r in critical if r.outcome is Outcome.FAIL]
+    if failed_critical:
+        return verdict(Outcome.FAIL, results, "critical metric failed: "
+                       + "; ".join(_describe(r) for r in failed_critical),
+                       score_value=value, critical_failed=True, share=share)
+    if decided == 0:
+        if all(r.outcome is Outcome.NODATA for r in scored):
+            return verdict(Outcome.NODATA, results, "no metric has data", share=share)
+        return verdict(Outcome.INCONCLUSIVE, results, "not enough data yet: "
+                       + _pending(scored), score_value=value, share=share)
+    if value < spec.marginal_score:
+        return verdict(Outcome.FAIL, results, f"score {value:.0f} below marginal {spec.marginal_score:.0f}: "
+                       + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
+                       score_value=value, share=share)
+    undecided_critical = [r for r in critical if r.outcome is not Outcome.PASS]
+    if undecided_critical:
+        return verdict(Outcome.INCONCLUSIVE, results, "critical metric(s) not decided yet: "
+                       + _pending(undecided_critical), score_value=value, share=share)
+    if value >= spec.pass_score:
+        return verdict(Outcome.PASS, results, f"score {value:.0f} ≥ {spec.pass_score:.0f}; "
+                       f"{decided} metric(s) decided", score_value=value, share=share)
+    return verdict(Outcome.INCONCLUSIVE, results, f"marginal score {value:.0f}: "
+                   + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
+                   score_value=value, share=share)
+
+
+def _pending(results: Sequence[MetricResult]) -> str:
+    parts = []
+    for r in results:
+        if r.outcome is Outcome.INCONCLUSIVE and r.min_n is not None:
+            parts.append(f"{r.name} {r.n_canary}/{r.min_n}")
+        elif r.outcome in (Outcome.INCONCLUSIVE, Outcome.NODATA):
+            parts.append(f"{r.name} {r.outcome}")
+    return ", ".join(parts) or "none"
+
+
+def finite(x: float | None) -> float | None:
+    """`x` if finite, else None (JSON and gauges must never carry NaN/Infinity)."""
+    return x if x is not None and math.isfinite(x) else None

@@ -1,0 +1,226 @@
+"""Two data sources, one judge: the observer's own SignalStore, or the Prometheus HTTP API (fleet mode).
+
+Both return ArmData for one version over [since, now]: finished requests by reason, histogram increases,
+golden-set and live-check totals, and the drift area's latest results. Missing data is None/absent
+(the judge turns it into Nodata), never zero, so "no traffic" and "no source" stay distinguishable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import httpx
+
+from observer import conventions as names
+from observer.analyse.canary.judge import ArmData, DriftObservation
+from observer.collect.model import Histogram
+from observer.config.canary import CanaryMetricSpec
+from observer.errors import ObserverError
+
+OWN_FAMILY: Mapping[str, str] = {
+    "ttft": "time_to_first_token_seconds",
+    "itl": "inter_token_latency_seconds",
+    "e2e": "e2e_request_latency_seconds",
+    "queue": "request_queue_time_seconds",
+}
+"""Latency family → the SignalStore (parsed vLLM) family key."""
+
+PROM_FAMILY: Mapping[str, str] = {
+    "ttft": names.HIST_TTFT,
+    "itl": names.HIST_ITL,
+    "e2e": names.HIST_E2E,
+    "queue": names.HIST_QUEUE,
+}
+"""Latency family → the observer's exported accumulated histogram (fleet mode)."""
+
+
+class SourceError(ObserverError):
+    """A data source could not answer; the verdict becomes nodata with this reason (never an HTTP error)."""
+
+
+class CanarySource(Protocol):
+    """Where the judge reads one version's window."""
+
+    name: str
+
+    async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
+                  with_drift: bool) -> ArmData: ...
+
+
+def _needs(metrics: Sequence[CanaryMetricSpec]) -> tuple[set[str], set[str], set[str], set[str]]:
+    families: set[str] = {m.family for m in metrics if m.kind == "latency" and m.family is not None}
+    golden = {m.golden_set or "" for m in metrics if m.kind == "quality"}
+    checks = {m.live_check for m in metrics if m.kind == "ratio" and m.live_check is not None}
+    fields = {m.field for m in metrics if m.kind == "drift" and m.field is not None}
+    return families, golden, checks, fields
+
+
+class OwnSource:
+    """The observer's own scrapes (contract 2), quality (5) and drift (6) services; any may be absent."""
+
+    name = "own"
+
+    def __init__(self, *, signals: Any, quality: Any = None, drift: Any = None) -> None:
+        self.signals = signals
+        self.quality = quality
+        self.drift = drift
+
+    async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
+                  with_drift: bool) -> ArmData:
+        """Read `version`'s window from the in-process services."""
+        return await asyncio.to_thread(self._arm, version, metrics, since, with_drift)
+
+    def _arm(self, version: str, metrics: Sequence[CanaryMetricSpec], since: float, with_drift: bool
+             ) -> ArmData:
+        families, golden_sets, checks, fields = _needs(metrics)
+        if self.signals is None:
+            return ArmData(note="no scrape signals in this observer (collect area disabled)")
+        raw = self.signals.labelled_counter_delta(version, "request_success", since=since)
+        requests = None if raw is None else {str(k): float(v) for k, v in raw.items()}
+        hists: dict[str, Histogram] = {}
+        for fam in sorted(families):
+            h = self.signals.histogram_delta(version, OWN_FAMILY[fam], since=since)
+            if h is not None:
+                hists[fam] = h
+        golden: dict[str, tuple[int, int]] = {}
+        live: dict[str, tuple[int, int]] = {}
+        if self.quality is not None:
+            for gs in sorted(golden_sets):
+                passed, scored = self.quality.golden_totals(version, since=since, golden_set=gs or None)
+                golden[gs] = (int(passed), int(scored))
+            for check in sorted(checks):
+                failures, total = self.quality.live_check_totals(version, check, since=since)
+                live[check] = (int(failures), int(total))
+        drift: dict[str, DriftObservation] = {}
+        if with_drift and self.drift is not None and fields:
+            for key, r in (self.drift.latest(version) or {}).items():
+                if key in fields:
+                    drift[key] = DriftObservation(drift=bool(r.drift), status=str(r.status),
+                                                  p_value=_num(r.p_value), statistic=_num(r.statistic),
+                                                  n_current=int(r.n_current))
+        return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift)
+
+
+def _num(x: object) -> float | None:
+    if isinstance(x, int | float) and math.isfinite(float(x)):
+        return float(x)
+    return None
+
+
+def _sel(**labels: str) -> str:
+    def esc(v: str) -> str:
+        return v.replace("\\", "\\\\").replace('"', '\\"')
+
+    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}"
+
+
+class PrometheusSource:
+    """Fleet mode: per-pod observers export accumulated counters/histograms; one judge queries Prometheus."""
+
+    name = "prometheus"
+
+    def __init__(self, *, url: str, http: httpx.AsyncClient, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.http = http
+        self.timeout = timeout
+
+    async def query(self, promql: str, *, at: float) -> list[dict[str, Any]]:
+        """Instant query at `at`; SourceError naming the query on any failure."""
+        try:
+            r = await self.http.get(f"{self.url}/api/v1/query", params={"query": promql, "time": f"{at:.3f}"},
+                                    timeout=self.timeout)
+            body = r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise SourceError(f"could not query Prometheus at {self.url}: {e}") from e
+        if r.status_code != 200 or body.get("status") != "success":
+            raise SourceError(f"Prometheus refused {promql!r}: {body.get('error', r.status_code)}")
+        return list(body["data"]["result"])
+
+    async def _scalar(self, promql: str, at: float) -> float | None:
+        res = await self.query(promql, at=at)
+        if not res:
+            return None
+        v = float(res[0]["value"][1])
+        return v if math.isfinite(v) else None
+
+    async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
+                  with_drift: bool) -> ArmData:
+        """Read `version`'s window from Prometheus; an unreachable Prometheus gives ArmData with a note."""
+        try:
+            return await self._arm(version, metrics, since=since, now=now, with_drift=with_drift)
+        except SourceError as e:
+            return ArmData(note=str(e))
+
+    async def _arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
+                   with_drift: bool) -> ArmData:
+        families, golden_sets, checks, fields = _needs(metrics)
+        rng = f"[{max(1, round(now - since))}s]"
+        v = _sel(version=version)
+        res = await self.query(f"sum by ({names.FINISHED_REASON}) (increase({names.REQUESTS}_total{v}{rng}))",
+                               at=now)
+        requests = {str(s["metric"].get(names.FINISHED_REASON, "")): _finite(s["value"][1]) for s in res} \
+            if res else None
+        hists: dict[str, Histogram] = {}
+        for fam in sorted(families):
+            res = await self.query(f"sum by (le) (increase({PROM_FAMILY[fam]}_bucket{v}{rng}))", at=now)
+            h = histogram_from_vector(res)
+            if h is not None:
+                hists[fam] = h
+        golden: dict[str, tuple[int, int]] = {}
+        for gs in sorted(golden_sets):
+            sel = _sel(version=version, **({names.GOLDEN_SET: gs} if gs else {}))
+            passed = await self._scalar(f"sum(increase({names.GOLDEN_ITEMS_PASSED}_total{sel}{rng}))", now)
+            scored = await self._scalar(f"sum(increase({names.GOLDEN_ITEMS}_total{sel}{rng}))", now)
+            if passed is not None and scored is not None:
+                golden[gs] = (round(passed), round(scored))
+        live: dict[str, tuple[int, int]] = {}
+        for check in sorted(checks):
+            sel = _sel(version=version, **{names.CHECK: check})
+            failures = await self._scalar(f"sum(increase({names.LIVE_CHECK_FAILURES}_total{sel}{rng}))", now)
+            total = await self._scalar(f"sum(increase({names.LIVE_CHECKS}_total{sel}{rng}))", now)
+            if failures is not None and total is not None:
+                live[check] = (round(failures), round(total))
+        drift: dict[str, DriftObservation] = {}
+        if with_drift:
+            for f in sorted(fields):
+                sel = _sel(version=version, **{names.FIELD: f})
+                detected = await self._scalar(f"max({names.DRIFT_DETECTED}{sel})", now)
+                if detected is None:
+                    continue
+                p = await self._scalar(f"min({names.DRIFT_P_VALUE}{sel})", now)
+                drift[f] = DriftObservation(drift=detected >= 1, status="ok", p_value=p)
+        return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift)
+
+
+def _finite(raw: object) -> float:
+    v = float(str(raw))
+    return v if math.isfinite(v) and v > 0 else 0.0
+
+
+def histogram_from_vector(result: Sequence[Mapping[str, Any]]) -> Histogram | None:
+    """Build a Histogram from a `sum by (le)` instant vector (None when empty or without +Inf)."""
+    points: list[tuple[float, str, float]] = []
+    inf: float | None = None
+    for s in result:
+        le = str(s["metric"].get("le", ""))
+        value = _finite(s["value"][1])
+        if le == "+Inf":
+            inf = value
+            continue
+        try:
+            points.append((float(le), le, value))
+        except ValueError:
+            continue
+    if inf is None:
+        return None
+    points.sort()
+    # increase() extrapolates each bucket separately: restore monotonicity as histogram_quantile does.
+    cum: list[float] = []
+    for _, _, value in points:
+        cum.append(max(value, cum[-1] if cum else 0.0))
+    inf = max(inf, cum[-1] if cum else 0.0)
+    return Histogram(bounds=tuple(p[0] for p in points), cumulative=(*cum, inf), sum=0.0, count=inf,
+                     le_labels=tuple(p[1] for p in points))

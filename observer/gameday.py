@@ -1,0 +1,564 @@
+"""`observer gameday`: drive the simulated fleet through canary scenarios and check the whole chain.
+
+simulator (observer.sim) → observer (scrape, quality, canary judge) → a real Prometheus scraping the
+observer → the generated Argo Prometheus-provider queries evaluated against that Prometheus with Argo's
+condition semantics → the web gate and guardrail evaluated on the live verdict endpoint.
+
+Each scenario gets a fresh observer (so windows never mix scenarios); the simulator and Prometheus live
+for the whole game day. Load is injected with the simulator's `advance` (simulated seconds of built-in
+load at once), so a scenario takes seconds, not the minutes of a real canary step. Everything binds to
+127.0.0.1 on free ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from observer import conventions as names
+from observer.config import ObserverConfig, parse_config
+from observer.config.canary import default_metrics
+from observer.errors import ObserverError
+from observer.render import argo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class GamedayError(ObserverError):
+    """The game day could not set up its fleet, observer or Prometheus."""
+
+
+# --- Argo condition semantics ---------------------------------------------------------------------
+
+def evaluate_condition(expr: str, result: Any) -> bool:
+    """Evaluate the subset of Argo's expr language the rendered templates use (&&, ||, !, ==, <, >=,
+    len, isNaN, result[0], string/bool literals) on `result`."""
+    py = expr.replace("&&", " and ").replace("||", " or ")
+    py = "".join(" not " if c == "!" and (i + 1 >= len(py) or py[i + 1] != "=") else c for i, c in enumerate(py))
+    py = py.replace("true", "True").replace("false", "False")
+    env = {"len": len, "isNaN": lambda x: isinstance(x, float) and math.isnan(x), "result": result}
+    # Only the expressions observer.render.argo generates reach this (no builtins, no user input).
+    return bool(eval(py, {"__builtins__": {}}, env))
+
+
+def measurement_phase(success: str | None, failure: str | None, result: Any) -> str:
+    """Argo's phase of one measurement: failure wins; neither true with both set is Inconclusive;
+    only success set and false is Failed; only failure set and false is Successful; a raise is Error."""
+    try:
+        failed = failure is not None and evaluate_condition(failure, result)
+        succeeded = success is not None and evaluate_condition(success, result)
+    except Exception:
+        return "Error"
+    if failed:
+        return "Failed"
+    if success is not None and failure is not None:
+        return "Successful" if succeeded else "Inconclusive"
+    if success is not None:
+        return "Successful" if succeeded else "Failed"
+    return "Successful"
+
+
+def _json_path(body: Mapping[str, Any], path: str) -> Any:
+    key = path.strip().removeprefix("{$.").removesuffix("}")
+    value: Any = body
+    for part in key.split("."):
+        value = value[part]
+    return value
+
+
+# --- processes ------------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(pred: Callable[[], bool], *, timeout: float, what: str, every: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if pred():
+                return
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(every)
+    raise GamedayError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+@contextmanager
+def prometheus(target: str, *, interval: str = "1s") -> Iterator[str]:
+    """A real Prometheus (Debian `prometheus`) on 127.0.0.1 scraping `target`; yields its URL."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise GamedayError("the `prometheus` binary is not installed (apt-get install prometheus)")
+    work = Path(tempfile.mkdtemp(prefix="observer-gameday-prom-"))
+    (work / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "scrape_configs": [{"job_name": "observer", "static_configs": [{"targets": [target]}]}]}))
+    port = _free_port()
+    log = (work / "prometheus.log").open("w")
+    proc = subprocess.Popen([binary, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work}/data",
+                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                            stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, timeout=30, what="Prometheus")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@dataclass
+class RunningObserver:
+    """An observer Service served by uvicorn on its own event loop in a background thread."""
+
+    url: str
+    server: Any
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        """Stop uvicorn and the service; join the thread."""
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+        if self.thread.is_alive():
+            raise GamedayError("the observer did not stop within 20 s")
+
+
+def start_observer(config: ObserverConfig) -> RunningObserver:
+    """Start an observer for `config` on config.server's host:port; return when /healthz answers."""
+    import uvicorn
+
+    from observer.service import Service
+
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        service = Service.build(config)
+        server = uvicorn.Server(uvicorn.Config(service.app, host=config.server.host, port=config.server.port,
+                                               log_level="warning", access_log=False, lifespan="off"))
+        box["server"] = server
+        await service.start()
+        started.set()
+        try:
+            await server.serve()
+        finally:
+            await service.stop()
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as e:  # reported to the caller through `box`
+            box["error"] = e
+            started.set()
+
+    thread = threading.Thread(target=run, name="gameday-observer", daemon=True)
+    thread.start()
+    if not started.wait(30) or "error" in box:
+        raise GamedayError(f"the observer did not start: {box.get('error')!r}")
+    obs = RunningObserver(url=f"http://{config.server.host}:{config.server.port}", server=box["server"],
+                          thread=thread)
+    try:
+        _wait(lambda: httpx.get(obs.url + "/healthz", timeout=1).status_code == 200, timeout=20,
+              what="the observer's /healthz")
+    except GamedayError:
+        obs.stop()
+        raise
+    return obs
+
+
+# --- scenarios ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scenario:
+    """One game-day scenario: profiles, an optional change mid-way, and what must come out."""
+
+    name: str
+    title: str
+    expect: str  # pass | fail | nodata | drift | not-pass
+    canary: Mapping[str, Any] = field(default_factory=dict)
+    stable: Mapping[str, Any] = field(default_factory=dict)
+    change_after: int | None = None  # rounds before `change` is applied to the canary
+    change: Mapping[str, Any] = field(default_factory=dict)
+    restart_after: int | None = None  # rounds before the observer is restarted
+    dimension: str | None = None  # the Argo Prometheus metric that must fail
+    needs: str | None = None  # quality | drift
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("healthy", "healthy canary", "pass"),
+    Scenario("slow", "TTFT ×1.5", "fail", canary={"preset": "slow"}, dimension="latency"),
+    Scenario("errors", "error rate 0.5% → 3%", "fail", canary={"error_rate": 0.005},
+             stable={"error_rate": 0.005}, change_after=2, change={"error_rate": 0.03}, dimension="errors"),
+    Scenario("worse", "worse answers on the golden set", "fail", canary={"accuracy": 0.5}, dimension="quality",
+             needs="quality"),
+    Scenario("drifted", "10% prompts from another domain", "drift", canary={"preset": "drifted"},
+             dimension="drift", needs="drift"),
+    Scenario("idle", "canary with no traffic", "nodata", canary={"preset": "idle"}),
+    Scenario("restart", "observer restarted mid-analysis", "not-pass", canary={"preset": "slow"},
+             restart_after=2),
+)
+
+
+@dataclass
+class Row:
+    """What one scenario produced and whether it matched."""
+
+    scenario: str
+    title: str
+    expected: str
+    verdicts: list[str] = field(default_factory=list)
+    web_gate: str = ""
+    guardrail: str = ""
+    prometheus: dict[str, str] = field(default_factory=dict)
+    ok: bool = False
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Report:
+    """All rows; ok when every scenario matched."""
+
+    rows: list[Row]
+
+    @property
+    def ok(self) -> bool:
+        """True when every scenario matched."""
+        return all(r.ok for r in self.rows)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of a game day: load per round, rounds, and timings."""
+
+    stable_rps: float
+    canary_rps: float
+    round_seconds: float  # simulated seconds of load injected per round
+    max_rounds: int
+    scrape_interval: float
+
+
+SHORT = Plan(stable_rps=60.0, canary_rps=15.0, round_seconds=30.0, max_rounds=14, scrape_interval=1.0)
+FULL = Plan(stable_rps=80.0, canary_rps=20.0, round_seconds=60.0, max_rounds=30, scrape_interval=1.0)
+
+
+def _config(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workdir: Path | None = None
+            ) -> ObserverConfig:
+    return parse_config(_config_yaml(ports, plan, scenario, workdir), source=f"gameday:{scenario.name}",
+                        environ={})
+
+
+def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workdir: Path | None) -> str:
+    versions = []
+    for name, role, weight in (("stable", "stable", 0.8), ("canary", "canary", 0.2)):
+        versions.append({"name": name, "role": role, "vllm": [f"http://127.0.0.1:{ports[name]}/metrics"],
+                         "openai": f"http://127.0.0.1:{ports[name]}/v1",
+                         "dcgm": [f"http://127.0.0.1:{ports['dcgm']}/metrics"],
+                         "pods": [{"namespace": "llm-serving", "pod": f"sim-{name}-0"}],
+                         "expected_traffic_weight": weight})
+    metrics = [m.model_dump(exclude_defaults=True) for m in default_metrics()]
+    for m in metrics:
+        if m["name"] == "golden" and scenario.needs == "quality":
+            m["critical"] = True  # a gate in the quality scenario; elsewhere quality is off (nodata)
+    data: dict[str, Any] = {
+        "fleet": {"versions": versions},
+        "scrape": {"interval_seconds": plan.scrape_interval, "timeout_seconds": plan.scrape_interval,
+                   "window_seconds": 60},
+        "server": {"host": "127.0.0.1", "port": ports["observer"]},
+        "canary": {"interval_seconds": plan.scrape_interval, "window_seconds": 3600, "metrics": metrics,
+                   "observer_url": f"http://127.0.0.1:{ports['observer']}",
+                   "prometheus_url": f"http://127.0.0.1:{ports.get('prometheus', 9090)}"},
+        "sampling": {"enabled": False},
+        "drift": {"enabled": scenario.needs == "drift"},
+        "quality": {"enabled": scenario.needs == "quality"},
+    }
+    if scenario.needs == "quality":
+        data["quality"].update({"golden_dirs": [str(ROOT / "golden_sets")], "golden_sets": ["factual"],
+                                "interval_seconds": 1.0, "run_at_start": True, "concurrency": 8,
+                                "live": {"enabled": False}})
+    if scenario.needs == "drift":
+        work = workdir or Path(tempfile.gettempdir())
+        # Samples reach the store through mirror ingest; the baseline is pinned from stable's samples.
+        data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")}}
+        data["drift"].update({"interval_seconds": 10, "window_seconds": 3600, "min_samples": 200,
+                              "consecutive": 1, "permutations": 500, "baseline_dir": str(work / "baselines"),
+                              "models": {"stable": "llm", "canary": "llm"}})
+        data["quality"] = {"enabled": False}
+    return yaml.safe_dump(data)
+
+
+def _profile(base: Mapping[str, Any], plan: Plan, rps: float) -> dict[str, Any]:
+    out = {"preset": "healthy", "load_rps": rps, "time_scale": 0.0, "error_rate": 0.0}
+    out.update(base)
+    if out.get("preset") == "idle":
+        out["load_rps"] = 0.0
+    return out
+
+
+def _argo_checks(config: ObserverConfig, prom_url: str, observer_url: str) -> tuple[str, str, dict[str, str],
+                                                                                    dict[str, Any]]:
+    args = {"canary": "canary", "baseline": "stable", argo.WEIGHT_ARG: "20"}  # Argo passes setWeight: 20
+
+    def fill(text: str) -> str:
+        for k, v in args.items():
+            text = text.replace("{{args." + k + "}}", v)
+        return text.replace("{{args.prometheus-address}}", prom_url)
+
+    gate = argo.gate_spec(config)["metrics"][0]
+    guard = argo.guardrail_spec(config)["metrics"][0]
+    body = httpx.get(fill(gate["provider"]["web"]["url"]), timeout=10).json()
+    gate_phase = measurement_phase(gate.get("successCondition"), gate.get("failureCondition"),
+                                   _json_path(body, gate["provider"]["web"]["jsonPath"]))
+    guard_phase = measurement_phase(guard.get("successCondition"), guard.get("failureCondition"),
+                                    _json_path(body, guard["provider"]["web"]["jsonPath"]))
+    phases: dict[str, str] = {}
+    for pm in argo.prometheus_metrics(config):
+        r = httpx.get(f"{prom_url}/api/v1/query", params={"query": fill(pm.query)}, timeout=10).json()
+        if r.get("status") != "success":
+            phases[pm.name] = "Error"
+            continue
+        values = [float(s["value"][1]) for s in r["data"]["result"]]
+        phase = measurement_phase(pm.success, pm.failure, values)
+        phases[pm.name] = phase + (" (dryRun)" if pm.dry_run else "")
+    return gate_phase, guard_phase, phases, body
+
+
+def _verdict(observer_url: str) -> dict[str, Any]:
+    r = httpx.get(f"{observer_url}/api/v1/canary/verdict", params={"canary": "canary", "baseline": "stable"},
+                  timeout=10)
+    if r.status_code != 200:
+        raise GamedayError(f"verdict endpoint answered HTTP {r.status_code}: {r.text[:200]}")
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def _decided(expect: str, verdict: str, body: Mapping[str, Any]) -> bool:
+    if expect in ("pass", "fail"):
+        return verdict in ("pass", "fail")
+    if expect == "drift":
+        metrics = body.get("metrics", {})
+        return any(metrics.get(n, {}).get("result") == "fail" for n in ("drift_prompts", "drift_outputs"))
+    return False  # nodata / not-pass: run every round
+
+
+def _check(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str]:
+    final = row.verdicts[-1] if row.verdicts else "none"
+    prom = {k: v.split(" ")[0] for k, v in row.prometheus.items()}
+    problems: list[str] = []
+    if s.expect in ("pass", "fail", "nodata"):
+        if final != s.expect:
+            problems.append(f"verdict {final}, expected {s.expect}")
+        want_gate = {"pass": "Successful", "fail": "Failed", "nodata": "Inconclusive"}[s.expect]
+        if row.web_gate != want_gate:
+            problems.append(f"web gate {row.web_gate}, expected {want_gate}")
+        want_verdict = want_gate
+        if prom.get("verdict") != want_verdict:
+            problems.append(f"Prometheus verdict metric {prom.get('verdict')}, expected {want_verdict}")
+    if s.expect == "nodata" and "pass" in row.verdicts:
+        problems.append("passed with no canary traffic")
+    if s.expect == "pass" and any(p == "Failed" for p in prom.values()):
+        problems.append("a Prometheus metric failed on a healthy canary")
+    if s.expect == "fail" and s.dimension and prom.get(s.dimension) != "Failed":
+        problems.append(f"Prometheus {s.dimension} metric {prom.get(s.dimension)}, expected Failed")
+    if s.expect == "fail" and body.get("critical_failed") and row.guardrail != "Failed":
+        problems.append(f"guardrail {row.guardrail} on a critical failure")
+    if s.expect in ("pass", "nodata") and row.guardrail != "Successful":
+        problems.append(f"guardrail {row.guardrail}, expected Successful")
+    if s.expect == "not-pass" and "pass" in row.verdicts:
+        problems.append("a verdict said pass after the observer restarted")
+    if s.expect == "not-pass" and row.web_gate == "Successful":
+        problems.append("the web gate succeeded after the restart")
+    if s.expect == "drift":
+        metrics = body.get("metrics", {})
+        if not any(metrics.get(n, {}).get("result") == "fail" for n in ("drift_prompts", "drift_outputs")):
+            problems.append("drift not flagged")
+        if prom.get("drift") != "Failed":
+            problems.append(f"Prometheus drift metric {prom.get('drift')}, expected Failed")
+    return not problems, "; ".join(problems) or str(body.get("reason", ""))[:120]
+
+
+def _ready(obs: RunningObserver, what: str) -> None:
+    _wait(lambda: httpx.get(obs.url + "/readyz", timeout=1).status_code == 200, timeout=20, what=what)
+
+
+def _ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: float) -> int:
+    """Mirror `want` of the simulator's recent `version` requests into the observer (POST /api/v1/samples)."""
+    seen: set[tuple[float, str]] = set()
+    batch: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 120
+    while len(seen) < want and time.monotonic() < deadline:
+        fleet.advance(version, seconds)
+        for x in fleet.recent(version, 1000):
+            key = (x.ts, x.prompt)
+            if key in seen or not x.output:
+                continue
+            seen.add(key)
+            batch.append({"version": version, "prompt": x.prompt, "output": x.output, "ts": x.ts,
+                          "model": "llm", "finish_reason": x.finish_reason, "prompt_tokens": x.prompt_tokens,
+                          "output_tokens": x.output_tokens, "latency_s": x.latency_s, "ttft_s": x.ttft_s})
+    for i in range(0, len(batch), 1000):
+        r = httpx.post(f"{observer_url}/api/v1/samples", json={"samples": batch[i:i + 1000]}, timeout=30)
+        if r.status_code >= 300:
+            raise GamedayError(f"ingest of {version} samples answered HTTP {r.status_code}: {r.text[:200]}")
+    return len(batch)
+
+
+def _prepare_drift(fleet: Any, observer_url: str, *, ports: Mapping[str, int], plan: Plan, scenario: Scenario,
+                   workdir: Path) -> None:
+    """Ingest stable samples, pin and promote a baseline from them (the drift CLI), ingest canary samples."""
+    from typer.testing import CliRunner
+
+    from observer.cli.main import app
+
+    n = _ingest(fleet, observer_url, "stable", want=1500, seconds=5.0)
+    path = workdir / "gameday-drift.yaml"
+    path.write_text(_config_yaml(ports, plan, scenario, workdir))
+    res = CliRunner().invoke(app, ["baseline", "pin", "--version", "stable", "--promote", "--config", str(path)])
+    if res.exit_code != 0:
+        raise GamedayError(f"could not pin a baseline from {n} stable samples: {res.output.strip()[:300]}")
+    _ingest(fleet, observer_url, "canary", want=500, seconds=5.0)
+
+
+def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Plan, prom_url: str,
+                 workdir: Path | None = None) -> Row:
+    """Run one scenario against the running fleet and Prometheus with a fresh observer."""
+    t0 = time.monotonic()
+    row = Row(scenario=s.name, title=s.title, expected=s.expect)
+    fleet.set_profile("stable", **_profile(s.stable, plan, plan.stable_rps))
+    fleet.set_profile("canary", **_profile(s.canary, plan, plan.canary_rps))
+    config = _config(ports, plan, s, workdir)
+    obs = start_observer(config)
+    body: dict[str, Any] = {}
+    try:
+        _ready(obs, "the observer's first scrape")
+        if s.needs == "quality":
+            _wait(lambda: _verdict(obs.url)["metrics"].get("golden", {}).get("result") != "nodata", timeout=60,
+                  what="golden-set results for both versions", every=0.5)
+        if s.needs == "drift":
+            assert workdir is not None
+            _prepare_drift(fleet, obs.url, ports=ports, plan=plan, scenario=s, workdir=workdir)
+        for rnd in range(plan.max_rounds):
+            if s.change_after is not None and rnd == s.change_after:
+                fleet.set_profile("canary", **dict(s.change))
+            if s.restart_after is not None and rnd == s.restart_after:
+                obs.stop()
+                obs = start_observer(config)
+                _ready(obs, "the restarted observer's first scrape")
+                row.verdicts.append(str(_verdict(obs.url)["verdict"]))  # before any new data: never pass
+            fleet.advance("stable", plan.round_seconds)
+            fleet.advance("canary", plan.round_seconds)
+            if s.needs == "drift":
+                # More mirrored canary samples each round: the drift test's power grows with the window.
+                _ingest(fleet, obs.url, "canary", want=250, seconds=5.0)
+                time.sleep(plan.scrape_interval * 5.0)  # the drift job runs every 10 s
+            else:
+                time.sleep(plan.scrape_interval * 1.3)
+            body = _verdict(obs.url)
+            row.verdicts.append(str(body["verdict"]))
+            if _decided(s.expect, row.verdicts[-1], body) and (s.change_after is None or rnd > s.change_after):
+                break
+            if s.expect in ("nodata", "not-pass") and rnd + 1 >= plan.max_rounds // 2 \
+                    and (s.restart_after is None or rnd > s.restart_after + 2):
+                break  # enough looks to show it never passes
+        # Let the periodic judge export the gauges and Prometheus scrape them before Argo's queries run.
+        want = {"pass": 1.0, "fail": -1.0}.get(row.verdicts[-1] if row.verdicts else "", 0.0)
+        sel = names.CANARY_VERDICT + '{canary="canary",baseline="stable"}'
+
+        def exported() -> bool:
+            r = httpx.get(f"{prom_url}/api/v1/query", params={"query": sel}, timeout=5).json()
+            res = r["data"]["result"]
+            return bool(res) and float(res[0]["value"][1]) == want
+
+        def drift_exported() -> bool:
+            q = f'max({names.DRIFT_DETECTED}{{version="canary"}}) >= 1'
+            r = httpx.get(f"{prom_url}/api/v1/query", params={"query": q}, timeout=5).json()
+            return bool(r["data"]["result"])
+
+        try:
+            _wait(exported, timeout=15, what="Prometheus to scrape the verdict gauge", every=0.25)
+            if s.expect == "drift":
+                _wait(drift_exported, timeout=15, what="Prometheus to scrape the drift gauge", every=0.25)
+        except GamedayError as e:
+            row.detail = str(e)
+        row.web_gate, row.guardrail, row.prometheus, body = _argo_checks(config, prom_url, obs.url)
+        if row.verdicts:
+            row.verdicts[-1] = str(body["verdict"])
+        ok, detail = _check(s, row, body)
+        row.ok, row.detail = ok, (row.detail + "; " + detail).strip("; ") if not ok else detail
+    finally:
+        obs.stop()
+    row.seconds = time.monotonic() - t0
+    return row
+
+
+def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> Report:
+    """Run the scenarios (all, or `only`) and return the report; GamedayError if the rig cannot start."""
+    from observer.sim.fleet import run_fleet
+
+    plan = SHORT if short else FULL
+    chosen = [s for s in SCENARIOS if only is None or s.name in only]
+    unknown = sorted(set(only or ()) - {s.name for s in SCENARIOS})
+    if unknown:
+        raise GamedayError(f"unknown scenario(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(s.name for s in SCENARIOS)}")
+    if short and only is None:
+        chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full game day
+    ports = {"stable": _free_port(), "canary": _free_port(), "dcgm": _free_port(), "observer": _free_port()}
+    base = _config(ports, plan, SCENARIOS[0])
+    rows: list[Row] = []
+    with run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),
+                          "canary": _profile({}, plan, plan.canary_rps)}, seed=seed,
+                   answer_dir=ROOT / "golden_sets") as fleet, \
+            prometheus(f"127.0.0.1:{ports['observer']}") as prom_url:
+        ports["prometheus"] = int(prom_url.rsplit(":", 1)[1])
+        for s in chosen:
+            work = Path(tempfile.mkdtemp(prefix=f"observer-gameday-{s.name}-"))
+            try:
+                rows.append(run_scenario(s, fleet=fleet, ports=ports, plan=plan, prom_url=prom_url,
+                                         workdir=work))
+            except (GamedayError, httpx.HTTPError) as e:
+                rows.append(Row(scenario=s.name, title=s.title, expected=s.expect, ok=False,
+                                detail=f"could not run: {e}"))
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    return Report(rows=rows)
+
+
+def print_report(report: Report, console: Console) -> None:
+    """Print the game-day table."""
+    t = Table(title="observer game day", caption="OK" if report.ok else "MISMATCH")
+    for col in ("scenario", "expected", "verdicts (per round)", "web gate", "guardrail", "Argo Prometheus",
+                "ok", "detail"):
+        t.add_column(col)
+    for r in report.rows:
+        seq = " ".join(v[0] for v in r.verdicts)  # p f i n
+        prom = ", ".join(f"{k}={v}" for k, v in r.prometheus.items())
+        t.add_row(f"{r.scenario}: {r.title}", r.expected, f"{seq} → {r.verdicts[-1] if r.verdicts else '-'}",
+                  r.web_gate, r.guardrail, prom, "[green]yes[/]" if r.ok else "[red]NO[/]",
+                  f"{r.detail} ({r.seconds:.0f}s)")
+    console.print(t)

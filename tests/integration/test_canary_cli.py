@@ -1,0 +1,59 @@
+"""`observer canary judge` against a real observer watching the simulated fleet (own data source)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from observer.cli.main import app
+from tests.support.observer_proc import run_observer
+from tests.support.sim import config_yaml, fleet_dict, running_fleet
+
+pytestmark = pytest.mark.integration
+
+
+def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> None:
+    data, _ = fleet_dict(weights=[0.8, 0.2], interval_seconds=1.0)
+    data.update({"sampling": {"enabled": False}, "quality": {"enabled": False}, "drift": {"enabled": False},
+                 "canary": {"interval_seconds": 1.0}})
+    from observer.config import parse_config
+
+    cfg = parse_config(config_yaml(data), environ={})
+    profiles = {"stable": {"load_rps": 60.0, "time_scale": 0.0},
+                "canary": {"preset": "slow", "load_rps": 15.0, "time_scale": 0.0}}
+    with running_fleet(cfg, profiles=profiles, seed=3) as (fleet, _), run_observer(cfg) as obs:
+        obs.wait_ready()
+        deadline = time.monotonic() + 30
+        verdict = "none"
+        while time.monotonic() < deadline and verdict != "fail":
+            fleet.advance("stable", 30)
+            fleet.advance("canary", 30)
+            time.sleep(1.3)
+            verdict = httpx.get(obs.url + "/api/v1/canary/verdict", timeout=10).json()["verdict"]
+        assert verdict == "fail"
+        path = tmp_path / "observer.yaml"
+        path.write_text(config_yaml(data))
+        runner = CliRunner()
+        res = runner.invoke(app, ["canary", "judge", "--config", str(path), "--url", obs.url, "--json"])
+        assert res.exit_code == 1, res.output
+        body = json.loads(res.output)
+        assert body["verdict"] == "fail" and body["metrics"]["ttft"]["result"] == "fail"
+        res = runner.invoke(app, ["canary", "judge", "--config", str(path), "--url", obs.url],
+                            env={"COLUMNS": "200"})
+        assert res.exit_code == 1 and "FAIL" in res.output and "ttft (critical)" in res.output
+        metrics = obs.get("/metrics").text
+        assert 'observer_canary_verdict{baseline="stable",canary="canary"} -1.0' in metrics
+        assert "observer_version_info{" in metrics
+
+
+def test_canary_judge_names_an_unreachable_observer(tmp_path: Path) -> None:
+    data, _ = fleet_dict()
+    path = tmp_path / "observer.yaml"
+    path.write_text(config_yaml(data))
+    res = CliRunner().invoke(app, ["canary", "judge", "--config", str(path)])
+    assert res.exit_code == 2 and "could not ask the observer" in res.output

@@ -1,0 +1,113 @@
+"""Fleet mode: the judge reads the observer's exported counters/histograms from a real Prometheus."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from typer.testing import CliRunner
+
+from observer import conventions as names
+from observer.analyse.canary.component import CanaryService
+from observer.analyse.canary.sources import PrometheusSource
+from observer.analyse.canary.streams import TTFT_EDGES
+from observer.cli.main import app
+from observer.config import parse_config
+from tests.support.prom import free_port, run_prometheus
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs the prometheus binary")]
+
+CONFIG = """
+fleet:
+  versions:
+    - {name: stable, role: stable, expected_traffic_weight: 0.75}
+    - {name: canary, role: canary, expected_traffic_weight: 0.25}
+canary:
+  source: prometheus
+  prometheus_url: %s
+  window_seconds: 120
+"""
+
+
+class Exporter:
+    """What per-pod observers export, for two versions, fed with seeded traffic."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(names.REQUESTS, "requests", [names.VERSION, names.FINISHED_REASON],
+                                registry=self.registry)
+        self.ttft = Histogram(names.HIST_TTFT, "ttft", [names.VERSION], buckets=TTFT_EDGES,
+                              registry=self.registry)
+        self.rng = np.random.default_rng(4)
+        for v in ("stable", "canary"):
+            for r in ("stop", "error"):
+                self.requests.labels(v, r).inc(0)
+            self.ttft.labels(v)
+
+    def traffic(self, version: str, n: int, *, error_rate: float, ttft_median: float) -> None:
+        errors = int(self.rng.binomial(n, error_rate))
+        self.requests.labels(version, "error").inc(errors)
+        self.requests.labels(version, "stop").inc(n - errors)
+        for x in self.rng.lognormal(np.log(ttft_median), 0.5, size=n):
+            self.ttft.labels(version).observe(float(x))
+
+
+@pytest.fixture
+def rig() -> Iterator[tuple[Exporter, str]]:
+    exp = Exporter()
+    port = free_port()
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=exp.registry)
+    try:
+        with run_prometheus([f"127.0.0.1:{port}"], scrape_interval="1s") as prom:
+            prom.wait_for(f"{names.REQUESTS}_total", min_series=4)
+            yield exp, prom.url
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+
+async def _judge(prom_url: str, *, since: float) -> tuple[CanaryService, object]:
+    async with httpx.AsyncClient() as http:
+        service = CanaryService(parse_config(CONFIG % prom_url, environ={}),
+                                PrometheusSource(url=prom_url, http=http), clock=time.time)
+        v = await service.verdict_for("canary", "stable", since=since, weight=None)
+    return service, v
+
+
+async def test_prometheus_source_sees_a_worse_canary(rig: tuple[Exporter, str], tmp_path: Path) -> None:
+    exp, url = rig
+    since = time.time()
+    for _ in range(6):
+        exp.traffic("stable", 1500, error_rate=0.01, ttft_median=0.3)
+        exp.traffic("canary", 500, error_rate=0.08, ttft_median=0.3)
+        time.sleep(1.0)
+    time.sleep(1.5)
+    _, v = await _judge(url, since=since)
+    assert v.verdict.value == "fail", v.reason  # type: ignore[attr-defined]
+    errors = v.metric("errors")  # type: ignore[attr-defined]
+    assert errors.outcome.value == "fail" and errors.n_canary > 1000
+    ttft = v.metric("ttft")  # type: ignore[attr-defined]
+    assert ttft.outcome.value != "fail" and ttft.n_baseline > 3000  # histogram rebuilt from sum by (le)
+    # The CLI judges the same way in fleet mode (`--prometheus`), exit 1 on fail.
+    cfg = tmp_path / "observer.yaml"
+    cfg.write_text(CONFIG % url)
+    res = await asyncio.to_thread(CliRunner().invoke, app, ["canary", "judge", "--config", str(cfg),
+                                                           "--prometheus", url, "--json"])
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.output)["metrics"]["errors"]["result"] == "fail"
+
+
+async def test_unreachable_prometheus_is_nodata_with_a_counter() -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    service, v = await _judge(dead, since=time.time() - 60)
+    assert v.verdict.value == "nodata" and "could not query Prometheus" in v.reason  # type: ignore[attr-defined]
+    assert service.source_errors[("canary", "stable")] == 1

@@ -1,0 +1,25 @@
+"""The short game day: simulator → observer → real Prometheus → generated Argo queries and web verdict."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from observer.gameday import SCENARIOS, run_gameday
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs the prometheus binary")]
+
+
+def test_short_gameday_every_scenario_matches() -> None:
+    report = run_gameday(short=True, seed=7)
+    names = [r.scenario for r in report.rows]
+    assert names == [s.name for s in SCENARIOS if s.needs != "drift"]
+    for row in report.rows:
+        assert row.ok, f"{row.scenario}: {row.detail} (verdicts {row.verdicts}, prometheus {row.prometheus})"
+    by_name = {r.scenario: r for r in report.rows}
+    assert by_name["healthy"].web_gate == "Successful"
+    assert by_name["slow"].prometheus["latency"] == "Failed"
+    assert by_name["idle"].verdicts and set(by_name["idle"].verdicts) == {"nodata"}
+    assert "pass" not in by_name["restart"].verdicts

@@ -1,0 +1,208 @@
+"""The verdict endpoint (strict JSON, < 2 KB, always 200), the exported gauges, pairs and the CLI table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from observer import conventions as names
+from observer.analyse.canary import api
+from observer.analyse.canary.collector import CanaryCollector
+from observer.analyse.canary.component import CanaryService
+from observer.analyse.canary.judge import ArmData, Outcome
+from observer.analyse.canary.pairs import expected_share, resolve_pairs
+from observer.analyse.canary.streams import ArmProfile, simulate_step
+from observer.config import parse_config
+from observer.config.canary import CanaryMetricSpec
+from observer.config.spec import ObserverConfig
+from observer.errors import ConfigError
+
+CONFIG = """
+fleet:
+  versions:
+    - {name: stable, role: stable, expected_traffic_weight: 0.75}
+    - {name: canary, role: canary, expected_traffic_weight: 0.25}
+canary:
+  window_seconds: 600
+"""
+
+
+class StreamSource:
+    """A CanarySource over simulated streams: the arm's data since `since` (clock seconds from 0)."""
+
+    name = "streams"
+
+    def __init__(self, *, canary: ArmProfile | None = None, ttft_scale: float = 1.0, seconds: int = 1800,
+                 weight: float = 0.25) -> None:
+        self.step = simulate_step(seed=5, seconds=seconds, total_rps=20, weight=weight, canary=canary,
+                                  canary_ttft_scale=ttft_scale)
+        self.calls: list[tuple[str, float, float]] = []
+
+    async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
+                  with_drift: bool) -> ArmData:
+        self.calls.append((version, since, now))
+        stream = self.step.canary if version == "canary" else self.step.baseline
+        return stream.window(max(0, int(since)), int(now))
+
+
+def _service(source: Any, *, now: float = 1800.0, text: str = CONFIG) -> CanaryService:
+    return CanaryService(parse_config(text, environ={}), source, clock=lambda: now)
+
+
+def _client(service: CanaryService) -> TestClient:
+    app = FastAPI()
+    app.include_router(api.router(service))
+    return TestClient(app)
+
+
+def _strict(body: bytes) -> dict[str, Any]:
+    def bad(x: str) -> None:
+        raise AssertionError(f"non-strict JSON constant {x}")
+
+    out: dict[str, Any] = json.loads(body, parse_constant=bad)
+    return out
+
+
+def test_verdict_endpoint_pass_and_window() -> None:
+    src = StreamSource()
+    r = _client(_service(src)).get("/api/v1/canary/verdict", params={"canary": "canary", "baseline": "stable"})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    assert len(r.content) < 2048
+    body = _strict(r.content)
+    assert body["verdict"] == "pass" and body["critical_failed"] is False
+    assert set(body["n"]) == {"canary", "baseline"} and body["n"]["canary"] > 0
+    assert body["metrics"]["errors"]["result"] == "pass" and body["metrics"]["errors"]["min_n"] > 0
+    assert body["split"]["expected"] == 0.25
+    # window capped at canary.window_seconds (600 s before now = 1800)
+    assert src.calls[0] == ("canary", 1200.0, 1800.0)
+
+
+def test_since_narrows_the_window_and_defaults_to_the_only_pair() -> None:
+    src = StreamSource()
+    r = _client(_service(src)).get("/api/v1/canary/verdict", params={"since": 1790})
+    body = _strict(r.content)
+    assert body["canary"] == "canary" and body["baseline"] == "stable"
+    assert body["verdict"] == "inconclusive" and src.calls[0][1] == 1790.0
+
+
+@pytest.mark.parametrize(("weight", "verdict", "split_ok"), [("25", "pass", True), ("0.25", "pass", True),
+                                                            ("5", "inconclusive", False), ("any", "pass", True),
+                                                            ("", "pass", True), ("abc", "nodata", True),
+                                                            ("150", "nodata", True)],
+                         ids=["percent", "fraction", "wrong-percent", "any", "empty", "junk", "over-100"])
+def test_weight_parameter(weight: str, verdict: str, split_ok: bool) -> None:
+    r = _client(_service(StreamSource())).get("/api/v1/canary/verdict", params={"weight": weight})
+    body = _strict(r.content)
+    assert r.status_code == 200 and body["verdict"] == verdict and body["split"]["ok"] is split_ok
+    if weight == "any":
+        assert body["split"]["expected"] is None
+
+
+def test_fail_sets_critical_failed() -> None:
+    r = _client(_service(StreamSource(ttft_scale=1.5))).get("/api/v1/canary/verdict")
+    body = _strict(r.content)
+    assert body["verdict"] == "fail" and body["critical_failed"] is True
+    assert body["metrics"]["ttft"]["result"] == "fail" and body["metrics"]["ttft"]["ci"][0] > 1.0
+
+
+@pytest.mark.parametrize("params", [{"canary": "nope", "baseline": "stable"}, {"canary": "canary"},
+                                    {"canary": "canary", "baseline": "canary"}],
+                         ids=["unknown-version", "missing-baseline", "same-version"])
+def test_bad_names_answer_nodata_with_200(params: dict[str, str]) -> None:
+    r = _client(_service(StreamSource())).get("/api/v1/canary/verdict", params=params)
+    body = _strict(r.content)
+    assert r.status_code == 200 and body["verdict"] == "nodata" and body["reason"]
+
+
+def test_body_stays_under_2kb_with_many_metrics() -> None:
+    metrics = "\n".join(f"    - {{name: ratio_metric_number_{i:02d}, kind: ratio, finished_reasons: [error]}}"
+                        for i in range(40))
+    text = CONFIG + "  metrics:\n" + metrics + "\n"
+    r = _client(_service(StreamSource(), text=text)).get("/api/v1/canary/verdict")
+    assert r.status_code == 200 and len(r.content) <= api.MAX_BYTES
+    assert _strict(r.content)["verdict"] in {"pass", "fail", "inconclusive", "nodata"}
+
+
+def test_judge_fault_is_a_5xx_not_a_verdict() -> None:
+    class Broken:
+        name = "broken"
+
+        async def arm(self, *a: Any, **k: Any) -> ArmData:
+            raise RuntimeError("bug")
+
+    client = TestClient(_app_with(Broken()), raise_server_exceptions=False)
+    assert client.get("/api/v1/canary/verdict").status_code == 500
+
+
+def _app_with(source: Any) -> FastAPI:
+    app = FastAPI()
+    app.include_router(api.router(_service(source)))
+    return app
+
+
+async def test_gauges_never_nan_and_counters() -> None:
+    service = _service(StreamSource(canary=ArmProfile(error_rate=0.05)))
+    await service.run_once()
+    registry = CollectorRegistry()
+    registry.register(CanaryCollector(verdicts=service.verdicts, counters=lambda: dict(service.evaluations),
+                                      source_errors=lambda: dict(service.source_errors)))
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    verdict = fams[names.CANARY_VERDICT].samples
+    assert [(s.labels, s.value) for s in verdict] == [({"canary": "canary", "baseline": "stable"}, -1.0)]
+    results = {s.labels["metric"]: s.value for s in fams[names.CANARY_METRIC_RESULT].samples}
+    assert results["errors"] == -1.0 and results["golden"] == 0.0
+    for fam in fams.values():
+        for s in fam.samples:
+            assert s.value == s.value and abs(s.value) != float("inf"), s
+    evals = fams[names.CANARY_EVALUATIONS].samples
+    assert any(s.labels["outcome"] == "fail" and s.value == 1.0 for s in evals)
+    samples = {s.labels["arm"]: s.value for s in fams[names.CANARY_SAMPLES].samples}
+    assert samples["canary"] > 0 and samples["baseline"] > samples["canary"]
+    assert service.latest("canary", "stable") is not None
+    assert service.latest("canary", "stable").verdict is Outcome.FAIL  # type: ignore[union-attr]
+
+
+def test_pairs_from_roles_and_explicit() -> None:
+    cfg = parse_config(CONFIG, environ={})
+    assert [(p.canary, p.baseline) for p in resolve_pairs(cfg)] == [("canary", "stable")]
+    assert expected_share(cfg, "canary", "stable") == pytest.approx(0.25)
+    bad = CONFIG + "  pairs: [{canary: canary, baseline: ghost}]\n"
+    with pytest.raises(ConfigError, match="ghost"):
+        resolve_pairs(parse_config(bad, environ={}))
+    two_stables = ObserverConfig.model_validate({"fleet": {"versions": [
+        {"name": "a", "role": "stable"}, {"name": "b", "role": "stable"}, {"name": "c", "role": "canary"}]}})
+    with pytest.raises(ConfigError, match="stable"):
+        resolve_pairs(two_stables)
+
+
+@pytest.mark.parametrize(("snippet", "match"), [
+    ("  metrics: [{name: x, kind: latency}]\n", "family"),
+    ("  metrics: [{name: x, kind: ratio}]\n", "exactly one"),
+    ("  metrics: [{name: Bad-Name, kind: drift, field: prompts}]\n", "metric name"),
+    ("  marginal_score: 99\n  pass_score: 90\n", "marginal_score"),
+    ("  source: prometheus\n", "prometheus_url"),
+    ("  metrics: [{name: x, kind: drift, field: prompts, group: nowhere}]\n", "group"),
+], ids=["latency-no-family", "ratio-no-source", "bad-name", "marginal-above-pass", "prom-no-url", "bad-group"])
+def test_config_errors_name_the_problem(snippet: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_config(CONFIG + snippet, environ={})
+
+
+def test_cli_table_renders_the_body() -> None:
+    from rich.console import Console
+
+    from observer.cli.canary import verdict_table
+
+    service = _service(StreamSource())
+    body = _strict(_client(service).get("/api/v1/canary/verdict").content)
+    console = Console(record=True, width=160)
+    console.print(verdict_table(body))
+    text = console.export_text()
+    assert "PASS" in text and "errors (critical)" in text and "ttft" in text
