@@ -8,7 +8,18 @@ import logging
 import typer
 from rich.console import Console
 
-from observer.cli.common import ConfigOption, load
+from observer.cli.common import ConfigOption, fail, load
+from observer.config import ObserverConfig
+from observer.crosscheck import check_references
+
+
+def load_checked(config: ConfigOption) -> ObserverConfig:
+    """Load the config and refuse it (exit 2) when a section references something that does not exist."""
+    cfg = load(config)
+    problems = check_references(cfg)
+    if problems:
+        fail("\n".join(str(p) for p in problems))
+    return cfg
 
 
 def register(app: typer.Typer) -> None:
@@ -17,7 +28,7 @@ def register(app: typer.Typer) -> None:
     @app.command("check-config")
     def check_config(config: ConfigOption = None) -> None:
         """Validate the config file and print a summary; exit 2 naming the key and line if invalid."""
-        cfg = load(config)
+        cfg = load_checked(config)
         console = Console()
         console.print(f"[green]ok[/green]: {len(cfg.fleet.versions)} version(s)")
         for v in cfg.fleet.versions:
@@ -31,4 +42,4 @@ def register(app: typer.Typer) -> None:
         from observer.service import serve as run
 
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-        asyncio.run(run(load(config)))
+        asyncio.run(run(load_checked(config)))

@@ -16,6 +16,7 @@ GOOD = """\
 fleet:
   versions:
     - name: stable
+      role: stable
       vllm: [http://127.0.0.1:8000/metrics]
     - name: canary
       role: canary
@@ -31,12 +32,12 @@ def test_example_config_loads() -> None:
 
 
 @pytest.mark.parametrize("text,path,line,needle", [
-    (GOOD.replace("scrape:", "scrap:"), "scrap", 8, "unknown key 'scrap'"),
-    (GOOD.replace("interval_seconds: 10", "interval_secs: 10"), "scrape.interval_secs", 9, "unknown key"),
-    (GOOD.replace("http://127.0.0.1:8001/metrics", "not-a-url"), "fleet.versions.1.vllm", 7, "URL"),
+    (GOOD.replace("scrape:", "scrap:"), "scrap", 9, "unknown key 'scrap'"),
+    (GOOD.replace("interval_seconds: 10", "interval_secs: 10"), "scrape.interval_secs", 10, "unknown key"),
+    (GOOD.replace("http://127.0.0.1:8001/metrics", "not-a-url"), "fleet.versions.1.vllm", 8, "URL"),
     (GOOD.replace("name: canary", "name: stable"), "fleet.versions", 2, "duplicate version name 'stable'"),
-    (GOOD.replace("name: canary", "name: Canary_1"), "fleet.versions.1.name", 5, "must match"),
-    (GOOD.replace("interval_seconds: 10", "interval_seconds: -1"), "scrape.interval_seconds", 9, "greater than"),
+    (GOOD.replace("name: canary", "name: Canary_1"), "fleet.versions.1.name", 6, "must match"),
+    (GOOD.replace("interval_seconds: 10", "interval_seconds: -1"), "scrape.interval_seconds", 10, "greater than"),
     ("fleet: [\n", "", 2, "not valid YAML"),
     ("scrape: {}\nscrape: {}\n", "scrape", 2, "duplicate key"),
 ])
@@ -69,4 +70,17 @@ def test_check_config_command(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD.replace("scrape:", "scrap:"))
     result = CliRunner().invoke(app, ["check-config", "--config", str(bad)])
-    assert result.exit_code == 2 and "bad.yaml:8" in result.output and "scrap" in result.output
+    assert result.exit_code == 2 and "bad.yaml:9" in result.output and "scrap" in result.output
+
+
+@pytest.mark.parametrize("extra,needle", [
+    ("slo:\n  latency:\n    - {name: t, histogram: ttft, threshold_seconds: 2.0, objective: 0.95}\n", "2.5"),
+    ("slo:\n  availability:\n    - {name: a, objective: 0.99, versions: [canari]}\n", "canari"),
+    ("canary:\n  pairs:\n    - {canary: canari, baseline: stable}\n", "canari"),
+])
+def test_cross_section_references_are_checked_at_start(tmp_path: Path, extra: str, needle: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD + extra)
+    result = CliRunner().invoke(app, ["check-config", "--config", str(bad)])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
