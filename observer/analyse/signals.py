@@ -196,6 +196,7 @@ class SignalStore:
         self._xid_last: dict[str, float] = {}
         self._cycles = 0
         self._last_cycle_ts: float | None = None
+        self._served_info: dict[str, dict[str, dict[str, str]]] = {}
         self.snapshot = Snapshot(ts=None, cycles=0, window_seconds=window_seconds)
 
     # --- feeding ---------------------------------------------------------------------------------
@@ -456,7 +457,16 @@ class SignalStore:
                     continue
                 for m in self._models(v, r.vllm.models):
                     out.setdefault(m.model, {}).update(m.info)
+            for model, info in self._served_info.get(version, {}).items():
+                if model in out:  # only models the scrapes see serving: the API cannot add label values
+                    out[model].update(info)
             return out
+
+    def record_served_info(self, version: str, info: dict[str, dict[str, str]]) -> None:
+        """Facts a version's OpenAI endpoint reports per model (e.g. max_model_len from /v1/models)."""
+        with self._lock:
+            if version in self._versions:
+                self._served_info[version] = {m: dict(list(i.items())[:8]) for m, i in list(info.items())[:16]}
 
     @property
     def last_cycle_ts(self) -> float | None:

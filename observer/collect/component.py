@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import httpx
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
@@ -21,6 +22,7 @@ from observer.analyse.signals import SignalStore
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.scraper import Scraper, TargetHealth
 from observer.collect.vllm import parse_vllm
+from observer.config.fleet import VersionSpec
 from observer.export import signals_api
 from observer.export.collector import ScrapeCollector
 from observer.runtime import BaseComponent, Context, Job
@@ -38,6 +40,9 @@ class ScrapeComponent(BaseComponent):
     health: TargetHealth | None = None
     interval_seconds: float = 15.0
     clock: runtime.Clock = time.time
+    versions: Sequence[VersionSpec] = ()
+    http: httpx.AsyncClient | None = None
+    timeout_seconds: float = 5.0
     first_cycle_done: bool = False
     last_cycle_seconds: float | None = None
     _collectors: list[Collector] = field(default_factory=list)
@@ -50,7 +55,29 @@ class ScrapeComponent(BaseComponent):
         return (signals_api.router(self.store, self.health),)
 
     def jobs(self) -> Sequence[Job]:
-        return (Job(name="scrape", interval_seconds=self.interval_seconds, func=self.cycle),)
+        jobs = [Job(name="scrape", interval_seconds=self.interval_seconds, func=self.cycle)]
+        if self.http is not None and any(v.openai for v in self.versions):
+            jobs.append(Job(name="served-models", interval_seconds=max(60.0, self.interval_seconds),
+                            func=self.served_models))
+        return jobs
+
+    async def served_models(self) -> None:
+        """Read each version's /v1/models (vLLM reports max_model_len there) for the version inventory."""
+        assert self.store is not None and self.http is not None
+        for v in self.versions:
+            if not v.openai:
+                continue
+            url = v.openai.rstrip("/") + "/models"
+            try:
+                r = await self.http.get(url, timeout=self.timeout_seconds)
+                r.raise_for_status()
+                data = r.json().get("data", [])
+                info = {str(m["id"]): {"max_model_len": str(m["max_model_len"])}
+                        for m in data if isinstance(m, dict) and "id" in m and m.get("max_model_len") is not None}
+            except (httpx.HTTPError, ValueError, AttributeError, KeyError, TypeError) as e:
+                log.warning("version %s: could not read served models from %s: %s", v.name, url, e)
+                continue
+            self.store.record_served_info(v.name, info)
 
     async def cycle(self) -> None:
         """Scrape every target once, fold the results into the store, update target health."""
@@ -76,7 +103,8 @@ def build(ctx: Context) -> ScrapeComponent:
                       timeout_seconds=cfg.timeout_seconds, max_body_bytes=cfg.max_body_bytes,
                       concurrency=cfg.concurrency, clock=ctx.clock)
     component = ScrapeComponent(scraper=scraper, store=store, health=health,
-                                interval_seconds=cfg.interval_seconds, clock=ctx.clock)
+                                interval_seconds=cfg.interval_seconds, clock=ctx.clock,
+                                versions=ctx.config.fleet.versions, http=ctx.http, timeout_seconds=cfg.timeout_seconds)
     component._collectors.append(ScrapeCollector(store, health))
     ctx.publish(runtime.SIGNALS, store)
     ctx.publish(runtime.SCRAPER, scraper)
