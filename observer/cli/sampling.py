@@ -1,9 +1,50 @@
-"""CLI commands of this area (placeholder until the area is built)."""
+"""`observer proxy`: the sampling reverse proxy of one version (sidecar or in front of a Service)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
 import typer
+
+from observer.cli.common import ConfigOption, fail, load
+from observer.errors import ObserverError
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to `app`."""
+
+    @app.command("proxy")
+    def proxy(
+        version: str = typer.Option(..., "--version", help="Fleet version this proxy fronts."),
+        config: ConfigOption = None,
+        listen: str | None = typer.Option(None, help="HOST:PORT to listen on (default: from the config)."),
+        upstream: str | None = typer.Option(None, help="Base URL of the vLLM server (default: its openai URL)."),
+        ingest_url: str | None = typer.Option(
+            None, help="Observer base URL to post samples to (default: sampling.proxy.ingest_url, else the "
+                       "local store)."),
+        log_level: str = typer.Option("INFO", help="Logging level."),
+    ) -> None:
+        """Forward OpenAI-compatible traffic to one version and sample its replies."""
+        from observer.sample.standalone import run_proxy
+
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        cfg = load(config)
+        try:
+            _run(run_proxy(cfg, version=version, listen=listen, upstream=upstream, ingest_url=ingest_url))
+        except ObserverError as e:
+            fail(str(e))
+        except OSError as e:
+            fail(f"could not start the proxy: {e}")
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop when it is installed (fewer syscalls per forwarded chunk), else on asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)

@@ -1,13 +1,140 @@
-"""Live output sampling, mirror ingest, sample store and redaction (issue 3). Owned by that area; the root config includes it."""
+"""Live output sampling, mirror ingest, sample store and redaction (issue 3); the root config includes it."""
 
 from __future__ import annotations
 
-from pydantic import Field  # noqa: F401
+import re
+
+from pydantic import Field, field_validator
 
 from observer.config.base import Spec
+
+KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+BUILTIN_REDACTIONS: tuple[str, ...] = ("api_key", "bearer_token", "email", "ipv6", "ipv4", "card", "phone")
+"""Built-in redaction kinds, in the order they are applied."""
+
+
+def _check_listen(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"listen address {value!r} must be HOST:PORT")
+    return value
+
+
+class VersionSamplingSpec(Spec):
+    """Per-version overrides: where its proxy listens, where it forwards, how much it samples."""
+
+    fraction: float | None = Field(None, ge=0, le=1,
+                                   description="Share of requests sampled (default: sampling.fraction).")
+    listen: str | None = Field(
+        None, description="HOST:PORT of an in-process proxy started by `observer serve` (unset: none)."
+    )
+    upstream: str | None = Field(
+        None, description="Base URL the proxy forwards to (default: the version's `openai` URL without /v1)."
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str | None) -> str | None:
+        return None if v is None else _check_listen(v)
+
+
+class ProxySpec(Spec):
+    """The sampling reverse proxy in front of a version's vLLM."""
+
+    listen: str = Field("0.0.0.0:8001", description="Default HOST:PORT of `observer proxy`.")
+    connect_timeout_seconds: float = Field(5.0, gt=0, le=120, description="Upstream connect timeout.")
+    read_timeout_seconds: float = Field(
+        600.0, gt=0, description="Upstream idle-read timeout (a stream may pause this long between chunks)."
+    )
+    max_connections: int = Field(1000, ge=1, le=100_000, description="Most idle upstream connections kept.")
+    max_capture_bytes: int = Field(
+        1024 * 1024, ge=1024, description="A sampled reply larger than this is forwarded but not sampled."
+    )
+    ready_path: str = Field("/v1/models", description="Upstream path probed by the proxy's /readyz.")
+    ingest_url: str | None = Field(
+        None, description="Observer base URL the proxy posts samples to (unset: write the local store)."
+    )
+
+
+class ReservoirSpec(Spec):
+    """Per-window reservoir: at most `max_per_window` samples per version and window, chosen uniformly."""
+
+    window_seconds: float = Field(10.0, gt=0, le=3600, description="Length of a sampling window.")
+    max_per_window: int = Field(100, ge=1, le=1_000_000,
+                                description="Most samples kept per version and window.")
+    seed: int = Field(0, description="Seed of the sampling random generator (reproducible sampling).")
+
+
+class RedactionSpec(Spec):
+    """Redaction of personal data and secrets before anything is stored."""
+
+    enabled: bool = Field(True, description="Redact prompts and outputs before storage.")
+    kinds: list[str] = Field(
+        default_factory=lambda: list(BUILTIN_REDACTIONS),
+        description=f"Built-in kinds to apply: {', '.join(BUILTIN_REDACTIONS)}.",
+    )
+    patterns: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra kinds: name ([a-z][a-z0-9_]*) → Python regex; matches become <NAME>.",
+    )
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, v: list[str]) -> list[str]:
+        unknown = sorted(set(v) - set(BUILTIN_REDACTIONS))
+        if unknown:
+            raise ValueError(f"unknown redaction kind(s) {unknown}; known: {list(BUILTIN_REDACTIONS)}")
+        return v
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, pattern in v.items():
+            if not KIND_NAME.match(name) or name in BUILTIN_REDACTIONS:
+                raise ValueError(f"redaction pattern name {name!r} must match {KIND_NAME.pattern} "
+                                 "and not be a built-in kind")
+            try:
+                compiled = re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"redaction pattern {name!r} is not a valid regex: {e}") from e
+            if compiled.match(""):
+                raise ValueError(f"redaction pattern {name!r} matches the empty string")
+        return v
+
+
+class StoreSpec(Spec):
+    """The durable sample store (SQLite in WAL mode)."""
+
+    path: str = Field("observer-samples.db", description="SQLite database file.")
+    retention_days: float = Field(30.0, gt=0, description="Samples older than this are deleted.")
+    max_rows_per_version: int = Field(
+        200_000, ge=1, description="Only the newest this many samples of each version are kept."
+    )
+    busy_timeout_seconds: float = Field(5.0, ge=0, le=600, description="Wait this long for a lock.")
+    prune_interval_seconds: float = Field(300.0, gt=0, description="Seconds between retention passes.")
 
 
 class SamplingSpec(Spec):
     """Live output sampling, mirror ingest, sample store and redaction (issue 3)."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
+    fraction: float = Field(0.1, ge=0, le=1, description="Default share of proxied requests sampled.")
+    versions: dict[str, VersionSamplingSpec] = Field(
+        default_factory=dict, description="Per-version overrides, keyed by fleet version name."
+    )
+    proxy: ProxySpec = Field(default_factory=ProxySpec, description="The sampling reverse proxy.")
+    reservoir: ReservoirSpec = Field(default_factory=ReservoirSpec, description="Per-window reservoir.")
+    queue_size: int = Field(
+        10_000, ge=1, le=10_000_000, description="Most samples waiting for storage; more are dropped."
+    )
+    batch_size: int = Field(200, ge=1, le=10_000, description="Most samples written per transaction.")
+    max_batch_samples: int = Field(
+        5_000, ge=1, le=1_000_000, description="Most samples accepted in one ingest request."
+    )
+    redaction: RedactionSpec = Field(default_factory=RedactionSpec, description="Redaction before storage.")
+    store: StoreSpec = Field(default_factory=StoreSpec, description="The sample store.")
+
+    def fraction_for(self, version: str) -> float:
+        """The sampling fraction of `version`."""
+        override = self.versions.get(version)
+        return self.fraction if override is None or override.fraction is None else override.fraction

@@ -1,10 +1,173 @@
-"""Wiring of this area into the running service (placeholder until the area is built)."""
+"""Wiring of the sampling area into the running service: store, ingest API, pipeline, in-process proxies."""
 
 from __future__ import annotations
 
-from observer.runtime import Component, Context
+import asyncio
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+from fastapi import APIRouter
+from prometheus_client.registry import Collector
+
+from observer import env
+from observer.config.sampling import SamplingSpec
+from observer.config.spec import ObserverConfig
+from observer.errors import ConfigError
+from observer.export.auth import bearer_guard
+from observer.runtime import STORE, Component, Context, Job
+from observer.sample.ingest import ingest_router
+from observer.sample.metrics import SamplingCollector, SamplingMetrics
+from observer.sample.pipeline import SamplePipeline, StoreSink
+from observer.sample.proxy import ProxyApp, build_client, default_upstream
+from observer.sample.redact import Redactor
+from observer.sample.server import RunningServer, start_server
+from observer.store.sqlite import SqliteStore
+
+log = logging.getLogger("observer.sample")
+
+
+def auth_token(config: ObserverConfig) -> str | None:
+    """The bearer token guarding ingest and admin endpoints (the environment wins over the config)."""
+    return os.environ.get(env.AUTH_TOKEN) or config.server.auth_token
+
+
+def build_redactor(spec: SamplingSpec) -> Redactor | None:
+    """The configured redactor, or None when redaction is off."""
+    if not spec.redaction.enabled:
+        return None
+    return Redactor.build(kinds=spec.redaction.kinds, patterns=spec.redaction.patterns)
+
+
+def check_versions(config: ObserverConfig) -> None:
+    """Refuse sampling overrides for versions the fleet does not define."""
+    fleet = {v.name for v in config.fleet.versions}
+    for name in config.sampling.versions:
+        if name not in fleet:
+            raise ConfigError(f"version {name!r} is not in fleet.versions ({sorted(fleet)})",
+                              path=f"sampling.versions.{name}")
+
+
+def proxy_upstream(config: ObserverConfig, version: str) -> str:
+    """Where the proxy of `version` forwards: the override, else the version's OpenAI server root."""
+    override = config.sampling.versions.get(version)
+    if override is not None and override.upstream:
+        return override.upstream
+    try:
+        upstream = default_upstream(config.fleet.version(version).openai)
+    except KeyError as e:
+        raise ConfigError(f"unknown version {version!r}", path="fleet.versions") from e
+    if upstream is None:
+        raise ConfigError(f"version {version!r} has no openai URL: set it or sampling.versions.{version}.upstream",
+                          path=f"sampling.versions.{version}.upstream")
+    return upstream
+
+
+@dataclass
+class _StoreStats:
+    size: int | None = None
+    rows: dict[str, int] | None = None
+
+
+@dataclass
+class SamplingComponent:
+    """Store + ingest router + sampling pipeline + the proxies configured with a `listen` address."""
+
+    ctx: Context
+    store: SqliteStore
+    pipeline: SamplePipeline
+    metrics: SamplingMetrics
+    name: str = "sample"
+    stats: _StoreStats = field(default_factory=_StoreStats)
+    _servers: list[RunningServer] = field(default_factory=list)
+    _apps: list[ProxyApp] = field(default_factory=list)
+    _client: httpx.AsyncClient | None = None
+
+    @property
+    def spec(self) -> SamplingSpec:
+        return self.ctx.config.sampling
+
+    def collectors(self) -> Sequence[Collector]:
+        return (SamplingCollector(self.metrics, queue_depth=self.pipeline.queue_depth,
+                                  store_bytes=lambda: self.stats.size, store_rows=lambda: self.stats.rows,
+                                  redaction_kinds=self.pipeline.redactor.kinds if self.pipeline.redactor else ()),)
+
+    def routers(self) -> Sequence[APIRouter]:
+        config = self.ctx.config
+        return (ingest_router(store=self.store, metrics=self.metrics, redactor=self.pipeline.redactor,
+                              versions={v.name for v in config.fleet.versions},
+                              guard=bearer_guard(auth_token(config)),
+                              max_request_bytes=config.server.max_request_bytes,
+                              max_batch_samples=self.spec.max_batch_samples, clock=self.ctx.clock),)
+
+    def jobs(self) -> Sequence[Job]:
+        return (Job("sample-store-prune", self.spec.store.prune_interval_seconds, self.prune),
+                Job("sample-store-stats", 15.0, self.refresh_stats))
+
+    async def prune(self) -> None:
+        """Apply retention by age and by rows per version."""
+        store_spec = self.spec.store
+        deleted = await asyncio.to_thread(self.store.prune, max_age_seconds=store_spec.retention_days * 86400,
+                                          max_rows_per_version=store_spec.max_rows_per_version)
+        if deleted:
+            log.info("sample store: retention deleted %d sample(s)", deleted)
+        await self.refresh_stats()
+
+    async def refresh_stats(self) -> None:
+        """Refresh the store size and row gauges (read at scrape time from this cache)."""
+        self.stats.rows = await asyncio.to_thread(self.store.counts)
+        self.stats.size = self.store.size_bytes()
+
+    async def start(self) -> None:
+        await self.pipeline.start()
+        listeners = {name: o.listen for name, o in self.spec.versions.items() if o.listen}
+        if not listeners:
+            return
+        proxy = self.spec.proxy
+        self._client = build_client(connect_timeout=proxy.connect_timeout_seconds,
+                                    read_timeout=proxy.read_timeout_seconds, max_connections=proxy.max_connections)
+        for version, listen in listeners.items():
+            host, _, port = listen.rpartition(":")
+            app = ProxyApp(version=version, upstream=proxy_upstream(self.ctx.config, version), client=self._client,
+                           metrics=self.metrics, pipeline=self.pipeline, max_capture_bytes=proxy.max_capture_bytes,
+                           ready_path=proxy.ready_path, max_idle_connections=proxy.max_connections)
+            self._apps.append(app)
+            try:
+                self._servers.append(await start_server(app, host=host, port=int(port)))
+            except OSError as e:
+                await self.stop()
+                raise ConfigError(f"could not start the proxy of {version}: {e}",
+                                  path=f"sampling.versions.{version}.listen") from e
+            log.info("sampling proxy for %s listening on %s → %s", version, listen, app.upstream)
+
+    async def stop(self) -> None:
+        for running in self._servers:
+            await running.stop()
+        self._servers.clear()
+        for app in self._apps:
+            app.close()
+        self._apps.clear()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        await self.pipeline.stop()
+        await asyncio.to_thread(self.store.close)
 
 
 def build(ctx: Context) -> Component | None:
-    """Return this area's component, or None when it is disabled or not configured."""
-    return None
+    """Open the store (a corrupt or locked file fails here, at start) and wire the sampling area."""
+    spec = ctx.config.sampling
+    if not spec.enabled:
+        return None
+    check_versions(ctx.config)
+    store = SqliteStore(spec.store.path, busy_timeout_seconds=spec.store.busy_timeout_seconds, clock=ctx.clock)
+    ctx.publish(STORE, store)
+    metrics = SamplingMetrics()
+    pipeline = SamplePipeline(
+        sink=StoreSink(store), metrics=metrics, redactor=build_redactor(spec), fraction=spec.fraction_for,
+        capacity=spec.reservoir.max_per_window, window_seconds=spec.reservoir.window_seconds,
+        seed=spec.reservoir.seed, queue_size=spec.queue_size, batch_size=spec.batch_size, clock=ctx.clock)
+    return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics)
+

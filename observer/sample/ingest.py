@@ -1,0 +1,154 @@
+"""Mirror ingest `POST /api/v1/samples` and the admin read-back `GET /api/v1/samples`, behind the bearer guard.
+
+A batch is acknowledged (200) only after it is redacted and committed to the store. Errors are precise:
+413 over server.max_request_bytes, 400 naming the offending field, 422 naming an unknown version,
+503 when the store cannot commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from observer.sample.capture import CaptureError, render_messages
+from observer.sample.metrics import SamplingMetrics
+from observer.sample.pipeline import redact_records
+from observer.sample.redact import Redactor
+from observer.store.base import SampleRecord, SampleStore, StoreError
+
+_TEXT_LIMIT = 1_000_000
+
+
+class IngestSample(BaseModel):
+    """One mirrored request/response pair."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    version: str = Field(min_length=1, max_length=63)
+    prompt: str | None = Field(None, max_length=_TEXT_LIMIT)
+    messages: list[dict[str, Any]] | None = None
+    output: str = Field(max_length=_TEXT_LIMIT)
+    ts: float | None = Field(None, gt=0, description="Unix time of the request; default: arrival time.")
+    model: str | None = Field(None, max_length=256)
+    finish_reason: str | None = Field(None, max_length=32)
+    prompt_tokens: int | None = Field(None, ge=0)
+    output_tokens: int | None = Field(None, ge=0)
+    latency_s: float | None = Field(None, ge=0)
+    ttft_s: float | None = Field(None, ge=0)
+    tenant_tier: str | None = Field(None, max_length=32)
+    source: Literal["ingest", "proxy"] = "ingest"
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> IngestSample:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of prompt or messages")
+        return self
+
+
+class IngestBatch(BaseModel):
+    """A batch of mirrored samples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    samples: list[IngestSample] = Field(min_length=1)
+
+
+def _error(status: int, error: str, field: str, detail: str) -> JSONResponse:
+    return JSONResponse({"error": error, "field": field, "detail": detail}, status_code=status)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Redactor | None,
+                  versions: Collection[str], guard: Callable[..., None], max_request_bytes: int,
+                  max_batch_samples: int, clock: Callable[[], float]) -> APIRouter:
+    """The ingest and admin routes of this area."""
+    router = APIRouter(prefix="/api/v1", tags=["samples"], dependencies=[Depends(guard)])
+    known = sorted(versions)
+
+    @router.post("/samples", summary="Ingest a batch of mirrored samples (acknowledged after commit).")
+    async def ingest(request: Request) -> JSONResponse:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_request_bytes:
+            return _error(413, "too_large", "body", f"body of {declared} bytes exceeds {max_request_bytes}")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_request_bytes:
+                return _error(413, "too_large", "body", f"body exceeds {max_request_bytes} bytes")
+        try:
+            data = json.loads(body, parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError) as e:
+            return _error(400, "invalid_json", "body", f"body is not valid JSON: {e}")
+        if isinstance(data, dict) and isinstance(data.get("samples"), list) \
+                and len(data["samples"]) > max_batch_samples:
+            return _error(413, "too_many_samples", "samples",
+                          f"{len(data['samples'])} samples exceed the batch limit {max_batch_samples}")
+        try:
+            batch = IngestBatch.model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "body"
+            return _error(400, "invalid_sample", field, f"{field}: {err['msg']}")
+        records: list[SampleRecord] = []
+        now = clock()
+        for i, s in enumerate(batch.samples):
+            if s.version not in versions:
+                return _error(422, "unknown_version", f"samples.{i}.version",
+                              f"unknown version {s.version!r}; configured: {known}")
+            try:
+                prompt = s.prompt if s.prompt is not None else render_messages(s.messages)
+            except CaptureError as e:
+                return _error(400, "invalid_sample", f"samples.{i}.messages", f"samples.{i}.{e}")
+            records.append(SampleRecord(
+                version=s.version, prompt=prompt, output=s.output, ts=s.ts if s.ts is not None else now,
+                model=s.model, finish_reason=s.finish_reason, prompt_tokens=s.prompt_tokens,
+                output_tokens=s.output_tokens, latency_s=s.latency_s, ttft_s=s.ttft_s,
+                tenant_tier=s.tenant_tier, source=s.source))
+        for r in records:
+            metrics.seen[(r.version, r.source)] += 1
+            metrics.sampled[(r.version, r.source)] += 1
+        try:
+            ids, counts = await asyncio.to_thread(_commit, store, redactor, records)
+        except StoreError:
+            for r in records:
+                metrics.drop(r.version, "store_error")
+            raise
+        metrics.redactions.update(counts)
+        for r in records:
+            metrics.stored[r.version] += 1
+        return JSONResponse({"accepted": len(ids), "ids": ids})
+
+    @router.get("/samples", summary="Read back a version's newest stored samples (admin).")
+    async def list_samples(version: str, limit: int = Query(50, ge=1, le=1000),
+                           since: float | None = None, source: str | None = None) -> JSONResponse:
+        if version not in versions:
+            return _error(422, "unknown_version", "version", f"unknown version {version!r}; configured: {known}")
+        rows = await asyncio.to_thread(store.samples, version, since=since, limit=limit, source=source)
+        return JSONResponse({"samples": [_public(r) for r in rows]})
+
+    return router
+
+
+def _commit(store: SampleStore, redactor: Redactor | None, records: Sequence[SampleRecord]
+            ) -> tuple[list[int], Any]:
+    redacted, counts = redact_records(redactor, records)
+    return store.add(redacted), counts
+
+
+def _public(sample: Any) -> dict[str, Any]:
+    out = {k: getattr(sample, k) for k in (
+        "id", "version", "ts", "source", "model", "prompt", "output", "finish_reason", "prompt_tokens",
+        "output_tokens", "latency_s", "ttft_s", "tenant_tier", "content_hash")}
+    out["scores"] = {name: {"passed": s.passed, "score": None if s.score is None or math.isnan(s.score)
+                            else s.score, "reason": s.reason} for name, s in sample.scores.items()}
+    return out

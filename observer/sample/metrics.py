@@ -1,0 +1,164 @@
+"""Self-metrics of sampling, ingest, proxy and store, exported through one custom Collector.
+
+Hot-path updates are plain integer increments (no locks, no label lookups in prometheus_client); the
+collector builds the families from a snapshot at scrape time. Every label value is bounded: version
+names from config, source and drop reasons from fixed tuples, redaction kinds from config, HTTP codes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from observer import conventions as names
+
+DROP_REASONS: tuple[str, ...] = (
+    "queue_full",  # the storage queue was full
+    "window_full",  # displaced by the per-window reservoir cap (sampling, not a failure)
+    "too_large",  # the reply exceeded sampling.proxy.max_capture_bytes
+    "unparseable",  # the request or reply could not be read as OpenAI JSON / SSE
+    "upstream_status",  # the upstream answered non-2xx
+    "incomplete",  # the client or the upstream disconnected mid-reply
+    "store_error",  # the store (or the remote ingest) refused the batch
+    "shutdown",  # still queued when the process stopped
+)
+ADDED_LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+               240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+
+@dataclass
+class Hist:
+    """A cumulative-on-export histogram: per-bucket counts, sum and count."""
+
+    edges: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.edges) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.edges, value)] += 1
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out, running = [], 0
+        for edge, n in zip((*self.edges, float("inf")), self.counts, strict=True):
+            running += n
+            out.append(("+Inf" if edge == float("inf") else repr(edge), float(running)))
+        return out
+
+
+@dataclass
+class SamplingMetrics:
+    """Counters and histograms of this area, keyed by bounded label values."""
+
+    seen: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, source)
+    sampled: Counter[tuple[str, str]] = field(default_factory=Counter)
+    stored: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, reason)
+    redactions: Counter[str] = field(default_factory=Counter)
+    requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, code)
+    added: dict[str, Hist] = field(default_factory=dict)
+    ttft: dict[str, Hist] = field(default_factory=dict)
+    e2e: dict[str, Hist] = field(default_factory=dict)
+
+    def drop(self, version: str, reason: str, n: int = 1) -> None:
+        """Count `n` samples of `version` dropped for `reason` (one of DROP_REASONS)."""
+        assert reason in DROP_REASONS, reason
+        self.dropped[(version, reason)] += n
+
+    def observe_request(self, version: str, *, code: int, added_s: float, ttft_s: float | None,
+                        e2e_s: float | None) -> None:
+        """Record one proxied request."""
+        self.requests[(version, str(code))] += 1
+        _hist(self.added, version, ADDED_LATENCY_BUCKETS).observe(added_s)
+        if ttft_s is not None:
+            _hist(self.ttft, version, TTFT_BUCKETS).observe(ttft_s)
+        if e2e_s is not None:
+            _hist(self.e2e, version, E2E_BUCKETS).observe(e2e_s)
+
+
+def _hist(table: dict[str, Hist], key: str, edges: tuple[float, ...]) -> Hist:
+    h = table.get(key)
+    if h is None:
+        h = table[key] = Hist(edges)
+    return h
+
+
+class SamplingCollector(Collector):
+    """Exports SamplingMetrics plus gauges read through callbacks (queue depth, store size and rows)."""
+
+    def __init__(self, metrics: SamplingMetrics, *, queue_depth: Callable[[], int] | None = None,
+                 store_bytes: Callable[[], int | None] | None = None,
+                 store_rows: Callable[[], Mapping[str, int] | None] | None = None,
+                 redaction_kinds: Sequence[str] = ()) -> None:
+        self.m = metrics
+        self._queue_depth = queue_depth
+        self._store_bytes = store_bytes
+        self._store_rows = store_rows
+        self._kinds = tuple(redaction_kinds)
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.m
+        yield _counter(names.SAMPLES_SEEN, "Requests or ingested samples seen.", [names.VERSION, names.SOURCE],
+                       m.seen.items())
+        yield _counter(names.SAMPLES_SAMPLED, "Requests selected by the sampling fraction (or ingested).",
+                       [names.VERSION, names.SOURCE], m.sampled.items())
+        yield _counter(names.SAMPLES_STORED, "Samples committed to the store.", [names.VERSION],
+                       [((k,), v) for k, v in m.stored.items()])
+        yield _counter(names.SAMPLES_DROPPED, "Selected samples not stored, by reason.",
+                       [names.VERSION, names.REASON], m.dropped.items())
+        redactions = {(k,): float(m.redactions.get(k, 0)) for k in self._kinds}
+        redactions.update({(k,): float(v) for k, v in m.redactions.items()})
+        yield _counter(names.REDACTIONS, "Matches replaced by a placeholder before storage, by kind.",
+                       [names.REDACTION_KIND], redactions.items())
+        yield _counter(names.PROXY_REQUESTS, "Requests forwarded by the sampling proxy, by status code.",
+                       [names.VERSION, names.CODE], m.requests.items())
+        for name, doc, table in (
+                (names.PROXY_ADDED_LATENCY, "Latency the proxy adds to a request (its own work, both ways).",
+                 m.added),
+                (names.PROXY_TTFT, "Client-side time to the first response body byte.", m.ttft),
+                (names.PROXY_E2E, "Client-side end-to-end request latency.", m.e2e)):
+            fam = HistogramMetricFamily(name, doc, labels=[names.VERSION])
+            for version, h in sorted(table.items()):
+                fam.add_metric([version], h.buckets(), h.total)
+            yield fam
+        if self._queue_depth is not None:
+            g = GaugeMetricFamily(names.SAMPLE_QUEUE_DEPTH, "Samples waiting for storage.")
+            g.add_metric([], float(self._queue_depth()))
+            yield g
+        if self._store_bytes is not None:
+            size = self._store_bytes()
+            if size is not None:
+                g = GaugeMetricFamily(names.STORE_BYTES, "Bytes of the sample store on disk (with its WAL).")
+                g.add_metric([], float(size))
+                yield g
+        if self._store_rows is not None:
+            rows = self._store_rows()
+            if rows is not None:
+                g = GaugeMetricFamily(names.STORE_ROWS, "Samples in the store.", labels=[names.VERSION])
+                for version, n in sorted(rows.items()):
+                    g.add_metric([version], float(n))
+                yield g
+
+
+def _counter(name: str, doc: str, labels: list[str], values: Iterable[tuple[tuple[str, ...], float]]
+             ) -> CounterMetricFamily:
+    fam = CounterMetricFamily(name, doc, labels=labels)
+    for key, value in sorted(values):
+        fam.add_metric(list(key), float(value))
+    return fam
+
+
+def families(collector: Collector) -> Iterable[Metric]:
+    """All families a collector yields (tests and the bench read them without a registry)."""
+    return list(collector.collect())

@@ -1,0 +1,104 @@
+"""The sample store interface (contract 3): records, stored samples, scores and the SampleStore protocol.
+
+Synchronous by design (SQLite underneath); async callers wrap calls in `asyncio.to_thread`. A server
+database can be added later by implementing `SampleStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from observer.errors import StoreError
+
+Source = Literal["proxy", "ingest", "golden"]
+SOURCES: tuple[Source, ...] = ("proxy", "ingest", "golden")
+
+__all__ = ["SOURCES", "SampleRecord", "SampleStore", "Score", "Source", "StoreError", "StoredSample"]
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """One request/response pair of one version; `prompt` is chat messages rendered to text."""
+
+    version: str
+    prompt: str
+    output: str
+    ts: float
+    model: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_s: float | None = None
+    ttft_s: float | None = None
+    tenant_tier: str | None = None
+    source: Source = "ingest"
+
+
+@dataclass(frozen=True)
+class Score:
+    """One scorer's verdict on one sample (golden-set check, judge, live check)."""
+
+    scorer: str
+    passed: bool | None
+    score: float | None
+    reason: str
+    meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    ts: float = 0.0
+
+
+@dataclass(frozen=True)
+class StoredSample(SampleRecord):
+    """A sample as read back from the store, with its id, content hash and attached scores."""
+
+    id: int = 0
+    content_hash: str = ""
+    scores: Mapping[str, Score] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@runtime_checkable
+class SampleStore(Protocol):
+    """Durable storage of samples per version; `add` returns only after the samples are committed."""
+
+    def add(self, samples: Sequence[SampleRecord]) -> list[int]:
+        """Store samples in one transaction and return their ids, in input order."""
+        ...
+
+    def samples(
+        self,
+        version: str,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+        source: str | None = None,
+    ) -> list[StoredSample]:
+        """Return a version's samples with since <= ts < until, newest first."""
+        ...
+
+    def attach_score(
+        self,
+        sample_id: int,
+        *,
+        scorer: str,
+        passed: bool | None,
+        score: float | None,
+        reason: str,
+        meta: Mapping[str, Any],
+    ) -> None:
+        """Attach (or replace) one scorer's result on a sample."""
+        ...
+
+    def unscored(self, version: str, scorer: str, *, limit: int) -> list[StoredSample]:
+        """Return up to `limit` of a version's samples that `scorer` has not scored, newest first."""
+        ...
+
+    def count(self, version: str | None = None) -> int:
+        """Return the number of stored samples, of one version or of all."""
+        ...
+
+    def close(self) -> None:
+        """Close the store; later calls fail."""
+        ...

@@ -1,0 +1,148 @@
+"""The proxy's lean upstream client against raw loopback servers: framing, reuse, stale connections,
+back-pressure, timeouts and errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from observer.sample.upstream import UpstreamError, UpstreamPool
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def serve(handler: Handler) -> tuple[asyncio.Server, int]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    return head + await reader.readexactly(length)
+
+
+async def body(pool: UpstreamPool, method: str = "POST", payload: bytes = b"{}") -> tuple[int, bytes]:
+    resp = await pool.request(method, b"/v1/x", [(b"x-a", b"1")], payload)
+    out = b"".join([chunk async for chunk in resp.batches(read_timeout=5)])
+    resp.close()
+    return resp.status, out
+
+
+@pytest.fixture
+async def cleanup() -> AsyncIterator[list[asyncio.Server]]:
+    servers: list[asyncio.Server] = []
+    yield servers
+    for s in servers:
+        s.close()
+        await s.wait_closed()
+
+
+async def test_keep_alive_reuse_and_request_bytes(cleanup: list[asyncio.Server]) -> None:
+    seen: list[bytes] = []
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            try:
+                seen.append(await read_request(reader))
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+
+    server, port = await serve(handler)
+    cleanup.append(server)
+    pool = UpstreamPool(f"http://127.0.0.1:{port}", connect_timeout=2, read_timeout=5, max_idle=4)
+    for _ in range(3):
+        assert await body(pool) == (200, b"ok")
+    assert connections == 1  # one keep-alive connection served all three
+    assert seen[0] == (f"POST /v1/x HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nx-a: 1\r\ncontent-length: 2\r\n\r\n{{}}"
+                       ).encode()
+    pool.close()
+
+
+async def test_body_delimited_by_connection_close_and_stale_connection_retry(
+        cleanup: list[asyncio.Server]) -> None:
+    calls = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal calls
+        calls += 1
+        await read_request(reader)
+        if calls == 1:  # keep-alive reply, then the server drops the idle connection
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\na")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        else:  # no length, no chunking: the body ends with the connection
+            writer.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil-eof")
+            await writer.drain()
+        writer.close()
+
+    server, port = await serve(handler)
+    cleanup.append(server)
+    pool = UpstreamPool(f"http://127.0.0.1:{port}", connect_timeout=2, read_timeout=5, max_idle=4)
+    assert await body(pool) == (200, b"a")
+    await asyncio.sleep(0.2)  # the idle connection is now closed by the server
+    assert await body(pool) == (200, b"until-eof")
+    assert calls == 2
+
+
+async def test_back_pressure_pauses_reading_and_loses_nothing(cleanup: list[asyncio.Server]) -> None:
+    blob = bytes(range(256)) * 16 * 1024  # 4 MiB, more than the pause threshold
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(blob))
+        for i in range(0, len(blob), 65536):
+            writer.write(blob[i:i + 65536])
+            await writer.drain()
+        writer.close()
+
+    server, port = await serve(handler)
+    cleanup.append(server)
+    pool = UpstreamPool(f"http://127.0.0.1:{port}", connect_timeout=2, read_timeout=5, max_idle=4)
+    resp = await pool.request("GET", b"/big", [], b"")
+    await asyncio.sleep(0.3)  # a slow client: the reply piles up until reading pauses
+    assert resp._buffered <= 2 * 1024 * 1024 + 262144
+    got = b"".join([chunk async for chunk in resp.batches(read_timeout=5)])
+    assert got == blob
+
+
+@pytest.mark.parametrize(("script", "kind"), [("hang", "timeout"), ("garbage", "protocol"), ("cut", "closed")])
+async def test_failures_are_typed(cleanup: list[asyncio.Server], script: str, kind: str) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        if script == "hang":
+            await asyncio.sleep(5)
+        elif script == "garbage":
+            writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nshort")
+            await writer.drain()
+        writer.close()
+
+    server, port = await serve(handler)
+    cleanup.append(server)
+    pool = UpstreamPool(f"http://127.0.0.1:{port}", connect_timeout=2, read_timeout=0.3, max_idle=4)
+    with pytest.raises(UpstreamError) as err:
+        await body(pool)
+    assert err.value.kind == kind
+
+
+async def test_connect_errors_and_bad_urls() -> None:
+    from tests.support.prom import free_port
+
+    pool = UpstreamPool(f"http://127.0.0.1:{free_port()}", connect_timeout=2, read_timeout=1, max_idle=1)
+    with pytest.raises(UpstreamError) as err:
+        await body(pool)
+    assert err.value.kind == "connect"
+    with pytest.raises(ValueError, match="http://host"):
+        UpstreamPool("https://example.com", connect_timeout=1, read_timeout=1, max_idle=1)
