@@ -25,23 +25,27 @@ def record_name(window_seconds: float) -> str:
 
 
 def error_ratio(o: Objective, window: str) -> str:
-    """PromQL of the SLI error ratio (bad / total events) per version over `window`."""
+    """PromQL of the SLI error ratio (bad / total events) per version over `window`.
+
+    The denominator is filtered with `> 0`: a window without events has no ratio (absent), never NaN.
+    A NaN sample would poison every later `avg_over_time` over the period (the error-budget panel) and
+    can never burn a budget anyway."""
     by = f"sum by ({names.VERSION})"
     versions = {names.VERSION: one_of(o.versions)}
     if o.kind is SliKind.LATENCY:
         total = f"{by} (rate({selector(o.histogram + '_count', regex=versions)}[{window}]))"
         good = f"{by} (rate({selector(o.histogram + '_bucket', {names.LE: o.le}, regex=versions)}[{window}]))"
-        return f"(\n  {total}\n  -\n  {good}\n)\n/\n{total}"
+        return f"(\n  {total}\n  -\n  {good}\n)\n/\n({total} > 0)"
     if o.kind is SliKind.AVAILABILITY:
         requests = names.REQUESTS + "_total"
         total = f"{by} (rate({selector(requests, regex=versions)}[{window}]))"
         bad = f"{by} (rate({selector(requests, regex={**versions, names.FINISHED_REASON: one_of(o.error_reasons)})}"
         # No error series at all means no errors: `or total * 0` keeps the ratio at 0, not absent.
-        return f"(\n  {bad}[{window}]))\n  or\n  {total} * 0\n)\n/\n{total}"
+        return f"(\n  {bad}[{window}]))\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
     eq = {names.GOLDEN_SET: o.golden_set} if o.golden_set else {}
     total = f"{by} (rate({selector(names.GOLDEN_ITEMS + '_total', eq, regex=versions)}[{window}]))"
     passed = f"{by} (rate({selector(names.GOLDEN_ITEMS_PASSED + '_total', eq, regex=versions)}[{window}]))"
-    return f"(\n  {total}\n  -\n  (\n    {passed}\n    or\n    {total} * 0\n  )\n)\n/\n{total}"
+    return f"(\n  {total}\n  -\n  (\n    {passed}\n    or\n    {total} * 0\n  )\n)\n/\n({total} > 0)"
 
 
 def _what(o: Objective) -> tuple[str, str]:

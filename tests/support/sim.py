@@ -9,6 +9,7 @@ for an `observer serve` subprocess. The simulator is a simulator: it serves no m
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,10 +54,13 @@ def fleet_dict(versions: Sequence[str] = ("stable", "canary"), *, weights: Seque
             item["pods"] = [{"namespace": "llm-serving", "pod": f"sim-{v}-0"}]
         items.append(item)
     port = observer_port or free_port()
+    # Each config gets its own sample store: tests never share (or leave) a database in the working tree.
+    store = Path(tempfile.mkdtemp(prefix="observer-test-store-")) / "samples.db"
     data = {"fleet": {"versions": items},
             "scrape": {"interval_seconds": interval_seconds, "timeout_seconds": min(2.0, interval_seconds),
                        "window_seconds": window_seconds},
-            "server": {"host": "127.0.0.1", "port": port}}
+            "server": {"host": "127.0.0.1", "port": port},
+            "sampling": {"store": {"path": str(store)}}}
     return data, SimPorts(vllm=ports, dcgm=dcgm, observer=port)
 
 
