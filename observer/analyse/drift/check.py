@@ -1,0 +1,129 @@
+"""One drift check of one version: window samples vs the active baseline of its model, every field.
+
+Synchronous and heavy (embedding, permutation test): the component runs it in a worker thread; the CLI
+calls it directly. The report it returns is ungated (`drift` = this window is shifted); DriftState gates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from observer.analyse.drift import baseline as bl
+from observer.analyse.drift.explain import ShiftedExample, most_shifted
+from observer.analyse.drift.features import FEATURES, extract
+from observer.analyse.drift.mmd import permutation_test
+from observer.analyse.drift.scalar import compare_features
+from observer.analyse.drift.state import DriftReport, DriftResult, Status
+from observer.analyse.embed import Embedder
+from observer.config.drift import DriftSpec
+from observer.config.spec import ObserverConfig
+from observer.store.base import SampleStore, StoredSample
+
+log = logging.getLogger("observer.drift")
+
+
+def model_key(config: ObserverConfig, version: str, samples: list[StoredSample]) -> str:
+    """The baseline model a version is compared against: override, configured model, samples' model, name."""
+    if version in config.drift.models:
+        return config.drift.models[version]
+    try:
+        configured = config.fleet.version(version).model
+    except KeyError:
+        configured = None
+    if configured:
+        return configured
+    seen = Counter(s.model for s in samples if s.model)
+    return seen.most_common(1)[0][0] if seen else version
+
+
+def select(store: SampleStore, version: str, *, since: float | None, until: float | None, limit: int | None,
+           sources: Sequence[str]) -> list[StoredSample]:
+    """A version's newest samples from `sources` in [since, until), at most `limit`, newest first."""
+    rows = [s for src in dict.fromkeys(sources)
+            for s in store.samples(version, since=since, until=until, limit=limit, source=src)]
+    rows.sort(key=lambda s: (s.ts, s.id), reverse=True)
+    return rows if limit is None else rows[:limit]
+
+
+@dataclass
+class Checker:
+    """Runs drift checks; the embedder is created on first need (torch loads only then)."""
+
+    config: ObserverConfig
+    store: SampleStore
+    repo: bl.BaselineRepo
+    embedder_factory: Callable[[], Embedder]
+    _embedder: Embedder | None = field(default=None, init=False)
+
+    @property
+    def spec(self) -> DriftSpec:
+        return self.config.drift
+
+    def embedder(self) -> Embedder:
+        """The embedder, created once."""
+        if self._embedder is None:
+            self._embedder = self.embedder_factory()
+        return self._embedder
+
+    def window(self, version: str, *, now: float) -> list[StoredSample]:
+        """The newest samples of the window (at most max_window_samples) from the configured sources."""
+        return select(self.store, version, since=now - self.spec.window_seconds, until=now + 1e-6,
+                      limit=self.spec.max_window_samples, sources=self.spec.sources)
+
+    def run(self, version: str, *, now: float, model: str | None = None) -> DriftReport:
+        """Check `version` now; never raises for missing data (the report's status says why)."""
+        spec = self.spec
+        samples = self.window(version, now=now)
+        key = model or model_key(self.config, version, samples)
+        since = now - spec.window_seconds
+        base = DriftReport(version=version, model=key, checked_at=now, status="ok", since=since, until=now)
+        baseline = self.repo.active(key)
+        if baseline is None:
+            return _all_status(base, "no_baseline", f"no active baseline for model {key!r}: run `observer "
+                               f"baseline pin --version {version}` and `observer baseline promote`", spec, 0)
+        embedder = self.embedder()
+        bl.check_compatible(baseline, embedder)
+        base = DriftReport(version=version, model=key, checked_at=now, status="ok", since=since, until=now,
+                           embedder=embedder.model_id, baseline_hash=baseline.hash, baseline=baseline.meta)
+        if len(samples) < spec.min_samples:
+            return _all_status(base, "insufficient_data", f"{len(samples)} samples in the last "
+                               f"{spec.window_seconds:g}s, need {spec.min_samples}", spec, baseline.meta.n,
+                               n_current=len(samples))
+        results: dict[str, DriftResult] = {}
+        examples: dict[str, tuple[ShiftedExample, ...]] = {}
+        for name in spec.fields:
+            texts = [s.prompt if name == "prompts" else s.output for s in samples]
+            current = embedder.embed(texts)
+            ref = baseline.embeddings[name]
+            t = permutation_test(ref, current, permutations=spec.permutations, alpha=spec.alpha,
+                                 seed=spec.seed + int(now) % 1_000_003)
+            results[name] = DriftResult(field=name, statistic=t.statistic, p_value=t.p_value, drift=t.drift,
+                                        shifted=t.drift, n_current=t.n_current, n_baseline=t.n_reference,
+                                        method=t.method, status="ok")
+            examples[name] = tuple(most_shifted(ref, current, texts, k=spec.explain_examples))
+        features = compare_features(baseline.features, extract(samples, names=spec.features),
+                                    alpha=spec.feature_alpha, min_samples=spec.min_samples)
+        for f in features:
+            results[f.feature] = DriftResult(
+                field=f.feature, statistic=f.statistic, p_value=f.p_value, drift=f.drift, shifted=f.drift,
+                n_current=f.n_current, n_baseline=f.n_baseline, method=f.method, status=f.status,
+                p_adjusted=f.p_adjusted, effect_size=f.effect_size, effect=f.effect)
+        moved = sorted(k for k, r in results.items() if r.shifted)
+        message = f"shifted this window: {', '.join(moved)}" if moved else "no field shifted this window"
+        return DriftReport(version=version, model=key, checked_at=now, status="ok", message=message, since=since,
+                           until=now, embedder=embedder.model_id, baseline_hash=baseline.hash,
+                           baseline=baseline.meta, results=results, features=tuple(features), examples=examples)
+
+
+def _all_status(base: DriftReport, status: Status, message: str, spec: DriftSpec, n_baseline: int, *,
+                n_current: int = 0) -> DriftReport:
+    names = list(spec.fields) + list(spec.features if spec.features is not None else FEATURES)
+    nan = float("nan")
+    results = {n: DriftResult(field=n, statistic=nan, p_value=nan, drift=False, n_current=n_current,
+                              n_baseline=n_baseline, method="mmd_rbf" if n in spec.fields else "",
+                              status=status)
+               for n in names}
+    return replace(base, status=status, message=message, results=results)
