@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
-from scipy import stats as sps
 
 from observer.analyse import histogram
 from observer.collect.model import Histogram
@@ -69,6 +67,7 @@ def _logsumexp(x: np.ndarray) -> float:
 def ratio_test(bad_canary: int, n_canary: int, bad_baseline: int, n_baseline: int, *, alpha: float,
                effect_ratio: float | None = None) -> RatioTest:
     """Test "canary bad-event rate > baseline's" on counts, valid under repeated looks and unequal splits."""
+    from scipy import special  # lazy: scipy.stats costs ~60 MB of RSS in the sidecar
     for label, v in (("bad_canary", bad_canary), ("n_canary", n_canary), ("bad_baseline", bad_baseline),
                      ("n_baseline", n_baseline)):
         if v < 0:
@@ -116,11 +115,13 @@ def noninferiority_sample_size(*, pass_rate: float, margin: float, alpha: float,
 
 
 def _z(p: float) -> float:
+    from scipy import special  # lazy: scipy.stats costs ~60 MB of RSS in the sidecar
     return float(special.ndtri(p))
 
 
 def _rank(n: float, q: float, p: float) -> float:
     """The p-quantile of Binomial(n, q): exact when small, normal approximation when n·q·(1−q) ≥ 25."""
+    from scipy import stats as sps
     var = n * q * (1.0 - q)
     if var < 25:
         return float(sps.binom.ppf(p, n, q))
@@ -193,6 +194,7 @@ def split_check(n_canary: float, n_baseline: float, *, expected: float, toleranc
                 min_requests: int) -> tuple[bool, float]:
     """(ok, observed canary share): not ok when the share is off by more than `tolerance` (relative) and
     a two-sided exact binomial test at 0.001 agrees, once `min_requests` have been seen."""
+    from scipy import stats as sps
     total = n_canary + n_baseline
     observed = n_canary / total if total > 0 else 0.0
     if total < min_requests or expected <= 0 or expected >= 1:

@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from observer.analyse.drift.features import FEATURES, Column, Kind
 
@@ -37,6 +36,7 @@ class FeatureResult:
 
 
 def _continuous(ref: npt.NDArray[Any], cur: npt.NDArray[Any]) -> tuple[float, float]:
+    from scipy import stats  # lazy: ~60 MB of RSS, only needed when a check runs
     r = stats.ks_2samp(ref, cur, alternative="two-sided", method="auto")
     return float(r.statistic), float(r.pvalue)
 
@@ -46,6 +46,7 @@ def _summary_continuous(x: npt.NDArray[Any]) -> dict[str, float]:
 
 
 def _categorical(ref: npt.NDArray[Any], cur: npt.NDArray[Any]) -> tuple[float, float, float]:
+    from scipy import stats  # lazy: ~60 MB of RSS, only needed when a check runs
     cats = sorted(set(ref.tolist()) | set(cur.tolist()))
     table = np.array([[np.count_nonzero(ref == c) for c in cats], [np.count_nonzero(cur == c) for c in cats]],
                      dtype=np.float64)
@@ -64,6 +65,7 @@ def _summary_categorical(x: npt.NDArray[Any]) -> dict[str, float]:
 def compare_features(baseline: Mapping[str, Column], current: Mapping[str, Column], *, alpha: float,
                   min_samples: int) -> list[FeatureResult]:
     """Test every feature present on both sides; BH across the features that had enough data."""
+    from scipy import stats  # lazy: ~60 MB of RSS, only needed when a check runs
     Row = tuple[str, Kind, str, float, float, float, str, dict[str, float], dict[str, float], int, int]
     partial: list[Row] = []
     short: list[FeatureResult] = []
