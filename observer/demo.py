@@ -27,10 +27,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
-import yaml
 
 from observer.config import ObserverConfig, load_config
 from observer.errors import ObserverError
+from observer.promserver import PrometheusError, run_prometheus
 from observer.sim.fleet import FleetHandle, run_fleet
 from observer.sim.profile import parse_profile_args
 
@@ -124,22 +124,11 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def start_prometheus(stack: ExitStack, *, workdir: Path, target: str, port: int, interval: str) -> str:
     """Start /usr/bin/prometheus scraping the observer at `target` (host:port); return its URL."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        raise DemoError("Prometheus is not installed: run `make setup` (Debian package `prometheus`)")
-    cfg = {"global": {"scrape_interval": interval, "evaluation_interval": interval},
-           "scrape_configs": [{"job_name": "observer", "static_configs": [{"targets": [target]}]}]}
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-    log = workdir / "prometheus.log"
-    proc = stack.enter_context(_process(
-        [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'prom-data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"], log=log))
-    url = f"http://127.0.0.1:{port}"
     try:
-        _wait(f"{url}/-/ready", timeout=30, what="Prometheus", alive=lambda: proc.poll() is None)
-    except DemoError as e:
-        raise DemoError(f"{e}; its log ends:\n{_tail(log)}") from e
-    return url
+        prom = stack.enter_context(run_prometheus([target], port=port, scrape_interval=interval, workdir=workdir))
+    except PrometheusError as e:
+        raise DemoError(str(e)) from e
+    return prom.url
 
 
 def start_observer(stack: ExitStack, *, config_path: Path, config: ObserverConfig, workdir: Path) -> str:

@@ -16,7 +16,6 @@ import asyncio
 import math
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -35,6 +34,7 @@ from observer import conventions as names
 from observer.config import ObserverConfig, parse_config
 from observer.config.canary import default_metrics
 from observer.errors import ObserverError
+from observer.promserver import PrometheusError, run_prometheus
 from observer.render import argo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,31 +105,11 @@ def _wait(pred: Callable[[], bool], *, timeout: float, what: str, every: float =
 @contextmanager
 def prometheus(target: str, *, interval: str = "1s") -> Iterator[str]:
     """A real Prometheus (Debian `prometheus`) on 127.0.0.1 scraping `target`; yields its URL."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        raise GamedayError("the `prometheus` binary is not installed (apt-get install prometheus)")
-    work = Path(tempfile.mkdtemp(prefix="observer-gameday-prom-"))
-    (work / "prometheus.yml").write_text(yaml.safe_dump({
-        "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "scrape_configs": [{"job_name": "observer", "static_configs": [{"targets": [target]}]}]}))
-    port = _free_port()
-    log = (work / "prometheus.log").open("w")
-    proc = subprocess.Popen([binary, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work}/data",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                            stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
     try:
-        _wait(lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, timeout=30, what="Prometheus")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
-        shutil.rmtree(work, ignore_errors=True)
+        with run_prometheus([target], scrape_interval=interval) as prom:
+            yield prom.url
+    except PrometheusError as e:
+        raise GamedayError(str(e)) from e
 
 
 @dataclass

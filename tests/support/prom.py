@@ -1,27 +1,22 @@
-"""A real Prometheus server (Debian package `prometheus`) for integration tests, on 127.0.0.1 only."""
+"""A real Prometheus server (Debian package `prometheus`) for integration tests, on 127.0.0.1 only.
+
+`free_port` and `run_prometheus` are re-exported for the tests; the process handling lives in
+observer/promserver.py, shared with the demo and the game day."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 
+from observer import promserver
+from observer.promserver import LocalPrometheus, free_port
 
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["Prometheus", "free_port", "run_prometheus", "wait_http"]
 
 
 def wait_http(url: str, *, timeout: float = 15.0) -> None:
@@ -38,27 +33,8 @@ def wait_http(url: str, *, timeout: float = 15.0) -> None:
     raise TimeoutError(f"{url} not ready after {timeout}s: {last}")
 
 
-@dataclass
-class Prometheus:
-    """Handle on a running Prometheus: base URL and a query helper."""
-
-    url: str
-    workdir: Path
-
-    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
-        """Instant query; returns the result vector (raises on a Prometheus error)."""
-        params: dict[str, Any] = {"query": promql}
-        if at is not None:
-            params["time"] = at
-        r = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10.0)
-        body = r.json()
-        if body.get("status") != "success":
-            raise AssertionError(f"query failed: {promql}: {body}")
-        return list(body["data"]["result"])
-
-    def alerts(self) -> list[dict[str, Any]]:
-        """Active alerts (pending and firing)."""
-        return list(httpx.get(f"{self.url}/api/v1/alerts", timeout=10.0).json()["data"]["alerts"])
+class Prometheus(LocalPrometheus):
+    """Handle on a running Prometheus with test helpers (observer.promserver starts it)."""
 
     def targets_up(self) -> bool:
         """True when every active target has been scraped successfully."""
@@ -81,36 +57,6 @@ class Prometheus:
 def run_prometheus(targets: Sequence[str], *, scrape_interval: str = "1s", rule_files: Sequence[Path] = (),
                    evaluation_interval: str = "1s", metrics_path: str = "/metrics") -> Iterator[Prometheus]:
     """Start Prometheus scraping `targets` (host:port) and evaluating `rule_files`; stop it on exit."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        raise RuntimeError("Debian package `prometheus` is not installed: run `make setup`")
-    workdir = Path(tempfile.mkdtemp(prefix="observer-prom-"))
-    copied = []
-    for i, f in enumerate(rule_files):
-        dst = workdir / f"rules_{i}.yaml"
-        shutil.copy(f, dst)
-        copied.append(str(dst))
-    cfg = {
-        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
-        "rule_files": copied,
-        "scrape_configs": [{"job_name": "observer", "metrics_path": metrics_path,
-                            "static_configs": [{"targets": list(targets)}]}],
-    }
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=(workdir / "prometheus.log").open("w"),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/-/ready", timeout=20.0)
-        yield Prometheus(url=url, workdir=workdir)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with promserver.run_prometheus(targets, scrape_interval=scrape_interval, rule_files=rule_files,
+                                   evaluation_interval=evaluation_interval, metrics_path=metrics_path) as p:
+        yield Prometheus(url=p.url, workdir=p.workdir)
