@@ -94,7 +94,9 @@ def test_faults_reported_precisely_while_serving(server: TargetServer, caplog: p
     good = server.set("/svc/good", Route(body=growing))
     urls = {reason: (server.set(f"/svc/{reason}", route) if route else f"http://127.0.0.1:{free_port()}/metrics")
             for reason, route in FAULTS.items()}
-    cfg = config({"stable": [good], "canary": list(urls.values())})
+    # 2.5 s per target: generous enough that a loaded CI machine does not turn a truncated body into a
+    # timeout, still well under the 4 s the `timeout` fault waits.
+    cfg = config({"stable": [good], "canary": list(urls.values())}, timeout=2.5)
     caplog.set_level(logging.INFO, logger="observer")
     with run_observer(cfg, builders=[collect.build]) as proc:
         proc.wait_ready(timeout=15)
