@@ -88,6 +88,7 @@ def default_metrics() -> list[CanaryMetricSpec]:
         m(name="golden", kind="quality", group="quality"),
         m(name="refusals", kind="ratio", live_check="refusal", base_rate=0.02, group="quality"),
         m(name="empty_outputs", kind="ratio", live_check="empty", base_rate=0.02, group="quality"),
+        m(name="invalid_json", kind="ratio", live_check="invalid_json", base_rate=0.02, group="quality"),
         m(name="drift_prompts", kind="drift", field="prompts", advisory=True, group="drift"),
         m(name="drift_outputs", kind="drift", field="outputs", advisory=True, group="drift"),
     ]

@@ -8,10 +8,14 @@ from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
 
-LiveCheck = Literal["empty", "refusal", "repetition", "truncation"]
-"""Rule checks that need no reference, so they can run on every sampled live output."""
+LiveCheck = Literal["empty", "refusal", "repetition", "truncation", "invalid_json"]
+"""Rule checks that need no reference, so they can run on every sampled live output.
 
-LIVE_CHECKS: tuple[LiveCheck, ...] = ("empty", "refusal", "repetition", "truncation")
+`invalid_json` scores only samples that expected JSON (the output opens with `{`/`[`, fenced or not, or
+the prompt mentions JSON); the rest are undecided and count in neither failures nor total.
+"""
+
+LIVE_CHECKS: tuple[LiveCheck, ...] = ("empty", "refusal", "repetition", "truncation", "invalid_json")
 
 
 class JudgeSpec(Spec):

@@ -40,6 +40,8 @@ def live_check(check: str, sample: StoredSample) -> Outcome:
             return rules.no_repetition(sample.output)
         case "truncation":
             return rules.not_truncated(sample.finish_reason)
+        case "invalid_json":
+            return rules.valid_json_when_expected(sample.prompt, sample.output)
     raise ValueError(f"unknown live check {check!r}")
 
 

@@ -31,6 +31,8 @@ _REFUSAL_ANYWHERE = re.compile(
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 _FENCE = re.compile(r"^```(?:json|JSON)?[ \t]*\n(.*)\n```$", re.DOTALL)
+# An opening fence (closed or not) then `{` or `[`: the output is meant to be JSON, even if cut off.
+_JSON_OPENING = re.compile(r"^\s*(?:```(?:json|JSON)?[ \t]*\n\s*)?[\[{]")
 
 
 def normalise(text: str) -> str:
@@ -122,6 +124,19 @@ def json_valid(output: str) -> Outcome:
     except (ValueError, RecursionError) as e:
         return Outcome("json_valid", False, 0.0, f"not valid JSON: {str(e)[:120]}")
     return Outcome("json_valid", True, 1.0, "valid JSON")
+
+
+def json_expected(prompt: str, output: str) -> bool:
+    """True when JSON was expected: the output opens like JSON, or the prompt mentions JSON."""
+    return bool(_JSON_OPENING.match(output)) or "json" in prompt.casefold()
+
+
+def valid_json_when_expected(prompt: str, output: str) -> Outcome:
+    """Fail when JSON was expected and the output is not one strict JSON value; undecided otherwise."""
+    if not json_expected(prompt, output):
+        return Outcome("invalid_json", None, None, "no JSON expected")
+    o = json_valid(output)
+    return Outcome("invalid_json", o.passed, o.score, o.reason)
 
 
 def json_schema(output: str, schema: dict[str, Any]) -> Outcome:
