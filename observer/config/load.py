@@ -54,9 +54,9 @@ def _apply_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> list[s
     return applied
 
 
-def parse_config(text: str, *, source: str = "config", environ: Mapping[str, str] | None = None
-                 ) -> ObserverConfig:
-    """Validate YAML text into an ObserverConfig; errors name the key path and the line."""
+def compose_yaml(text: str, *, source: str) -> tuple[Any, dict[LinePath, int]]:
+    """Parse YAML into plain data plus the line of every key and item (by path); ConfigError on invalid
+    YAML or a duplicate key. Shared by every YAML file the observer reads (config, golden sets)."""
     lines: dict[LinePath, int] = {}
     try:
         root = yaml.compose(text)
@@ -65,9 +65,15 @@ def parse_config(text: str, *, source: str = "config", environ: Mapping[str, str
         raise ConfigError(f"not valid YAML: {getattr(e, 'problem', e)}", source=source,
                           line=None if mark is None else mark.line + 1) from e
     try:
-        data = {} if root is None else _construct(root, (), lines)
+        return ({} if root is None else _construct(root, (), lines)), lines
     except ConfigError as e:
         raise ConfigError(e.detail, path=e.path, line=e.line, source=source) from None
+
+
+def parse_config(text: str, *, source: str = "config", environ: Mapping[str, str] | None = None
+                 ) -> ObserverConfig:
+    """Validate YAML text into an ObserverConfig; errors name the key path and the line."""
+    data, lines = compose_yaml(text, source=source)
     if not isinstance(data, dict):
         raise ConfigError("the top level must be a mapping", source=source, line=1)
     overridden = _apply_overrides(data, os.environ if environ is None else environ)

@@ -14,16 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from observer.analyse.quality.assertions import Assertion, NotTruncated
+from observer.config.load import LinePath, compose_yaml
 from observer.errors import ConfigError
 
 SUFFIXES = (".yaml", ".yml", ".jsonl")
 ASSERTION_TYPES = frozenset(get_args(cls.model_fields["type"].annotation)[0]
                             for cls in get_args(get_args(Assertion)[0]))
-LinePath = tuple[str | int, ...]
 
 
 class _Message(BaseModel):
@@ -111,21 +110,6 @@ class GoldenSet:
         return any(a.type == assertion_type for i in self.items for a in i.assertions)
 
 
-def _construct(node: yaml.Node, path: LinePath, lines: dict[LinePath, int]) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = str(yaml.safe_load(yaml.serialize(key_node)))
-            if key in out:
-                raise ValueError(f"duplicate key {key!r}", (*path, key), key_node.start_mark.line + 1)
-            out[key] = _construct(value_node, (*path, key), lines)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_construct(item, (*path, i), lines) for i, item in enumerate(node.value)]
-    return yaml.safe_load(yaml.serialize(node))
-
-
 def _dotted(loc: Sequence[str | int]) -> str:
     out = ""
     for part in loc:
@@ -179,18 +163,7 @@ def content_hash(items: Iterable[_ItemSpec]) -> str:
 
 
 def _read_yaml(text: str, source: str) -> tuple[_SetFile, dict[LinePath, int]]:
-    lines: dict[LinePath, int] = {}
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise ConfigError(f"not valid YAML: {getattr(e, 'problem', e)}", source=source,
-                          line=None if mark is None else mark.line + 1) from e
-    try:
-        data = {} if root is None else _construct(root, (), lines)
-    except ValueError as e:
-        msg, path, line = e.args
-        raise ConfigError(msg, path=_dotted(path), line=line, source=source) from e
+    data, lines = compose_yaml(text, source=source)
     if not isinstance(data, dict):
         raise ConfigError("the top level must be a mapping with `items:`", source=source, line=1)
     try:
