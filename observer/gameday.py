@@ -12,12 +12,10 @@ load at once), so a scenario takes seconds, not the minutes of a real canary ste
 
 from __future__ import annotations
 
-import asyncio
 import math
 import shutil
 import socket
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -36,6 +34,7 @@ from observer.config.canary import default_metrics
 from observer.errors import ObserverError
 from observer.promserver import PrometheusError, run_prometheus
 from observer.render import argo
+from observer.service import ThreadedService, start_in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,63 +111,15 @@ def prometheus(target: str, *, interval: str = "1s") -> Iterator[str]:
         raise GamedayError(str(e)) from e
 
 
-@dataclass
-class RunningObserver:
-    """An observer Service served by uvicorn on its own event loop in a background thread."""
-
-    url: str
-    server: Any
-    thread: threading.Thread
-
-    def stop(self) -> None:
-        """Stop uvicorn and the service; join the thread."""
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
-        if self.thread.is_alive():
-            raise GamedayError("the observer did not stop within 20 s")
+RunningObserver = ThreadedService
 
 
 def start_observer(config: ObserverConfig) -> RunningObserver:
     """Start an observer for `config` on config.server's host:port; return when /healthz answers."""
-    import uvicorn
-
-    from observer.service import Service
-
-    started = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        service = Service.build(config)
-        server = uvicorn.Server(uvicorn.Config(service.app, host=config.server.host, port=config.server.port,
-                                               log_level="warning", access_log=False, lifespan="off"))
-        box["server"] = server
-        await service.start()
-        started.set()
-        try:
-            await server.serve()
-        finally:
-            await service.stop()
-
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as e:  # reported to the caller through `box`
-            box["error"] = e
-            started.set()
-
-    thread = threading.Thread(target=run, name="gameday-observer", daemon=True)
-    thread.start()
-    if not started.wait(30) or "error" in box:
-        raise GamedayError(f"the observer did not start: {box.get('error')!r}")
-    obs = RunningObserver(url=f"http://{config.server.host}:{config.server.port}", server=box["server"],
-                          thread=thread)
     try:
-        _wait(lambda: httpx.get(obs.url + "/healthz", timeout=1).status_code == 200, timeout=20,
-              what="the observer's /healthz")
-    except GamedayError:
-        obs.stop()
-        raise
-    return obs
+        return start_in_thread(config, name="gameday-observer")
+    except RuntimeError as e:
+        raise GamedayError(str(e)) from e
 
 
 # --- scenarios ------------------------------------------------------------------------------------

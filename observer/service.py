@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -23,6 +25,7 @@ from observer.runtime import Builder, Clock, Component, Context, Job, all_builde
 from observer.telemetry import build_tracer
 
 log = logging.getLogger("observer")
+T = TypeVar("T")
 
 
 @dataclass
@@ -149,3 +152,75 @@ async def serve(config: ObserverConfig) -> None:
         await server.serve()
     finally:
         await service.stop()
+
+
+@dataclass
+class ThreadedService:
+    """A Service served by uvicorn on its own event loop in a background thread (game day, embedding, tests)."""
+
+    url: str
+    service: Service
+    loop: asyncio.AbstractEventLoop
+    server: Any
+    thread: threading.Thread
+
+    def call(self, coro: Coroutine[Any, Any, T], *, timeout: float = 30.0) -> T:
+        """Run `coro` on the service's event loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self, *, timeout: float = 20.0) -> None:
+        """Stop uvicorn and the service, and join the thread (RuntimeError if it does not stop)."""
+        self.server.should_exit = True
+        self.thread.join(timeout=timeout)
+        if self.thread.is_alive():
+            raise RuntimeError(f"the observer at {self.url} did not stop within {timeout:.0f} s")
+
+
+def start_in_thread(config: ObserverConfig, *, builders: Iterable[Builder] | None = None,
+                    http: httpx.AsyncClient | None = None, span_exporter: SpanExporter | None = None,
+                    name: str = "observer", start_timeout: float = 30.0) -> ThreadedService:
+    """Build and start a Service for `config` on config.server's host:port in a background thread; return
+    once it serves (RuntimeError naming the cause if it cannot start)."""
+    import uvicorn
+
+    started = threading.Event()
+    box: dict[str, Any] = {}
+    host, port = config.server.host, config.server.port
+
+    async def main() -> None:
+        service = Service.build(config, builders=builders, span_exporter=span_exporter, http=http)
+        server = uvicorn.Server(uvicorn.Config(service.app, host=host, port=port, log_level="warning",
+                                               access_log=False, lifespan="off"))
+        box.update(service=service, server=server, loop=asyncio.get_running_loop())
+        await service.start()
+        started.set()
+        try:
+            await server.serve()
+        finally:
+            await service.stop()
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as e:  # reported to the caller through `box`
+            box["error"] = e
+            started.set()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    if not started.wait(start_timeout) or "error" in box:
+        raise RuntimeError(f"the observer did not start: {box.get('error')!r}")
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+    running = ThreadedService(url=url, service=box["service"], loop=box["loop"], server=box["server"],
+                              thread=thread)
+    deadline = time.monotonic() + start_timeout
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+                return running
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or not thread.is_alive():
+            running.stop()
+            raise RuntimeError(f"the observer at {url} did not answer /healthz: {box.get('error')!r}")
+        time.sleep(0.05)

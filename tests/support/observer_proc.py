@@ -10,11 +10,10 @@ for a live vLLM whose counters grow (quantiles of the increases stay the fixture
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +23,7 @@ import httpx
 
 from observer.config.spec import ObserverConfig
 from observer.runtime import Builder
+from observer.service import ThreadedService, start_in_thread
 from tests.support.prom import free_port, wait_http
 
 T = TypeVar("T")
@@ -32,19 +32,8 @@ T = TypeVar("T")
 # the observer
 
 
-@dataclass
-class ObserverProcess:
-    """Handle on an observer running in a background thread."""
-
-    url: str
-    service: Any
-    loop: asyncio.AbstractEventLoop
-    thread: threading.Thread
-    server: Any
-
-    def call(self, coro: Awaitable[T], *, timeout: float = 30.0) -> T:
-        """Run `coro` on the observer's event loop and return its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)  # type: ignore[arg-type]
+class ObserverProcess(ThreadedService):
+    """Handle on an observer running in a background thread, with test helpers."""
 
     def get(self, path: str, **kwargs: Any) -> httpx.Response:
         """GET `path` from the observer."""
@@ -54,54 +43,16 @@ class ObserverProcess:
         """Poll /readyz until 200 (first scrape cycle done)."""
         wait_http(self.url + "/readyz", timeout=timeout)
 
-    def stop(self) -> None:
-        """Stop uvicorn and the service, and join the thread."""
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
-        if self.thread.is_alive():
-            raise RuntimeError("observer thread did not stop within 20 s")
-
 
 @contextmanager
 def run_observer(config: ObserverConfig, *, builders: list[Builder] | None = None, span_exporter: Any = None,
                  http: httpx.AsyncClient | None = None) -> Iterator[ObserverProcess]:
     """Start an observer Service for `config` on a free port (config's port ignored); stop it on exit."""
-    import uvicorn
-
-    from observer.service import Service
-
-    port = free_port()
-    cfg = config.model_copy(update={"server": config.server.model_copy(update={"host": "127.0.0.1", "port": port})})
-    started = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        service = Service.build(cfg, builders=builders, span_exporter=span_exporter, http=http)
-        server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=port, log_level="warning",
-                                               access_log=False, lifespan="off"))
-        box.update(service=service, server=server, loop=asyncio.get_running_loop())
-        await service.start()
-        started.set()
-        try:
-            await server.serve()
-        finally:
-            await service.stop()
-
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as e:  # surfaced to the test through `box`
-            box["error"] = e
-            started.set()
-
-    thread = threading.Thread(target=run, name="observer", daemon=True)
-    thread.start()
-    if not started.wait(30) or "error" in box:
-        raise RuntimeError(f"observer did not start: {box.get('error')!r}")
-    proc = ObserverProcess(url=f"http://127.0.0.1:{port}", service=box["service"], loop=box["loop"],
-                           thread=thread, server=box["server"])
+    cfg = config.model_copy(update={"server": config.server.model_copy(
+        update={"host": "127.0.0.1", "port": free_port()})})
+    t = start_in_thread(cfg, builders=builders, span_exporter=span_exporter, http=http)
+    proc = ObserverProcess(url=t.url, service=t.service, loop=t.loop, server=t.server, thread=t.thread)
     try:
-        wait_http(proc.url + "/healthz", timeout=20)
         yield proc
     finally:
         proc.stop()
