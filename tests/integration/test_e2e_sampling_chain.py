@@ -17,9 +17,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +27,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from observer import conventions as names
-from observer.analyse.embed import HashingEmbedder
 from observer.analyse.quality.component import build as build_quality
 from observer.cli.main import app
 from observer.config import parse_config
 from observer.runtime import STORE
 from observer.sample.component import build as build_sample
+from tests.support.embeddings_server import run_embeddings_server
 from tests.support.observer_proc import ObserverProcess, run_observer, wait_until
 from tests.support.prom import free_port, wait_http
 from tests.support.sim import config_yaml, fleet_dict, running_fleet
@@ -48,37 +46,10 @@ PROFILES = {"stable": {"preset": "healthy", "load_rps": 0.0, "time_scale": 0.2},
             "canary": {"preset": "worse", "refusal_rate": 0.35, "load_rps": 0.0, "time_scale": 0.2}}
 
 
-class _Embeddings(BaseHTTPRequestHandler):
-    """A SCRIPTED OpenAI-compatible /v1/embeddings endpoint (feature hashing, not a model)."""
-
-    embedder = HashingEmbedder(dim=64)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        vecs = self.embedder.embed(list(body["input"]))
-        out = json.dumps({"object": "list", "model": body.get("model"),
-                          "data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-
 @pytest.fixture
 def embed_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with run_embeddings_server() as url:
+        yield url
 
 
 def observer_config(tmp: Path, embed_url: str) -> dict[str, Any]:
