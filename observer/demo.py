@@ -30,7 +30,7 @@ import httpx
 
 from observer.config import ObserverConfig, load_config
 from observer.errors import ObserverError
-from observer.promserver import PrometheusError, run_prometheus
+from observer.promserver import PrometheusError, free_port, port_free, run_prometheus
 from observer.sim.fleet import FleetHandle, run_fleet
 from observer.sim.profile import parse_profile_args
 
@@ -80,25 +80,6 @@ def _wait(url: str, *, timeout: float, what: str, alive: Callable[[], bool] = la
     raise DemoError(f"{what} not ready at {url} after {timeout:.0f}s ({last})")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 @contextmanager
 def _process(args: list[str], *, log: Path, env: dict[str, str] | None = None
              ) -> Iterator[subprocess.Popen[bytes]]:
@@ -134,7 +115,7 @@ def start_prometheus(stack: ExitStack, *, workdir: Path, target: str, port: int,
 def start_observer(stack: ExitStack, *, config_path: Path, config: ObserverConfig, workdir: Path) -> str:
     """Run `observer serve --config FILE` as a subprocess; return its URL once /healthz answers."""
     host, port = config.server.host, config.server.port
-    if not _port_free(port):
+    if not port_free(port):
         raise DemoError(f"port {port} (server.port) is in use; stop what runs there or set "
                         "OBSERVER__SERVER__PORT")
     log = workdir / "observer.log"
@@ -205,7 +186,7 @@ def run(argv: list[str] | None = None) -> int:
             say(f"simulated fleet up: {', '.join(f'{n} → {fleet.url(n)}' for n in fleet.versions)}; "
                 f"DCGM {', '.join(fleet.dcgm_urls())}")
             observer_url = start_observer(stack, config_path=args.config, config=config, workdir=workdir)
-            port = args.prometheus_port if args.prometheus_port and _port_free(args.prometheus_port) else _free_port()
+            port = args.prometheus_port if args.prometheus_port and port_free(args.prometheus_port) else free_port()
             target = observer_url.removeprefix("http://")
             prom_url = start_prometheus(stack, workdir=workdir, target=target, port=port,
                                         interval=args.prometheus_interval)

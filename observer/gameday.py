@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,7 +31,7 @@ from observer import conventions as names
 from observer.config import ObserverConfig, parse_config
 from observer.config.canary import default_metrics
 from observer.errors import ObserverError
-from observer.promserver import PrometheusError, run_prometheus
+from observer.promserver import PrometheusError, free_port, run_prometheus
 from observer.render import argo
 from observer.service import ThreadedService, start_in_thread
 
@@ -82,12 +81,6 @@ def _json_path(body: Mapping[str, Any], path: str) -> Any:
 
 
 # --- processes ------------------------------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def _wait(pred: Callable[[], bool], *, timeout: float, what: str, every: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
@@ -459,7 +452,7 @@ def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed:
                            f"{', '.join(s.name for s in SCENARIOS)}")
     if short and only is None:
         chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full game day
-    ports = {"stable": _free_port(), "canary": _free_port(), "dcgm": _free_port(), "observer": _free_port()}
+    ports = {"stable": free_port(), "canary": free_port(), "dcgm": free_port(), "observer": free_port()}
     base = _config(ports, plan, SCENARIOS[0])
     rows: list[Row] = []
     with run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),

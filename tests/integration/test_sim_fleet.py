@@ -18,6 +18,7 @@ import pytest
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.vllm import parse_vllm
 from observer.errors import ConfigError
+from observer.promserver import port_free
 from observer.sim.answers import AnswerBook, BookItem, normalise
 from observer.sim.fleet import FleetHandle, SimError, run_fleet
 from tests.support.sim import config_yaml, fleet_dict, running_fleet, sim_config
@@ -207,15 +208,6 @@ def test_recent_requests_are_inspectable(fleet: FleetHandle) -> None:
     assert len(samples) <= 50
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def test_start_stop_leaves_no_thread_and_frees_ports() -> None:
     config = sim_config()
     threads = set(threading.enumerate())
@@ -224,7 +216,7 @@ def test_start_stop_leaves_no_thread_and_frees_ports() -> None:
         ports = [int(fleet.url(v).rsplit(":", 1)[1]) for v in fleet.versions]
         assert any(t.name == "observer-sim" for t in threading.enumerate())
     assert set(threading.enumerate()) <= threads
-    assert all(_port_free(p) for p in ports)
+    assert all(port_free(p) for p in ports)
 
 
 def test_a_taken_port_is_reported_and_nothing_is_left_running() -> None:
