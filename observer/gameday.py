@@ -290,6 +290,26 @@ def _decided(expect: str, verdict: str, body: Mapping[str, Any]) -> bool:
     return False  # nodata / not-pass: run every round
 
 
+POST_CHANGE_LOOKS = 4
+"""Looks after a mid-step change before a verdict other than the expected one ends the scenario."""
+
+
+def _settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any]) -> bool:
+    """Whether the scenario can stop looking after round `rnd`.
+
+    Argo keeps measuring through a step (the web gate's `count`), and one Failed measurement aborts it:
+    a `pass` looked at before a mid-step regression's evidence has accumulated is not a promotion. So
+    after a change the game day keeps looking, like the analysis would, until the expected verdict comes
+    or POST_CHANGE_LOOKS looks have passed; the last verdict is the one checked."""
+    if not _decided(s.expect, verdict, body):
+        return False
+    if s.change_after is None:
+        return True
+    if rnd <= s.change_after:
+        return False
+    return verdict == s.expect or rnd >= s.change_after + POST_CHANGE_LOOKS
+
+
 def _check(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str]:
     final = row.verdicts[-1] if row.verdicts else "none"
     prom = {k: v.split(" ")[0] for k, v in row.prometheus.items()}
@@ -404,7 +424,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 time.sleep(plan.scrape_interval * 1.3)
             body = _verdict(obs.url)
             row.verdicts.append(str(body["verdict"]))
-            if _decided(s.expect, row.verdicts[-1], body) and (s.change_after is None or rnd > s.change_after):
+            if _settled(s, rnd, row.verdicts[-1], body):
                 break
             if s.expect in ("nodata", "not-pass") and rnd + 1 >= plan.max_rounds // 2 \
                     and (s.restart_after is None or rnd > s.restart_after + 2):
