@@ -30,7 +30,7 @@ import httpx
 
 from observer.config import ObserverConfig, load_config
 from observer.errors import ObserverError
-from observer.promserver import PrometheusError, free_port, port_free, run_prometheus
+from observer.promserver import PrometheusError, free_port, log_tail, port_free, run_prometheus, stop_process
 from observer.sim.fleet import FleetHandle, run_fleet
 from observer.sim.profile import parse_profile_args
 
@@ -88,19 +88,7 @@ def _process(args: list[str], *, log: Path, env: dict[str, str] | None = None
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+        stop_process(proc)
 
 
 def start_prometheus(stack: ExitStack, *, workdir: Path, target: str, port: int, interval: str) -> str:
@@ -127,7 +115,7 @@ def start_observer(stack: ExitStack, *, config_path: Path, config: ObserverConfi
     try:
         _wait(f"{url}/healthz", timeout=60, what="the observer", alive=lambda: proc.poll() is None)
     except DemoError as e:
-        raise DemoError(f"{e}; its log ends:\n{_tail(log)}") from e
+        raise DemoError(f"{e}; its log ends:\n{log_tail(log)}") from e
     return url
 
 

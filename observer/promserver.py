@@ -41,11 +41,22 @@ def port_free(port: int) -> bool:
     return True
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last `lines` lines of a child process's log ('' when unreadable), for error messages."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a child process, killing it if it has not exited within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
 
 
 @dataclass
@@ -108,7 +119,7 @@ def run_prometheus(targets: Sequence[str], *, port: int | None = None, scrape_in
         while True:
             if proc.poll() is not None:
                 raise PrometheusError(f"Prometheus exited with code {proc.returncode}; its log ends:\n"
-                                      f"{_tail(log_path)}")
+                                      f"{log_tail(log_path)}")
             try:
                 if httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200:
                     break
@@ -116,15 +127,10 @@ def run_prometheus(targets: Sequence[str], *, port: int | None = None, scrape_in
                 pass
             if time.monotonic() > deadline:
                 raise PrometheusError(f"Prometheus not ready at {url} after {ready_timeout:.0f}s; its log ends:\n"
-                                      f"{_tail(log_path)}")
+                                      f"{log_tail(log_path)}")
             time.sleep(0.05)
         yield LocalPrometheus(url=url, workdir=work)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
         if own_dir:
             shutil.rmtree(work, ignore_errors=True)
