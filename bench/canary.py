@@ -1,7 +1,7 @@
 """Canary judges compared on the same simulated streams: requests of canary traffic to a correct Fail, and
 A/A false-fail rates.
 
-Methods, all fed the same per-second draws (observer.analyse.canary.streams):
+Methods, all fed the same per-second draws (tests.support.canary_streams):
   observer        this project's judge (default config), looking every 30 s at the data since step start.
   fixed_threshold the reference architecture's template: every 2 min the canary's P95 TTFT (or error
                   rate) over the last 2 min must be under a fixed threshold; failureLimit 2 (the 3rd failed
@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from observer.analyse import histogram
 from observer.analyse.canary.judge import Outcome, judge
-from observer.analyse.canary.streams import (
+from observer.config.canary import CanarySpec
+from tests.support.canary_streams import (
     TTFT_EDGES,
     ArmProfile,
     Step,
@@ -44,7 +45,6 @@ from observer.analyse.canary.streams import (
     simulate_step,
     to_histogram,
 )
-from observer.config.canary import CanarySpec
 
 LOOK_SECONDS = 30
 FIXED_INTERVAL = 120

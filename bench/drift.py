@@ -1,6 +1,6 @@
 """Benchmark of embedding drift detection against Evidently's embedding-drift methods, in the same run.
 
-Data: the seeded chatterbot-corpus texts (observer.analyse.drift.corpus), embedded once with the bundled
+Data: the seeded chatterbot-corpus texts (tests.support.drift_corpus), embedded once with the bundled
 all-MiniLM-L6-v2 (this embedding pass is also the throughput measurement). Every trial draws one
 (reference, current) pair of n = 500 texts each and hands the SAME vectors to every method.
 
@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from observer.analyse.drift.corpus import SHIFTS, load_corpus  # noqa: E402
 from observer.analyse.drift.mmd import permutation_test  # noqa: E402
 from observer.analyse.embed import load_local_embedder  # noqa: E402
+from tests.support.drift_corpus import SHIFTS, load_corpus  # noqa: E402
 
 ALPHA = 0.05
 N = 500

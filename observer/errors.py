@@ -30,12 +30,8 @@ class ParseError(ObserverError, ValueError):
         super().__init__(f"line {line}: {message}" if line is not None else message)
 
 
-class ScrapeError(ObserverError):
-    """A scrape failed; `reason` is a short bounded token used as a metric label."""
-
-    def __init__(self, message: str, *, reason: str) -> None:
-        self.reason = reason
-        super().__init__(message)
+class NotFoundError(ObserverError, LookupError):
+    """A named thing (a version's report, a baseline) does not exist (yet)."""
 
 
 class StoreError(ObserverError):

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,10 +19,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
+from observer.analyse.embed import Embedder
 from observer.config.spec import ObserverConfig
 from observer.export.app import create_app
-from observer.runtime import Builder, Clock, Component, Context, Job, all_builders
+from observer.httpserve import uvicorn_config
 from observer.telemetry import build_tracer
+from observer.wiring.root import Area, Services, assemble
+from observer.wiring.runtime import Clock, Component, Context, Job, resolve_auth_token
 
 log = logging.getLogger("observer")
 T = TypeVar("T")
@@ -50,6 +53,7 @@ class Service:
 
     config: ObserverConfig
     context: Context
+    services: Services
     components: list[Component]
     registry: CollectorRegistry
     app: FastAPI
@@ -60,15 +64,14 @@ class Service:
 
     @classmethod
     def build(cls, config: ObserverConfig, *, http: httpx.AsyncClient | None = None, clock: Clock = time.time,
-              builders: Iterable[Builder] | None = None, span_exporter: SpanExporter | None = None) -> Service:
-        """Assemble the service from config (nothing starts until `start`)."""
+              areas: Collection[Area] | None = None, span_exporter: SpanExporter | None = None,
+              embedder_factory: Callable[[], Embedder] | None = None, extra: Sequence[Component] = ()) -> Service:
+        """Assemble the service from config (nothing starts until `start`); `areas`: a subset (default all);
+        `extra`: components of an embedding program, added after the areas'."""
         client = http or httpx.AsyncClient(follow_redirects=False)
-        ctx = Context(config=config, http=client, clock=clock)
-        components: list[Component] = []
-        for build in builders if builders is not None else all_builders():
-            component = build(ctx)
-            if component is not None:
-                components.append(component)
+        ctx = Context(config=config, http=client, clock=clock, auth_token=resolve_auth_token(config))
+        services = assemble(ctx, areas=areas, embedder_factory=embedder_factory)
+        components = [*services.components, *extra]
         registry = CollectorRegistry(auto_describe=True)
         for component in components:
             for collector in component.collectors():
@@ -77,7 +80,7 @@ class Service:
         routers = [r for c in components for r in c.routers()]
         app = create_app(registry=registry, routers=routers, ready=lambda: all(c() for c in ctx.ready_checks))
         tracer = build_tracer(config.telemetry, exporter=span_exporter)
-        return cls(config=config, context=ctx, components=components, registry=registry, app=app,
+        return cls(config=config, context=ctx, services=services, components=components, registry=registry, app=app,
                    tracer=tracer, job_metrics=job_metrics)
 
     def jobs(self) -> list[Job]:
@@ -145,8 +148,8 @@ async def serve(config: ObserverConfig) -> None:
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
     service = Service.build(config)
-    server = uvicorn.Server(uvicorn.Config(service.app, host=config.server.host, port=config.server.port,
-                                           log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn_config(service.app, host=config.server.host, port=config.server.port,
+                                           lifespan="auto"))
     await service.start()
     try:
         await server.serve()
@@ -176,7 +179,7 @@ class ThreadedService:
             raise RuntimeError(f"the observer at {self.url} did not stop within {timeout:.0f} s")
 
 
-def start_in_thread(config: ObserverConfig, *, builders: Iterable[Builder] | None = None,
+def start_in_thread(config: ObserverConfig, *, areas: Collection[Area] | None = None,
                     http: httpx.AsyncClient | None = None, span_exporter: SpanExporter | None = None,
                     name: str = "observer", start_timeout: float = 30.0) -> ThreadedService:
     """Build and start a Service for `config` on config.server's host:port in a background thread; return
@@ -188,9 +191,8 @@ def start_in_thread(config: ObserverConfig, *, builders: Iterable[Builder] | Non
     host, port = config.server.host, config.server.port
 
     async def main() -> None:
-        service = Service.build(config, builders=builders, span_exporter=span_exporter, http=http)
-        server = uvicorn.Server(uvicorn.Config(service.app, host=host, port=port, log_level="warning",
-                                               access_log=False, lifespan="off"))
+        service = Service.build(config, areas=areas, span_exporter=span_exporter, http=http)
+        server = uvicorn.Server(uvicorn_config(service.app, host=host, port=port))
         box.update(service=service, server=server, loop=asyncio.get_running_loop())
         await service.start()
         started.set()

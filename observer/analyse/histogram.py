@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable
 
 from observer.collect.model import Histogram
+from observer.conventions import vllm
 
 
 def quantile(q: float, h: Histogram) -> float:
@@ -45,14 +46,14 @@ def quantile(q: float, h: Histogram) -> float:
 
 
 def _by_le(h: Histogram) -> dict[str, float]:
-    labels = h.le_labels or tuple(repr(b) for b in h.bounds)
+    labels = h.le_labels or tuple(vllm.format_le(b) for b in h.bounds)
     out = dict(zip(labels, h.cumulative, strict=False))
     out["+Inf"] = h.cumulative[-1]
     return out
 
 
 def _rebuild(template: Histogram, values: dict[str, float], total_sum: float, count: float) -> Histogram:
-    labels = template.le_labels or tuple(repr(b) for b in template.bounds)
+    labels = template.le_labels or tuple(vllm.format_le(b) for b in template.bounds)
     return Histogram(bounds=template.bounds, cumulative=(*(values[le] for le in labels), values["+Inf"]),
                      sum=total_sum, count=count, le_labels=labels)
 
@@ -88,7 +89,7 @@ def merge(histograms: Iterable[Histogram]) -> Histogram | None:
     maps = [_by_le(h) for h in items]
     common = set(maps[0]).intersection(*maps[1:])
     template = max(items, key=lambda h: len(h.bounds))
-    labels = template.le_labels or tuple(repr(b) for b in template.bounds)
+    labels = template.le_labels or tuple(vllm.format_le(b) for b in template.bounds)
     keep = [(b, le) for b, le in zip(template.bounds, labels, strict=False) if le in common]
     values = {le: sum(m[le] for m in maps) for _, le in keep}
     values["+Inf"] = sum(m["+Inf"] for m in maps)

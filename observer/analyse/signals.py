@@ -25,6 +25,7 @@ from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
 from observer.config.fleet import VersionSpec
 from observer.conventions import FINISHED_REASONS
+from observer.jsonsafe import finite
 
 TTFT = "time_to_first_token_seconds"
 ITL = "inter_token_latency_seconds"
@@ -101,7 +102,6 @@ class VersionSignals:
     finished_ratio: Mapping[str, float]
     prefix_cache_hit_ratio: float | None
     queue_depth_per_replica: float | None
-    running_per_replica: float | None
     running_requests: float | None
     """Running requests over all replicas (window mean)."""
     kv_cache_mean: float | None
@@ -137,10 +137,6 @@ class Snapshot:
     versions: Mapping[str, VersionExport] = field(default_factory=dict)
 
 
-def _clean(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
-
-
 def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
@@ -149,8 +145,8 @@ def quantiles(h: Histogram | None) -> Quantiles | None:
     """p50/p95/p99 of `h` with histogram_quantile semantics; None when `h` is None."""
     if h is None:
         return None
-    return Quantiles(p50=_clean(hmath.quantile(0.5, h)), p95=_clean(hmath.quantile(0.95, h)),
-                     p99=_clean(hmath.quantile(0.99, h)), count=h.count, sum=h.sum)
+    return Quantiles(p50=finite(hmath.quantile(0.5, h)), p95=finite(hmath.quantile(0.95, h)),
+                     p99=finite(hmath.quantile(0.99, h)), count=h.count, sum=h.sum)
 
 
 @dataclass
@@ -368,7 +364,6 @@ class SignalStore:
             preemption_rate=rate(PREEMPTIONS), finished_ratio=ratios,
             prefix_cache_hit_ratio=(hits / queries if hits is not None and queries else None),
             queue_depth_per_replica=_mean([p.waiting / p.replicas_up for p in points]),
-            running_per_replica=_mean([p.running / p.replicas_up for p in points]),
             running_requests=_mean([p.running for p in points]),
             kv_cache_mean=_mean(kv_means), kv_cache_max=max(kv_maxes) if kv_maxes else None,
             gpu=self._gpu_signals(v, gpus),

@@ -96,9 +96,9 @@ def register(app: typer.Typer) -> None:
 
 async def _judge_from_prometheus(cfg: Any, url: str, canary: str | None, baseline: str | None
                                  ) -> dict[str, Any]:
-    from observer.analyse.canary.api import verdict_body
-    from observer.analyse.canary.component import CanaryService
+    from observer.analyse.canary.service import CanaryService
     from observer.analyse.canary.sources import PrometheusSource
+    from observer.export.canary_api import verdict_body
 
     async with httpx.AsyncClient() as http:
         import time

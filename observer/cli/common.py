@@ -8,6 +8,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from observer import env
 from observer.config import ObserverConfig, load_config
@@ -34,5 +35,6 @@ def load(path: Path | None) -> ObserverConfig:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print `message` in red on stderr and exit with `code`."""
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    # Escaped: messages quote extras (`observer[render]`) and paths that rich would read as markup.
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)

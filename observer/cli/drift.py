@@ -70,14 +70,9 @@ def read_texts(path: Path) -> list[str]:
 
 
 def _checker(cfg: ObserverConfig) -> Checker:
-    from observer.analyse.drift.baseline import BaselineRepo
-    from observer.analyse.drift.check import Checker
-    from observer.analyse.drift.component import make_embedder
-    from observer.store.sqlite import SqliteStore
+    from observer.analyse.drift.pinning import open_checker
 
-    store = SqliteStore(cfg.sampling.store.path, busy_timeout_seconds=cfg.sampling.store.busy_timeout_seconds)
-    return Checker(config=cfg, store=store, repo=BaselineRepo(cfg.drift.baseline_dir),
-                   embedder_factory=lambda: make_embedder(cfg.drift.embedder))
+    return open_checker(cfg)
 
 
 def _known(cfg: ObserverConfig, version: str) -> None:
@@ -109,32 +104,19 @@ def register(app: typer.Typer) -> None:
             note: str = typer.Option("", help="Free-text note stored in the metadata."),
             config: ConfigOption = None) -> None:
         """Capture an immutable baseline from a version's stored samples."""
-        from observer.analyse.drift import baseline as bl
-        from observer.analyse.drift.check import model_key, select
+        from observer.analyse.drift.pinning import pin_baseline
 
         cfg = load(config)
         _known(cfg, version)
         now = time.time()
-        t0, t1 = parse_time(since, now=now), parse_time(until, now=now)
-        who = by or _user()
         try:
-            checker = _checker(cfg)
-            if source is not None and source not in ("proxy", "ingest", "golden"):
-                fail(f"unknown source {source!r}; choose proxy, ingest or golden")
-            samples = select(checker.store, version, since=t0, until=t1, limit=None,
-                             sources=[source] if source else cfg.drift.sources)
-            key = model or model_key(cfg, version, samples)
-            b = bl.build(samples, checker.embedder(), model=key, source_version=version, since=t0, until=t1,
-                         created_by=who, created_at=now, max_samples=cfg.drift.max_baseline_samples,
-                         seed=cfg.drift.seed, source=source or ",".join(cfg.drift.sources), note=note)
-            checker.repo.save(b)
-            if promote:
-                why = "pinned with --promote" + (f": {note}" if note else "")
-                checker.repo.promote(b.hash, by=who, at=now, reason=why)
+            p = pin_baseline(cfg, version, now=now, created_by=by or _user(), since=parse_time(since, now=now),
+                             until=parse_time(until, now=now), source=source, model=model, promote=promote,
+                             note=note)
         except ObserverError as e:
             fail(str(e))
-        typer.echo(f"pinned baseline {b.hash} for model {key} ({b.meta.n} samples of {version})"
-                   + ("; now active" if promote else f"; activate it with `observer baseline promote {b.short()}`"))
+        typer.echo(f"pinned baseline {p.hash} for model {p.model} ({p.n} samples of {version})"
+                   + ("; now active" if promote else f"; activate it with `observer baseline promote {p.short}`"))
 
     @baseline_app.command("list")
     def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON."), config: ConfigOption = None) -> None:
@@ -224,7 +206,7 @@ def register(app: typer.Typer) -> None:
              fail_on_drift: bool = typer.Option(False, help="Exit 1 when drift is detected."),
              config: ConfigOption = None) -> None:
         """Two-sample embedding test on two files of texts."""
-        from observer.analyse.drift.component import make_embedder
+        from observer.analyse.drift.embedder import make_embedder
         from observer.analyse.drift.mmd import METHODS, permutation_test
         from observer.config.drift import EmbedderSpec
 

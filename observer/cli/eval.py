@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from observer.analyse.quality.calibrate import Agreement, Judged, calibrate, load_labels
-from observer.analyse.quality.component import build_judge, check_rubrics
+from observer.analyse.quality.factory import build_judge, check_rubrics
 from observer.analyse.quality.golden import GoldenItem, discover
 from observer.analyse.quality.judge import JudgeStats
 from observer.analyse.quality.model import Answer, GoldenRunResult

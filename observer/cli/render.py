@@ -13,7 +13,7 @@ from rich.console import Console
 
 from observer.cli.common import ConfigOption, err_console, fail, load
 from observer.config.spec import ObserverConfig
-from observer.errors import ObserverError
+from observer.errors import MissingDependencyError, ObserverError
 from observer.render.writer import write_files
 
 Renderer = Callable[[ObserverConfig], dict[str, str]]
@@ -35,31 +35,23 @@ MODULES: dict[Target, str] = {
 }
 
 
-def _renderer(target: Target) -> Renderer | None:
-    """The `render` function of a target, imported lazily; None (with a warning) if not available yet."""
+def _renderer(target: Target) -> Renderer:
+    """The `render` function of a target, imported lazily (the dashboards need the `render` extra)."""
     try:
         module = importlib.import_module(MODULES[target])
-        func: Renderer = module.render
-        return func
-    except (ImportError, AttributeError) as e:
-        err_console.print(f"[yellow]warning:[/yellow] skipping {target}: renderer not available ({e})",
-                          highlight=False)
-        return None
+    except ImportError as e:
+        if e.name and e.name.startswith("grafana_foundation_sdk"):
+            raise MissingDependencyError("grafana-foundation-sdk", "render") from e
+        raise ObserverError(f"could not load the {target} renderer: {e}") from e
+    func: Renderer = module.render
+    return func
 
 
 def render_files(config: ObserverConfig, targets: list[Target]) -> dict[str, str]:
-    """Render every target into one path → text map; renderers still unimplemented are skipped with a warning."""
+    """Render every target into one path → text map; a renderer that cannot run is an error, never a skip."""
     files: dict[str, str] = {}
     for target in targets:
-        func = _renderer(target)
-        if func is None:
-            continue
-        try:
-            out = func(config)
-        except NotImplementedError:
-            err_console.print(f"[yellow]warning:[/yellow] skipping {target}: renderer not implemented yet",
-                              highlight=False)
-            continue
+        out = _renderer(target)(config)
         for path in out:
             if path in files:
                 raise ObserverError(f"could not render {target}: {path} is also written by another renderer")

@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         log_level: str = typer.Option("INFO", help="Logging level."),
     ) -> None:
         """Forward OpenAI-compatible traffic to one version and sample its replies."""
-        from observer.sample.standalone import run_proxy
+        from observer.wiring.sidecar import run_proxy
 
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
         cfg = load(config)

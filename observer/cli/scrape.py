@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,15 +15,12 @@ from observer.cli.common import fail
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.model import DcgmScrape, VllmScrape
 from observer.collect.promtext import parse
-from observer.collect.vllm import normalise
+from observer.collect.scraper import Scraper
+from observer.collect.vllm import normalise, parse_vllm
 from observer.errors import ObserverError, ParseError
+from observer.jsonsafe import finite
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
-ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
-
-
-def _finite(x: float) -> float | None:
-    return None if math.isnan(x) or math.isinf(x) else x
 
 
 def vllm_json(scrape: VllmScrape) -> dict[str, Any]:
@@ -36,7 +33,7 @@ def vllm_json(scrape: VllmScrape) -> dict[str, Any]:
         models[name] = {
             "histograms": {
                 fam: {"count": h.count, "sum": h.sum,
-                      **{f"p{round(q * 100)}": _finite(quantile(q, h)) for q in (0.5, 0.95, 0.99)}}
+                      **{f"p{round(q * 100)}": finite(quantile(q, h)) for q in (0.5, 0.95, 0.99)}}
                 for fam, h in sorted(m.histograms.items())
             },
             "gauges": dict(sorted(m.gauges.items())),
@@ -54,21 +51,15 @@ def dcgm_json(scrape: DcgmScrape) -> list[dict[str, Any]]:
 
 
 def read_source(source: str, *, timeout: float = 10.0) -> str:
-    """Return the body of a URL (GET, bounded size) or a file."""
+    """Return the body of a URL (through the service's Scraper: same limits, headers and checks) or a file."""
     if source.startswith(("http://", "https://")):
-        try:
-            with httpx.stream("GET", source, timeout=timeout, headers={"Accept": ACCEPT}) as r:
-                if r.status_code != 200:
-                    raise ObserverError(f"could not scrape {source}: HTTP {r.status_code}")
-                chunks, size = [], 0
-                for chunk in r.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_BODY_BYTES:
-                        raise ObserverError(f"could not scrape {source}: body larger than {MAX_BODY_BYTES} bytes")
-                    chunks.append(chunk)
-                return b"".join(chunks).decode("utf-8", errors="replace")
-        except httpx.HTTPError as e:
-            raise ObserverError(f"could not scrape {source}: {type(e).__name__}: {e}") from e
+        async def fetch() -> str:
+            async with httpx.AsyncClient() as client:
+                scraper = Scraper(client=client, parse_vllm=parse_vllm, parse_dcgm=parse_dcgm,
+                                  timeout_seconds=timeout, max_body_bytes=MAX_BODY_BYTES)
+                return await scraper.fetch_text(source)
+
+        return asyncio.run(fetch())
     try:
         return Path(source).read_text(encoding="utf-8", errors="replace")
     except OSError as e:

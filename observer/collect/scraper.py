@@ -21,7 +21,7 @@ from typing import TypeVar
 import httpx
 
 from observer.collect.model import DcgmScrape, VllmScrape
-from observer.errors import ParseError
+from observer.errors import ObserverError, ParseError
 
 log = logging.getLogger("observer.scrape")
 
@@ -87,6 +87,14 @@ class ScrapeResult:
     def ok(self) -> bool:
         """True when the target answered with a valid, recognised exposition."""
         return self.reason is None
+
+
+class ScrapeFailure(ObserverError):
+    """One fetch failed; `reason` is the bounded ScrapeReason (also a metric label)."""
+
+    def __init__(self, message: str, *, reason: ScrapeReason) -> None:
+        self.reason = reason
+        super().__init__(message)
 
 
 class _Failed(Exception):
@@ -182,6 +190,26 @@ class Scraper:
             return ScrapeResult(target, started, duration, ScrapeReason.INTERNAL,
                                 f"{target.url}: internal error {type(e).__name__}: {_trim(str(e))}", size)
         return ScrapeResult(target, started, time.perf_counter() - t0, None, "", size, vllm, dcgm)
+
+    async def fetch_text(self, url: str) -> str:
+        """GET `url` under the same deadline, size cap, headers and checks as a scrape; return the text.
+
+        Raises ScrapeFailure with the bounded reason (the one-shot `observer scrape` uses this)."""
+        target = Target(TargetKind.VLLM, url)
+        try:
+            try:
+                async with asyncio.timeout(self.timeout_seconds):
+                    body, content_type = await self._fetch(target)
+            except TimeoutError as e:
+                raise _Failed(ScrapeReason.TIMEOUT, f"no complete answer within {self.timeout_seconds:g}s") from e
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise _Failed(ScrapeReason.ENCODING, f"body is not UTF-8 (byte {e.start})") from e
+            _check_complete(text, content_type)
+        except _Failed as e:
+            raise ScrapeFailure(f"could not scrape {url}: {e}", reason=e.reason) from e
+        return text
 
     async def _fetch(self, target: Target) -> tuple[bytes, str | None]:
         try:

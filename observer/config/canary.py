@@ -8,10 +8,11 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
+from observer.conventions.vllm import LatencyId
 
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
-LatencyFamily = Literal["ttft", "itl", "e2e", "queue"]
+LatencyFamily = LatencyId  # one vocabulary: observer.conventions.vllm
 
 
 class CanaryPairSpec(Spec):

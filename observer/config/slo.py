@@ -14,22 +14,15 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
+from observer.conventions import vllm
 
 SLO_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 HistogramKind = Literal["ttft", "inter_token", "e2e", "queue"]
 
-# vLLM's default bucket edges (unchanged 0.8.5 → 0.33). Overridable in vLLM ≥ 0.32 with
-# --custom-histogram-buckets: then list the deployed edges in `bucket_edges`.
+# vLLM's default bucket edges, by the SLO section's histogram names (see observer.conventions.vllm).
 VLLM_DEFAULT_EDGES: dict[str, tuple[float, ...]] = {
-    "ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-             20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
-    "inter_token": (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                    20.0, 40.0, 80.0),
-    "e2e": (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-            480.0, 960.0, 1920.0, 7680.0),
-    "queue": (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-              480.0, 960.0, 1920.0, 7680.0),
+    kind: vllm.DEFAULT_EDGES[vllm.latency_id(kind)] for kind in ("ttft", "inter_token", "e2e", "queue")
 }
 
 ErrorReason = Literal["stop", "length", "abort", "error", "repetition"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from observer.errors import BaselineError, ConfigError, ObserverError, StoreError
+from observer.errors import BaselineError, ConfigError, NotFoundError, ObserverError, StoreError
 
 _STATUS: dict[type[ObserverError], int] = {
     ConfigError: 400,
+    NotFoundError: 404,
     BaselineError: 409,
     StoreError: 503,
 }

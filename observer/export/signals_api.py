@@ -3,36 +3,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
-from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Response
 
+from observer import jsonsafe
 from observer.analyse.signals import SignalStore
 from observer.collect.scraper import TargetHealth
 
 
-def strict(value: Any) -> Any:
-    """`value` made JSON-safe: dataclasses and enums unpacked, non-finite floats replaced by None."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: strict(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): strict(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [strict(v) for v in value]
-    if isinstance(value, str | int | bool) or value is None:
-        return value.value if hasattr(value, "value") and isinstance(value, str) else value
-    return str(value)
-
-
 def json_response(payload: Any) -> Response:
     """A JSON response that can never contain NaN or Infinity (json.dumps with allow_nan=False)."""
-    return Response(json.dumps(strict(payload), allow_nan=False, sort_keys=True), media_type="application/json")
+    return Response(jsonsafe.dumps(payload, sort_keys=True), media_type="application/json")
 
 
 def signals_payload(store: SignalStore) -> dict[str, Any]:
@@ -50,7 +32,7 @@ def targets_payload(health: TargetHealth) -> dict[str, Any]:
     """The /api/v1/targets document."""
     targets = []
     for s in health.statuses():
-        doc = strict(s)
+        doc = jsonsafe.strict(s)
         doc["errors"] = {reason.value: n for reason, n in s.errors}
         targets.append(doc)
     return {"targets": targets}

@@ -22,6 +22,7 @@ from typing import Any
 from observer import conventions as names
 from observer.config.canary import CanaryMetricSpec
 from observer.config.spec import ObserverConfig
+from observer.conventions.promql import selector
 from observer.render.yamltext import dump_yaml
 
 API = "argoproj.io/v1alpha1"
@@ -48,24 +49,19 @@ class PromMetric:
     dry_run: bool
 
 
-def _sel(**labels: str) -> str:
-    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
-
-
 def _pair() -> dict[str, str]:
     return {names.CANARY: "{{args.canary}}", names.BASELINE: "{{args.baseline}}"}
 
 
 def _group_query(metrics: Sequence[CanaryMetricSpec]) -> str:
     regex = "|".join(m.name for m in metrics)
-    sel = _sel(**_pair()).rstrip("}") + f',{names.METRIC}=~"{regex}"}}'
-    return f"min({names.CANARY_METRIC_RESULT}{sel})"
+    return f"min({selector(names.CANARY_METRIC_RESULT, _pair(), regex={names.METRIC: regex})})"
 
 
 def prometheus_metrics(config: ObserverConfig) -> list[PromMetric]:
     """The Prometheus-provider metrics (verdict, latency, errors, quality, drift) of the config."""
     metrics = [m for m in config.canary.metrics if not m.advisory]
-    out = [PromMetric(name="verdict", query=f"max({names.CANARY_VERDICT}{_sel(**_pair())})",
+    out = [PromMetric(name="verdict", query=f"max({selector(names.CANARY_VERDICT, _pair())})",
                       success=guarded("result[0] == 1"), failure=guarded("result[0] == -1"), dry_run=False)]
     groups: list[tuple[str, list[CanaryMetricSpec]]] = [
         ("latency", [m for m in metrics if m.kind == "latency"]),
@@ -81,8 +77,8 @@ def prometheus_metrics(config: ObserverConfig) -> list[PromMetric]:
     drift = [m for m in config.canary.metrics if m.kind == "drift"]
     if drift:
         fields = "|".join(sorted({m.field or "" for m in drift}))
-        sel = _sel(**{names.VERSION: "{{args.canary}}"}).rstrip("}") + f',{names.FIELD}=~"{fields}"}}'
-        out.append(PromMetric(name="drift", query=f"max({names.DRIFT_DETECTED}{sel})", success=None,
+        sel = selector(names.DRIFT_DETECTED, {names.VERSION: "{{args.canary}}"}, regex={names.FIELD: fields})
+        out.append(PromMetric(name="drift", query=f"max({sel})", success=None,
                               failure=guarded("result[0] >= 1"),
                               dry_run=not any(m.critical for m in drift)))
     return out
@@ -103,10 +99,16 @@ def verdict_url(config: ObserverConfig, *, weight: str) -> str:
 
 
 def gate_spec(config: ObserverConfig) -> dict[str, Any]:
-    """The web-provider gate: pass to continue, fail aborts, all-inconclusive pauses."""
+    """The gate: the web verdict *and* the same verdict through Prometheus; pass needs both.
+
+    Argo ≤ v1.9.x marks a web measurement Successful, without evaluating its conditions, when the answer is
+    a 2xx whose body is not JSON or is empty (an ingress default backend, a login page, a wrong port). A run
+    is only as good as its worst metric, so the Prometheus twin, which reads `observer_canary_verdict`,
+    leaves such a step Inconclusive (no series) or Failed instead of promoting."""
     spec = config.canary
+    address = spec.prometheus_url or DEFAULT_PROMETHEUS
     # Each analysis step passes its setWeight as canary-weight (empty: the config's expected weight).
-    return {"args": _args({"name": WEIGHT_ARG, "value": ""}), "metrics": [{
+    web = {
         "name": "canary-verdict",
         "interval": spec.argo_interval,
         "count": spec.argo_count,
@@ -117,7 +119,21 @@ def gate_spec(config: ObserverConfig) -> dict[str, Any]:
         "consecutiveErrorLimit": 2,
         "provider": {"web": {"url": verdict_url(config, weight="{{args." + WEIGHT_ARG + "}}"),
                              "jsonPath": "{$.verdict}", "timeoutSeconds": 10}},
-    }]}
+    }
+    verdict = prometheus_metrics(config)[0]
+    twin = {
+        "name": "canary-verdict-prometheus",
+        "interval": spec.argo_interval,
+        "count": spec.argo_count,
+        "successCondition": verdict.success,
+        "failureCondition": verdict.failure,
+        "failureLimit": 0,
+        "inconclusiveLimit": spec.argo_count - 1,
+        "consecutiveErrorLimit": 3,
+        "provider": {"prometheus": {"address": "{{args.prometheus-address}}", "query": verdict.query}},
+    }
+    return {"args": _args({"name": WEIGHT_ARG, "value": ""}, {"name": "prometheus-address", "value": address}),
+            "metrics": [web, twin]}
 
 
 def guardrail_spec(config: ObserverConfig) -> dict[str, Any]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from observer import conventions as names
+from observer.conventions.promql import one_of, selector
 from observer.render.burnrate import duration
 from observer.render.objectives import Alerting
-from observer.render.rulemodel import Alert, Example, Firing, Group, Labels, Series, one_of, selector
+from observer.render.rulemodel import Alert, Example, Firing, Group, Labels, Series
 
 _V = names.VERSION
 

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from prometheus_client.utils import floatToGoString
-
 from observer import conventions as names
 from observer.analyse.canary.pairs import resolve_pairs
+from observer.conventions import vllm
 from observer.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -101,12 +100,6 @@ class Alerting:
         return f"{self.runbook_base_url.rstrip('/')}/{page}.md"
 
 
-def le_text(edge: float) -> str:
-    """The `le` label text of a bucket edge, formatted as the observer's exporter writes it."""
-    # prometheus_client's formatting ("2.5", "1.0", "10.0"); `le` matching in PromQL is by exact text.
-    return str(floatToGoString(edge))  # type: ignore[no-untyped-call]
-
-
 def build_alerting(config: ObserverConfig) -> Alerting:
     """Map the `slo` section (with the fleet) to the internal model; ConfigError names the bad key."""
     slo = config.slo
@@ -126,7 +119,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         objectives.append(Objective(
             name=lat.name, kind=SliKind.LATENCY, objective=lat.objective,
             versions=versions("latency", i, lat.versions), histogram=HISTOGRAMS[lat.histogram],
-            le=le_text(lat.threshold_seconds), threshold_seconds=lat.threshold_seconds))
+            le=vllm.format_le(lat.threshold_seconds), threshold_seconds=lat.threshold_seconds))
     for i, av in enumerate(slo.availability):
         objectives.append(Objective(
             name=av.name, kind=SliKind.AVAILABILITY, objective=av.objective,

@@ -89,23 +89,6 @@ class Group:
     rules: tuple[Rule, ...]
 
 
-def selector(metric: str, matchers: Mapping[str, str] | None = None, *, regex: Mapping[str, str] | None = None
-             ) -> str:
-    """A PromQL selector `metric{a="x",b=~"y|z"}` with label names from conventions."""
-    parts = [f'{k}="{_escape(v)}"' for k, v in (matchers or {}).items()]
-    parts += [f'{k}=~"{_escape(v)}"' for k, v in (regex or {}).items()]
-    return f"{metric}{{{','.join(parts)}}}" if parts else metric
-
-
-def one_of(values: Sequence[str]) -> str:
-    """A regex alternation matching exactly these label values."""
-    return "|".join(re.escape(v) for v in values)
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def expand(template: str, labels: Mapping[str, str], *, value: float) -> str:
     """Render an annotation template as Prometheus would for an alert with `labels` and `value`."""
 

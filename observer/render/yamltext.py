@@ -22,7 +22,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def dump_yaml(data: Any) -> str:
-    """YAML text of plain data (dicts keep their insertion order)."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1000,
+def dump_yaml(data: Any, *, width: int = 1000) -> str:
+    """YAML text of plain data (dicts keep their insertion order; lines fold past `width`)."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=width,
                      default_flow_style=False)

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
+from observer.conventions import vllm
 
 DROP_REASONS: tuple[str, ...] = (
     "queue_full",  # the storage queue was full
@@ -28,10 +29,8 @@ DROP_REASONS: tuple[str, ...] = (
     "shutdown",  # still queued when the process stopped
 )
 ADDED_LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-               240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = vllm.TTFT_EDGES  # the client-side histograms use vLLM's edges, so the two compare bucket by bucket
+E2E_BUCKETS = vllm.REQUEST_EDGES
 
 
 @dataclass

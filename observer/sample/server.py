@@ -12,6 +12,7 @@ from typing import Any
 
 import uvicorn
 
+from observer.httpserve import uvicorn_config
 from observer.sample.proxy import QuietAborts
 
 
@@ -53,8 +54,7 @@ class RunningServer:
 def server_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
     """uvicorn settings for the proxy: no Server/Date headers of its own (the upstream's pass through)."""
     logging.getLogger("uvicorn.error").addFilter(QuietAborts())
-    return uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
-                          server_header=False, date_header=False, timeout_keep_alive=75)
+    return uvicorn_config(app, host=host, port=port, server_header=False, date_header=False, timeout_keep_alive=75)
 
 
 async def start_server(app: Any, *, host: str, port: int, timeout: float = 10.0) -> RunningServer:

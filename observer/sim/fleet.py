@@ -24,6 +24,7 @@ from fastapi import FastAPI
 
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError, ObserverError
+from observer.httpserve import uvicorn_config
 from observer.sim.answers import AnswerBook
 from observer.sim.openai_api import create_dcgm_app, create_replica_app
 from observer.sim.profile import Profile, build_profile
@@ -249,8 +250,7 @@ def _start(handle: FleetHandle, *, tick_seconds: float, ready_timeout: float) ->
         handle._loop = asyncio.get_running_loop()
         tasks = []
         for s in handle._servers:
-            s.server = uvicorn.Server(uvicorn.Config(s.app, log_level="warning", access_log=False,
-                                                     lifespan="off", ws="none", timeout_graceful_shutdown=2))
+            s.server = uvicorn.Server(uvicorn_config(s.app, ws="none", timeout_graceful_shutdown=2))
             assert s.sock is not None
             tasks.append(asyncio.create_task(s.server.serve(sockets=[s.sock])))
         deadline = time.monotonic() + ready_timeout

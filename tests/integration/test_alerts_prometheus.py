@@ -17,7 +17,6 @@ import httpx
 import pytest
 
 from observer import conventions as names
-from observer.collect import component as collect
 from observer.config import parse_config
 from observer.render import alerts
 from observer.render.writer import write_files
@@ -57,7 +56,7 @@ def test_faulted_canary_drives_the_page_alerts_to_firing(tmp_path: Path) -> None
     rules = tmp_path / alerts.RULES_FILE
 
     with running_fleet(config, seed=11, total_rps=40.0) as (fleet, _), \
-            run_observer(config, builders=[collect.build]) as observer:
+            run_observer(config, areas=["scrape"]) as observer:
         observer.wait_ready()
         target = observer.url.removeprefix("http://")
         with run_prometheus([target], rule_files=[rules]) as prom:

@@ -16,11 +16,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from typer.testing import CliRunner
 
 from observer import conventions as names
-from observer.analyse.canary.component import CanaryService
+from observer.analyse.canary.service import CanaryService
 from observer.analyse.canary.sources import PrometheusSource
-from observer.analyse.canary.streams import TTFT_EDGES
 from observer.cli.main import app
 from observer.config import parse_config
+from tests.support.canary_streams import TTFT_EDGES
 from tests.support.prom import free_port, run_prometheus
 
 pytestmark = [pytest.mark.integration,

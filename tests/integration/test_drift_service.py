@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from observer import conventions as names
-from observer.analyse.drift.corpus import SCENARIOS, load_corpus
 from observer.cli.main import app
 from observer.config import parse_config
+from tests.support.drift_corpus import SCENARIOS, load_corpus
 from tests.support.observer_proc import run_observer
 from tests.support.prom import run_prometheus
 

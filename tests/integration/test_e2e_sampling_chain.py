@@ -27,11 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from observer import conventions as names
-from observer.analyse.quality.component import build as build_quality
 from observer.cli.main import app
 from observer.config import parse_config
-from observer.runtime import STORE
-from observer.sample.component import build as build_sample
 from tests.support.embeddings_server import run_embeddings_server
 from tests.support.observer_proc import ObserverProcess, run_observer, wait_until
 from tests.support.prom import free_port, wait_http
@@ -130,7 +127,7 @@ def test_proxied_traffic_is_stored_scored_exported_and_drift_checked(tmp_path: P
     config_path.write_text(config_yaml(data))
     cfg = parse_config(config_yaml(data), source=str(config_path), environ={})
     with (running_fleet(cfg, profiles=PROFILES, seed=5) as _,
-          run_observer(cfg, builders=[build_sample, build_quality]) as obs):
+          run_observer(cfg, areas=["sample", "quality"]) as obs):
         sidecars: dict[str, tuple[subprocess.Popen[str], int]] = {}
         outputs: dict[str, str] = {}
         try:
@@ -143,7 +140,7 @@ def test_proxied_traffic_is_stored_scored_exported_and_drift_checked(tmp_path: P
                 await asyncio.gather(*(send_traffic(port, v) for v, (_, port) in sidecars.items()))
 
             asyncio.run(both())
-            store = obs.service.context.get(STORE)
+            store = obs.service.services.store
             wait_until(lambda: all(store.count(v) == REQUESTS for v in VERSIONS), timeout=20,
                        message=f"{REQUESTS} stored samples per version")
         finally:

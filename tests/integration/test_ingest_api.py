@@ -14,7 +14,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from observer import conventions as names
 from observer.config import parse_config
-from observer.sample.component import build as build_sample
 from tests.support.observer_proc import ObserverProcess, run_observer
 
 pytestmark = pytest.mark.integration
@@ -39,7 +38,7 @@ sampling:
 @pytest.fixture
 def observer(tmp_path: Path) -> Iterator[ObserverProcess]:
     config = parse_config(config_text(tmp_path / "samples.db"), environ={})
-    with run_observer(config, builders=[build_sample]) as proc:
+    with run_observer(config, areas=["sample"]) as proc:
         yield proc
 
 

@@ -23,12 +23,11 @@ SERVER = """
 import asyncio, sys
 import uvicorn
 from observer.config import load_config
-from observer.sample.component import build
 from observer.service import Service
 
 async def main():
     config = load_config(sys.argv[1])
-    service = Service.build(config, builders=[build])
+    service = Service.build(config, areas=["sample"])
     await service.start()
     server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=config.server.port,
                                            log_level="warning", lifespan="off"))

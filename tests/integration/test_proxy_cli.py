@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from observer.config import parse_config
-from observer.sample.component import build as build_sample
 from tests.support.observer_proc import run_observer
 from tests.support.prom import free_port, wait_http
 from tests.support.scripted_openai import ScriptedUpstream, reply_text
@@ -29,7 +28,7 @@ fleet:
 server: {{auth_token: tok}}
 sampling: {{store: {{path: "{tmp_path / 'central.db'}"}}}}
 """, environ={})
-    with ScriptedUpstream() as upstream, run_observer(observer_cfg, builders=[build_sample]) as observer:
+    with ScriptedUpstream() as upstream, run_observer(observer_cfg, areas=["sample"]) as observer:
         port = free_port()
         config = tmp_path / "proxy.yaml"
         config.write_text(f"""
@@ -81,7 +80,6 @@ def test_proxy_cli_refuses_an_unknown_version(tmp_path: Path) -> None:
 
 
 def test_serve_mode_runs_the_configured_proxies_into_the_shared_store(tmp_path: Path) -> None:
-    from observer.runtime import STORE
 
     port = free_port()
     with ScriptedUpstream() as upstream:
@@ -95,8 +93,8 @@ sampling:
   reservoir: {{window_seconds: 0.2}}
   store: {{path: "{tmp_path / 's.db'}"}}
 """, environ={})
-        with run_observer(cfg, builders=[build_sample]) as observer:
-            store = observer.service.context.get(STORE)
+        with run_observer(cfg, areas=["sample"]) as observer:
+            store = observer.service.services.store
             resp = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=10,
                               json={"messages": [{"role": "user", "content": "hello"}]})
             assert resp.status_code == 200

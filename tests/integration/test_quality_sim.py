@@ -17,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from observer import conventions as names
-from observer.analyse.quality.component import build
 from observer.cli.main import app
 from observer.config import parse_config
 from observer.config.spec import ObserverConfig
@@ -74,7 +73,7 @@ def by(m: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, versi
 def test_worse_canary_shows_lower_pass_rate_in_exported_gauges(
         fleet: tuple[FleetHandle, dict[str, Any], ObserverConfig], judge: JudgeServer) -> None:
     _, _, cfg = fleet
-    with run_observer(cfg, builders=[build]) as obs:
+    with run_observer(cfg, areas=["quality"]) as obs:
         deadline = time.monotonic() + 150
         m: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         text = ""

@@ -6,8 +6,6 @@ import time
 
 import pytest
 
-from observer.analyse.canary.component import build as build_canary
-from observer.collect.component import build as build_collect
 from tests.support.observer_proc import run_observer
 from tests.support.sim import running_fleet
 
@@ -18,7 +16,7 @@ def test_version_info_carries_max_model_len_from_the_openai_endpoint() -> None:
     with running_fleet() as (_fleet, cfg):
         cfg = cfg.model_copy(update={"scrape": cfg.scrape.model_copy(
             update={"interval_seconds": 1.0, "timeout_seconds": 1.0})})
-        with run_observer(cfg, builders=[build_collect, build_canary]) as obs:
+        with run_observer(cfg, areas=["scrape", "canary"]) as obs:
             obs.wait_ready()
             deadline = time.monotonic() + 30
             lines: list[str] = []

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from observer.collect import component as collect
 from observer.config.spec import ObserverConfig
 from tests.support.observer_proc import Route, run_observer, scaled_exposition, target_server
 from tests.support.prom import Prometheus, run_prometheus
@@ -67,7 +66,7 @@ def test_prometheus_p95_equals_the_fixture_oracle() -> None:
                 {"name": "canary", "vllm": [server.set("/c", Route(body=Growing((FIXTURES / f"{canary}.prom")
                                                                                  .read_text())))]}]},
             "scrape": {"interval_seconds": 0.5, "timeout_seconds": 0.5, "window_seconds": 30}})
-        with run_observer(cfg, builders=[collect.build]) as proc, \
+        with run_observer(cfg, areas=["scrape"]) as proc, \
                 run_prometheus([proc.url.removeprefix("http://")], scrape_interval="1s") as prom:
             proc.wait_ready()
             got = per_version(prom, P95.format(w="10s"))
@@ -79,7 +78,7 @@ def test_prometheus_scrapes_observer_scraping_the_simulated_fleet() -> None:
     cfg = sim_config(interval_seconds=1.0, window_seconds=30.0)
     profiles = {"stable": {"load_rps": 25.0}, "canary": {"preset": "slow", "load_rps": 25.0}}
     with running_fleet(cfg, profiles=profiles, seed=7) as (fleet, config), \
-            run_observer(config, builders=[collect.build]) as proc, \
+            run_observer(config, areas=["scrape"]) as proc, \
             run_prometheus([proc.url.removeprefix("http://")], scrape_interval="1s") as prom:
         proc.wait_ready()
         first = per_version(prom, P95.format(w="20s"))

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 import httpx
 
 from observer.config.spec import ObserverConfig
-from observer.runtime import Builder
 from observer.service import ThreadedService, start_in_thread
+from observer.wiring.root import Area
 from tests.support.prom import free_port, wait_http
 
 T = TypeVar("T")
@@ -45,12 +45,12 @@ class ObserverProcess(ThreadedService):
 
 
 @contextmanager
-def run_observer(config: ObserverConfig, *, builders: list[Builder] | None = None, span_exporter: Any = None,
+def run_observer(config: ObserverConfig, *, areas: list[Area] | None = None, span_exporter: Any = None,
                  http: httpx.AsyncClient | None = None) -> Iterator[ObserverProcess]:
     """Start an observer Service for `config` on a free port (config's port ignored); stop it on exit."""
     cfg = config.model_copy(update={"server": config.server.model_copy(
         update={"host": "127.0.0.1", "port": free_port()})})
-    t = start_in_thread(cfg, builders=builders, span_exporter=span_exporter, http=http)
+    t = start_in_thread(cfg, areas=areas, span_exporter=span_exporter, http=http)
     proc = ObserverProcess(url=t.url, service=t.service, loop=t.loop, server=t.server, thread=t.thread)
     try:
         yield proc

@@ -13,16 +13,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from observer import conventions as names
-from observer.analyse.canary import api
 from observer.analyse.canary.collector import CanaryCollector
-from observer.analyse.canary.component import CanaryService
 from observer.analyse.canary.judge import ArmData, Outcome
 from observer.analyse.canary.pairs import expected_share, resolve_pairs
-from observer.analyse.canary.streams import ArmProfile, simulate_step
+from observer.analyse.canary.service import CanaryService
 from observer.config import parse_config
 from observer.config.canary import CanaryMetricSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
+from observer.export import canary_api as api
+from tests.support.canary_streams import ArmProfile, simulate_step
 
 CONFIG = """
 fleet:

@@ -1,44 +1,143 @@
-"""Argo measurement semantics the game day applies to the rendered conditions (REFERENCE: Argo Rollouts)."""
+"""Argo Rollouts v1.9.1 measurement semantics on every condition the observer generates.
+
+The expected phases are written out by hand from argo-rollouts v1.9.1 (`utils/evaluate/evaluate.go`:
+conditions compiled against the value's type, failure wins, neither true → Inconclusive, success-only
+false → Failed, failure-only false → Successful; `metricproviders/webmetric/webmetric.go`: a 2xx body that
+is not JSON, or empty, is Successful without evaluating anything; a missing JSONPath is Error). They are
+data, not derived from the emulation under test.
+"""
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 import pytest
 
 from observer.config import load_config
-from observer.gameday import evaluate_condition, measurement_phase
+from observer.gameday.argo import (
+    ArgoError,
+    Phase,
+    evaluate_condition,
+    measurement_phase,
+    run_phase,
+    web_measurement,
+)
 from observer.render import argo
 
-GUARD = argo.guarded("result[0] == 1")
+S, F, I, E = Phase.SUCCESSFUL, Phase.FAILED, Phase.INCONCLUSIVE, Phase.ERROR  # noqa: E741
+CFG = load_config("deploy/observer.yaml")
+PROM = {pm.name: pm for pm in argo.prometheus_metrics(CFG)}
+GATE_WEB, GATE_PROM = argo.gate_spec(CFG)["metrics"]
+GUARD = argo.guardrail_spec(CFG)["metrics"][0]
+
+PROM_RESULTS: dict[str, Any] = {"empty": [], "nan": [math.nan], "one": [1.0], "zero": [0.0], "minus-one": [-1.0],
+                                "two-series": [1.0, -1.0], "inf": [math.inf], "scalar": 1.0}
+PROM_EXPECTED: dict[str, dict[str, Phase]] = {
+    #               empty nan one zero -1 two inf scalar
+    "verdict": dict(zip(PROM_RESULTS, (I, I, S, I, F, S, I, E), strict=True)),
+    "latency": dict(zip(PROM_RESULTS, (S, S, S, S, F, S, S, E), strict=True)),
+    "errors": dict(zip(PROM_RESULTS, (S, S, S, S, F, S, S, E), strict=True)),
+    "quality": dict(zip(PROM_RESULTS, (S, S, S, S, F, S, S, E), strict=True)),
+    "drift": dict(zip(PROM_RESULTS, (S, S, F, S, S, F, F, E), strict=True)),
+}
+
+WEB_BODIES: dict[str, bytes] = {
+    "pass": b'{"verdict": "pass", "critical_failed": "pass"}',
+    "fail": b'{"verdict": "fail", "critical_failed": "fail"}',
+    "inconclusive": b'{"verdict": "inconclusive", "critical_failed": "inconclusive"}',
+    "nodata": b'{"verdict": "nodata", "critical_failed": "nodata"}',
+    "true": b'{"verdict": true, "critical_failed": true}',
+    "false": b'{"verdict": false, "critical_failed": false}',
+    "null": b'{"verdict": null, "critical_failed": null}',
+    "non-json": b"<!doctype html><html><body>Please sign in</body></html>",
+    "empty": b"",
+    "missing-field": b'{"canary": "canary"}',
+}
+# v1.9.1 | master (PR #4770)
+WEB_EXPECTED: dict[str, dict[str, tuple[Phase, Phase]]] = {
+    "gate": {"pass": (S, S), "fail": (F, F), "inconclusive": (I, I), "nodata": (I, I), "true": (E, E),
+             "false": (E, E), "null": (I, I), "non-json": (S, I), "empty": (S, I), "missing-field": (E, E)},
+    "guardrail": {"pass": (E, E), "fail": (E, E), "inconclusive": (E, E), "nodata": (E, E), "true": (F, F),
+                  "false": (S, S), "null": (S, S), "non-json": (S, E), "empty": (S, E),
+                  "missing-field": (E, E)},
+}
 
 
-@pytest.mark.parametrize(("result", "phase"), [([], "Inconclusive"), ([math.nan], "Inconclusive"),
-                                               ([1.0], "Successful"), ([0.0], "Inconclusive"),
-                                               ([-1.0], "Failed")],
-                         ids=["empty-vector", "nan", "pass", "inconclusive", "fail"])
-def test_guarded_verdict_metric(result: list[float], phase: str) -> None:
-    assert measurement_phase(GUARD, argo.guarded("result[0] == -1"), result) == phase
+def test_the_matrix_covers_every_generated_metric() -> None:
+    assert set(PROM) == set(PROM_EXPECTED)
+    n = len(PROM) * len(PROM_RESULTS) + 2 * len(WEB_BODIES)
+    assert n >= 60
 
 
-def test_unguarded_condition_errors_on_an_empty_vector() -> None:
-    # What the guard prevents: Argo marks result[0] on an empty vector an Error (repeated errors abort).
-    assert measurement_phase("result[0] == 1", None, []) == "Error"
-    assert measurement_phase("result[0] < 1", None, [math.nan]) == "Failed"  # NaN fails a success-only check
+@pytest.mark.parametrize("result", list(PROM_RESULTS))
+@pytest.mark.parametrize("metric", list(PROM_EXPECTED))
+def test_prometheus_metric(metric: str, result: str) -> None:
+    pm = PROM[metric]
+    assert measurement_phase(pm.success, pm.failure, PROM_RESULTS[result]) == PROM_EXPECTED[metric][result]
 
 
-def test_failure_only_and_web_conditions() -> None:
-    assert measurement_phase(None, argo.guarded("result[0] < 0"), []) == "Successful"
-    assert measurement_phase(None, argo.guarded("result[0] < 0"), [-1.0]) == "Failed"
-    assert measurement_phase('result == "pass"', 'result == "fail"', "inconclusive") == "Inconclusive"
-    assert measurement_phase('result == "pass"', 'result == "fail"', "nodata") == "Inconclusive"
-    assert measurement_phase(None, "result == true", True) == "Failed"
-    assert measurement_phase(None, "result == true", False) == "Successful"
+@pytest.mark.parametrize("result", list(PROM_RESULTS))
+def test_the_gates_prometheus_twin_is_the_verdict_metric(result: str) -> None:
+    phase = measurement_phase(GATE_PROM["successCondition"], GATE_PROM["failureCondition"], PROM_RESULTS[result])
+    assert phase == PROM_EXPECTED["verdict"][result]
+
+
+@pytest.mark.parametrize("body", list(WEB_BODIES))
+@pytest.mark.parametrize("which", ["gate", "guardrail"])
+def test_web_metric(which: str, body: str) -> None:
+    m = GATE_WEB if which == "gate" else GUARD
+    args = (m.get("successCondition"), m.get("failureCondition"))
+    path = m["provider"]["web"]["jsonPath"]
+    v191, master = WEB_EXPECTED[which][body]
+    assert web_measurement(*args, status=200, body=WEB_BODIES[body], path=path) == v191
+    assert web_measurement(*args, status=200, body=WEB_BODIES[body], path=path, master=True) == master
+
+
+@pytest.mark.parametrize("status", [301, 404, 500, 503])
+def test_a_non_2xx_answer_is_an_error(status: int) -> None:
+    assert web_measurement('result == "pass"', None, status=status, body=b'{"verdict": "pass"}',
+                           path="{$.verdict}") == E
+
+
+def test_html_cannot_pass_the_gate_run_without_the_prometheus_verdict() -> None:
+    html = WEB_BODIES["non-json"]
+    web = web_measurement(GATE_WEB["successCondition"], GATE_WEB["failureCondition"], status=200, body=html,
+                          path="{$.verdict}")
+    assert web == S  # the v1.9.1 trap: the web metric alone would promote
+    for absent in ([], [math.nan], [0.0]):
+        twin = measurement_phase(GATE_PROM["successCondition"], GATE_PROM["failureCondition"], absent)
+        assert run_phase([web, twin]) in (I, F)
+    assert run_phase([web, measurement_phase(GATE_PROM["successCondition"], GATE_PROM["failureCondition"],
+                                             [-1.0])]) == F
+
+
+def test_the_endpoint_bodies_are_strict_json_with_string_verdicts() -> None:
+    # What the verdict endpoint really produces: these keep agreeing with the Argo answers above.
+    for verdict in ("pass", "fail", "inconclusive", "nodata"):
+        body = json.dumps({"verdict": verdict, "critical_failed": verdict == "fail"}).encode()
+        expected = {"pass": S, "fail": F}.get(verdict, I)
+        assert web_measurement(GATE_WEB["successCondition"], GATE_WEB["failureCondition"], status=200, body=body,
+                               path="{$.verdict}") == expected
+        assert web_measurement(None, GUARD["failureCondition"], status=200, body=body,
+                               path="{$.critical_failed}") == (F if verdict == "fail" else S)
+
+
+def test_type_mismatch_is_a_compile_error_even_in_a_skipped_branch() -> None:
+    with pytest.raises(ArgoError, match="mismatched"):
+        evaluate_condition('result == "pass"', True)
+    with pytest.raises(ArgoError):
+        evaluate_condition("len(result) > 0 && result[0] == 1", 1.0)  # len of a scalar
+    with pytest.raises(ArgoError, match="index out of range"):
+        evaluate_condition("result[0] == 1", [])
+    assert evaluate_condition("len(result) > 0 && result[0] == 1", []) is False  # short-circuit at run time
     assert evaluate_condition("!isNaN(result[0]) || false", [1.0])
 
 
-def test_every_rendered_prometheus_condition_is_evaluable_on_empty_and_nan() -> None:
-    cfg = load_config("deploy/observer.yaml")
-    for pm in argo.prometheus_metrics(cfg):
-        for result in ([], [math.nan]):
-            assert measurement_phase(pm.success, pm.failure, result) in ("Inconclusive", "Successful"), pm
+def test_evaluation_rules() -> None:
+    assert measurement_phase(None, None, "anything") == S
+    assert measurement_phase("result[0] < 1", None, [math.nan]) == F  # NaN fails a success-only check
+    assert measurement_phase(None, "result == true", None) == S
+    assert measurement_phase('result == "pass"', 'result == "pass"', "pass") == F  # failure wins
+    assert run_phase([S, I, S]) == I and run_phase([S, E]) == E and run_phase([I, F, E]) == F

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from observer.analyse.canary.judge import ArmData, DriftObservation, Outcome, judge, metric_alpha
-from observer.analyse.canary.streams import ArmProfile, simulate_step
 from observer.config.canary import CanaryMetricSpec, CanarySpec
+from tests.support.canary_streams import ArmProfile, simulate_step
 
 
 def _step(seconds: int = 1800, weight: float = 0.25, seed: int = 1, **canary: float) -> tuple[ArmData, ArmData]:

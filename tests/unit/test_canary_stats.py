@@ -7,8 +7,8 @@ import pytest
 from scipy import stats as sps
 
 from observer.analyse.canary import stats
-from observer.analyse.canary.streams import TTFT_EDGES, ArmProfile, to_histogram
 from observer.collect.model import Histogram
+from tests.support.canary_streams import TTFT_EDGES, ArmProfile, to_histogram
 
 
 def test_zero_baseline_errors_and_unequal_split() -> None:

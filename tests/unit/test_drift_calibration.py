@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from observer.analyse.drift.corpus import SCENARIOS, SHIFTS, Corpus, load_corpus
 from observer.analyse.drift.mmd import permutation_test
 from observer.analyse.embed import load_local_embedder
+from tests.support.drift_corpus import SCENARIOS, SHIFTS, Corpus, load_corpus
 
 pytestmark = pytest.mark.slow
 

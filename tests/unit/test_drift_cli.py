@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from observer.analyse.drift.corpus import load_corpus
 from observer.cli.drift import parse_time
 from observer.cli.main import app
 from observer.store.base import SampleRecord
 from observer.store.sqlite import SqliteStore
+from tests.support.drift_corpus import load_corpus
 
 runner = CliRunner()
 

@@ -12,15 +12,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from observer import conventions as names
-from observer import runtime
 from observer.analyse.drift import baseline as bl
-from observer.analyse.drift.component import DriftComponent, build
-from observer.analyse.drift.corpus import load_corpus
 from observer.analyse.drift.state import DriftReport, DriftResult, DriftState
 from observer.analyse.embed import HashingEmbedder
 from observer.config import parse_config
+from observer.export import errors
 from observer.store.base import SampleRecord
 from observer.store.sqlite import SqliteStore
+from observer.wiring.drift import DriftComponent, build
+from observer.wiring.runtime import Context
+from tests.support.drift_corpus import load_corpus
 
 NOW = 1_000_000.0
 
@@ -65,11 +66,10 @@ def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
     cfg = _config(tmp_path)
     store = SqliteStore(tmp_path / "samples.db")
     clock = _Clock()
-    ctx = runtime.Context(config=cfg, http=httpx.AsyncClient(), clock=clock)  # type: ignore[arg-type]
-    ctx.publish(runtime.STORE, store)
+    ctx = Context(config=cfg, http=httpx.AsyncClient(), clock=clock)  # type: ignore[arg-type]
     emb = HashingEmbedder(dim=128, max_cache_entries=5000)
-    component = build(ctx)
-    assert isinstance(component, DriftComponent) and ctx.get(runtime.DRIFT) is component.state
+    component = build(ctx, store=store)
+    assert isinstance(component, DriftComponent)
     component.embedder_factory = lambda: emb
     corpus = load_corpus()
     rng = np.random.default_rng(0)
@@ -130,7 +130,7 @@ def test_drifted_canary_flagged_after_two_windows_stable_stays_quiet(setup) -> N
 def corpus_scenario(name: str, fraction: float):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
-    from observer.analyse.drift.corpus import SCENARIOS
+    from tests.support.drift_corpus import SCENARIOS
 
     return replace(SCENARIOS[name], fraction=fraction)
 
@@ -173,8 +173,8 @@ def test_tampered_active_baseline_is_an_error_counted_not_a_comparison(setup) ->
 
 def test_missing_store_is_counted(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
-    ctx = runtime.Context(config=cfg, http=httpx.AsyncClient())  # type: ignore[arg-type]
-    component = build(ctx)
+    ctx = Context(config=cfg, http=httpx.AsyncClient())  # type: ignore[arg-type]
+    component = build(ctx, store=None)
     assert isinstance(component, DriftComponent)
     assert component.check_version("stable") is None
     assert component.errors[("stable", "no_store")] == 1
@@ -182,7 +182,7 @@ def test_missing_store_is_counted(tmp_path: Path) -> None:
 
 def test_disabled_drift_builds_nothing(tmp_path: Path) -> None:
     cfg = _config(tmp_path, enabled="false")
-    assert build(runtime.Context(config=cfg, http=httpx.AsyncClient())) is None  # type: ignore[arg-type]
+    assert build(Context(config=cfg, http=httpx.AsyncClient()), store=None) is None  # type: ignore[arg-type]
 
 
 async def test_api_serves_the_latest_report(setup) -> None:  # type: ignore[no-untyped-def]
@@ -191,6 +191,7 @@ async def test_api_serves_the_latest_report(setup) -> None:  # type: ignore[no-u
     store.add(_records("stable", now, NOW - 60))
     await component.run_once()  # every non-retired version, in a worker thread
     app = FastAPI()
+    errors.install(app)  # the one module mapping observer errors to HTTP, as the service's app does
     for r in component.routers():
         app.include_router(r)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
@@ -232,9 +233,8 @@ def test_windows_leave_golden_replays_out(tmp_path: Path) -> None:
 def test_window_is_bounded_by_max_window_samples(tmp_path: Path) -> None:
     cfg = _config(tmp_path, max_window_samples=120)
     store = SqliteStore(tmp_path / "samples.db")
-    ctx = runtime.Context(config=cfg, http=httpx.AsyncClient(), clock=lambda: NOW)  # type: ignore[arg-type]
-    ctx.publish(runtime.STORE, store)
-    component = build(ctx)
+    ctx = Context(config=cfg, http=httpx.AsyncClient(), clock=lambda: NOW)  # type: ignore[arg-type]
+    component = build(ctx, store=store)
     assert isinstance(component, DriftComponent)
     emb = HashingEmbedder(dim=32)
     component.embedder_factory = lambda: emb

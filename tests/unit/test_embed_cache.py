@@ -180,7 +180,7 @@ def test_remote_embedder_unreachable() -> None:
 
 
 def test_importing_embed_does_not_import_torch() -> None:
-    code = ("import sys, observer.analyse.embed, observer.analyse.drift.component, observer.cli.main; "
+    code = ("import sys, observer.analyse.embed, observer.wiring.root, observer.cli.main; "
             "print('torch' in sys.modules or 'sentence_transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"

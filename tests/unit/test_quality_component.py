@@ -1,4 +1,4 @@
-"""The quality component's wiring: enable/disable, jobs, QUALITY/JUDGE services, config errors."""
+"""The quality component's wiring: enable/disable, jobs, its state and judge, config errors."""
 
 from __future__ import annotations
 
@@ -9,25 +9,22 @@ import httpx
 import pytest
 import yaml
 
-from observer.analyse.quality.component import QualityComponent, build
 from observer.analyse.quality.state import QualityState
 from observer.config import parse_config
 from observer.errors import ConfigError
-from observer.runtime import JUDGE, QUALITY, STORE, Context
 from observer.store.base import SampleRecord
 from observer.store.sqlite import SqliteStore
+from observer.wiring.quality import QualityComponent, build
+from observer.wiring.runtime import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def context(quality: dict[str, Any], **services: Any) -> Context:
+def context(quality: dict[str, Any]) -> Context:
     data = {"fleet": {"versions": [{"name": "stable", "openai": "http://127.0.0.1:9/v1"},
                                    {"name": "canary", "openai": "http://127.0.0.1:9/v1"}]},
             "quality": {"golden_dirs": [str(ROOT / "golden_sets")], **quality}}
-    ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=httpx.AsyncClient())
-    for k, v in services.items():
-        ctx.publish(k, v)
-    return ctx
+    return Context(config=parse_config(yaml.safe_dump(data), environ={}), http=httpx.AsyncClient())
 
 
 def judge_cfg(**extra: Any) -> dict[str, Any]:
@@ -37,28 +34,28 @@ def judge_cfg(**extra: Any) -> dict[str, Any]:
 
 def test_disabled_builds_nothing() -> None:
     ctx = context({"enabled": False})
-    assert build(ctx) is None and ctx.get(QUALITY) is None
+    assert build(ctx, store=None) is None
 
 
 def test_defaults_publish_state_and_schedule_golden_only() -> None:
     ctx = context({"interval_seconds": 120, "run_at_start": False})
-    comp = build(ctx)
+    comp = build(ctx, store=None)
     assert isinstance(comp, QualityComponent)
-    assert isinstance(ctx.get(QUALITY), QualityState) and ctx.get(JUDGE) is None
+    assert isinstance(comp.state, QualityState) and comp.judge is None
     jobs = {j.name: j for j in comp.jobs()}
     assert set(jobs) == {"quality-golden"}  # no store published: no live scoring
     assert jobs["quality-golden"].interval_seconds == 120 and not jobs["quality-golden"].run_at_start
     assert len(comp.collectors()) == 1 and len(comp.routers()) == 1
-    assert ctx.get(QUALITY).golden_totals("canary", since=0) == (0, 0)
+    assert comp.state.golden_totals("canary", since=0) == (0, 0)
 
 
 def test_judge_and_live_scoring_with_a_store(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
     try:
-        ctx = context({"judge": judge_cfg(), "live": {"judge_fraction": 0.1, "interval_seconds": 30}}, **{STORE: store})
-        comp = build(ctx)
+        ctx = context({"judge": judge_cfg(), "live": {"judge_fraction": 0.1, "interval_seconds": 30}})
+        comp = build(ctx, store=store)
         assert comp is not None
-        assert ctx.get(JUDGE) is not None
+        assert comp.judge is not None
         assert {j.name: j.interval_seconds for j in comp.jobs()} == {"quality-golden": 900.0, "quality-live": 30.0}
     finally:
         store.close()
@@ -69,12 +66,12 @@ async def test_live_job_scores_the_store(tmp_path: Path) -> None:
     try:
         store.add([SampleRecord(version="canary", prompt="q", output="I'm sorry, but I can't help with that.",
                                 ts=5.0, finish_reason="stop")])
-        ctx = context({}, **{STORE: store})
-        comp = build(ctx)
+        comp = build(context({}), store=store)
         assert isinstance(comp, QualityComponent)
         live = next(j for j in comp.jobs() if j.name == "quality-live")
         await live.func()
-        assert ctx.get(QUALITY).live_check_totals("canary", "refusal", since=0) == (1, 1)
+        assert comp.state is not None
+        assert comp.state.live_check_totals("canary", "refusal", since=0) == (1, 1)
     finally:
         store.close()
 
@@ -87,7 +84,7 @@ async def test_live_job_scores_the_store(tmp_path: Path) -> None:
 ])
 def test_config_errors_name_the_problem(quality: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
-        build(context(quality))
+        build(context(quality), store=None)
 
 
 def test_judge_requires_a_model() -> None:
@@ -98,8 +95,8 @@ def test_judge_requires_a_model() -> None:
 def test_judged_items_need_known_rubrics(tmp_path: Path) -> None:
     (tmp_path / "g.yaml").write_text("items:\n  - {id: a, prompt: q, rubric: nosuch}\n")
     with pytest.raises(ConfigError, match="unknown rubric 'nosuch'"):
-        build(context({"golden_dirs": [str(tmp_path)], "judge": judge_cfg()}))
-    assert build(context({"golden_dirs": [str(tmp_path)]})) is not None  # no judge: not checked
+        build(context({"golden_dirs": [str(tmp_path)], "judge": judge_cfg()}), store=None)
+    assert build(context({"golden_dirs": [str(tmp_path)]}), store=None) is not None  # no judge: not checked
 
 
 def test_docs_config_example_is_valid() -> None:
@@ -112,4 +109,5 @@ def test_docs_config_example_is_valid() -> None:
                                    rubric_dir=str(ROOT / "evals" / "rubrics"))
     data = {"fleet": {"versions": [{"name": "stable", "openai": "http://127.0.0.1:9/v1"}]}, **cfg}
     ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=httpx.AsyncClient())
-    assert build(ctx) is not None and ctx.get(JUDGE) is not None
+    comp = build(ctx, store=None)
+    assert comp is not None and comp.judge is not None

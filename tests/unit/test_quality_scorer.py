@@ -139,7 +139,8 @@ async def test_judge_verdicts_and_errors_flow_into_items(items: list[GoldenItem]
 
 def test_real_minilm_embedder_similarity() -> None:
     """The bundled all-MiniLM-L6-v2 through the drift area's loader (offline)."""
-    embed = pytest.importorskip("observer.analyse.embed", reason="observer.analyse.embed not written yet")
+    from observer.analyse import embed
+
     emb = embed.load_local_embedder(max_cache_entries=0)
     ref = "A configuration change shrank the database connection pool and caused checkout errors."
     para = "Checkout errors happened because a config change made the DB connection pool too small."

@@ -9,8 +9,9 @@ import pytest
 
 from observer.config import parse_config
 from observer.errors import ConfigError, StoreError
-from observer.runtime import STORE, Context
-from observer.sample.component import auth_token, build, check_versions, proxy_upstream
+from observer.wiring.runtime import Context
+from observer.wiring.runtime import resolve_auth_token as auth_token
+from observer.wiring.sampling import build, check_versions, proxy_upstream
 
 FLEET = """
 fleet:
@@ -67,10 +68,10 @@ def test_environment_token_wins(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_build_publishes_the_store_or_fails_clearly(tmp_path: Path) -> None:
     async with httpx.AsyncClient() as http:
         off = Context(config=cfg("  enabled: false\n"), http=http)  # type: ignore[arg-type]
-        assert build(off) is None and off.get(STORE) is None
+        assert build(off) is None
         ok = Context(config=cfg(f"  store: {{path: '{tmp_path / 'ok.db'}'}}\n"), http=http)  # type: ignore[arg-type]
         component = build(ok)
-        assert component is not None and ok.get(STORE) is not None
+        assert component is not None and component.store is not None
         await component.start()
         await component.stop()
         bad = tmp_path / "bad.db"

@@ -17,7 +17,8 @@ from observer.collect.scraper import ScrapeReason, ScrapeResult, Target, TargetH
 from observer.collect.vllm import parse_vllm
 from observer.config.fleet import VersionSpec
 from observer.export.collector import ScrapeCollector
-from observer.export.signals_api import json_response, strict
+from observer.export.signals_api import json_response
+from observer.jsonsafe import strict
 from tests.support.observer_proc import scaled_exposition
 
 FIXTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "generated_vllm-0.33.0_single-engine.prom"

@@ -33,7 +33,7 @@ async def main():
     scrape = next(j for j in service.jobs() if j.name == "scrape")
     for _ in range(int(sys.argv[2])):
         await service.run_job(scrape)
-    signals = service.context.services["signals"]
+    signals = service.services.signals
     ok = sum(1 for v in signals.versions() if (signals.latest(v) or None) and signals.latest(v).replicas_up)
     await service.stop()
     return ok

@@ -16,10 +16,9 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
-from observer.collect import component as collect
-from observer.collect.component import ScrapeComponent
 from observer.config.spec import ObserverConfig
 from observer.service import Service
+from observer.wiring.scrape import ScrapeComponent
 from tests.support.observer_proc import (
     ObserverProcess,
     Route,
@@ -98,7 +97,7 @@ def test_faults_reported_precisely_while_serving(server: TargetServer, caplog: p
     # timeout, still well under the 4 s the `timeout` fault waits.
     cfg = config({"stable": [good], "canary": list(urls.values())}, timeout=2.5)
     caplog.set_level(logging.INFO, logger="observer")
-    with run_observer(cfg, builders=[collect.build]) as proc:
+    with run_observer(cfg, areas=["scrape"]) as proc:
         proc.wait_ready(timeout=15)
         comp = component(proc)
         assert proc.get("/healthz").status_code == 200
@@ -131,7 +130,7 @@ def test_faults_reported_precisely_while_serving(server: TargetServer, caplog: p
 
 def test_readyz_waits_for_the_first_cycle(server: TargetServer) -> None:
     url = server.set("/ready/good", Route(body=VLLM_033.encode()))
-    service = Service.build(config({"stable": [url]}), builders=[collect.build])
+    service = Service.build(config({"stable": [url]}), areas=["scrape"])
     comp = next(c for c in service.components if isinstance(c, ScrapeComponent))
     with TestClient(service.app) as http:
         assert http.get("/healthz").status_code == 200
@@ -140,7 +139,7 @@ def test_readyz_waits_for_the_first_cycle(server: TargetServer) -> None:
         assert http.get("/readyz").json() == {"status": "ready"}
         paths = http.get("/openapi.json").json()["paths"]
         assert {"/api/v1/signals", "/api/v1/targets", "/healthz", "/readyz"} <= set(paths)
-    empty = Service.build(ObserverConfig(), builders=[collect.build])  # no versions: ready after one cycle
+    empty = Service.build(ObserverConfig(), areas=["scrape"])  # no versions: ready after one cycle
     comp = next(c for c in empty.components if isinstance(c, ScrapeComponent))
     with TestClient(empty.app) as http:
         assert http.get("/readyz").status_code == 503
@@ -152,7 +151,7 @@ def test_readyz_waits_for_the_first_cycle(server: TargetServer) -> None:
 def test_every_cycle_is_a_span(server: TargetServer) -> None:
     url = server.set("/span/good", Route(body=VLLM_033.encode()))
     exporter = InMemorySpanExporter()
-    with run_observer(config({"stable": [url]}), builders=[collect.build], span_exporter=exporter) as proc:
+    with run_observer(config({"stable": [url]}), areas=["scrape"], span_exporter=exporter) as proc:
         proc.wait_ready()
         proc.call(proc.service.run_job(next(j for j in proc.service.jobs() if j.name == "scrape")))
     spans = [s for s in exporter.get_finished_spans() if s.name == "job scrape"]
@@ -167,7 +166,7 @@ def test_metrics_pass_promtool_and_json_is_strict(server: TargetServer) -> None:
     cfg = config({"stable": [server.set("/lint/vllm", Route(body=growing))],
                   "canary": [f"http://127.0.0.1:{free_port()}/metrics"]},
                  dcgm=[server.set("/lint/dcgm", Route(body=DCGM))])
-    with run_observer(cfg, builders=[collect.build]) as proc:
+    with run_observer(cfg, areas=["scrape"]) as proc:
         proc.wait_ready()
         proc.call(component(proc).cycle())
         body = proc.get("/metrics").text

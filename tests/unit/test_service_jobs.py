@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from observer.config import parse_config
-from observer.runtime import BaseComponent, Context, Job
 from observer.service import Service
+from observer.wiring.runtime import BaseComponent, Job
 
 
 @dataclass
@@ -42,10 +42,7 @@ class _Jobs(BaseComponent):
 async def test_jobs_run_on_schedule_without_overlap() -> None:
     component = _Jobs()
 
-    def build(ctx: Context) -> _Jobs:
-        return component
-
-    service = Service.build(parse_config("{}", environ={}), builders=[build])
+    service = Service.build(parse_config("{}", environ={}), areas=(), extra=[component])
     await service.start()
     try:
         deadline = time.monotonic() + 5

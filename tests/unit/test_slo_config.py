@@ -9,9 +9,10 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from observer.config import parse_config
+from observer.conventions.vllm import format_le as le_text
 from observer.errors import ConfigError
 from observer.render.burnrate import PAGE, RECORDED_WINDOWS, TICKET, duration
-from observer.render.objectives import SliKind, build_alerting, le_text
+from observer.render.objectives import SliKind, build_alerting
 
 FLEET = """
 fleet:

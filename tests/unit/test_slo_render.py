@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -163,16 +164,35 @@ def test_burn_alerts_keep_firing_through_short_window_dips(config: ObserverConfi
     assert "keep_firing_for" not in text
 
 
-def test_cli_skips_a_renderer_that_is_not_there_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_fails_loudly_when_a_renderer_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from observer.cli import render as cli_render
 
     monkeypatch.setitem(cli_render.MODULES, cli_render.Target.ARGO, "observer.render.no_such_module")
     cfg = tmp_path / "observer.yaml"
     cfg.write_text(CONFIG)
-    result = CliRunner().invoke(app, ["render", "argo", "--config", str(cfg), "--root", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    assert "skipping argo" in " ".join(result.output.split())
-    assert not any(tmp_path.rglob("*.yaml")) or [p.name for p in tmp_path.rglob("*.yaml")] == ["observer.yaml"]
+    result = CliRunner().invoke(app, ["render", "argo", "--check", "--config", str(cfg), "--root", str(tmp_path)])
+    assert result.exit_code != 0, result.output
+    assert "could not load the argo renderer" in " ".join(result.output.split())
+
+
+def test_missing_render_extra_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_grafana(name: str, *args: object, **kwargs: object) -> object:
+        if name.startswith("grafana_foundation_sdk"):
+            raise ImportError(f"No module named {name!r}", name=name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    for mod in [m for m in sys.modules if m.startswith(("observer.render.dashboards", "grafana_foundation_sdk"))]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", no_grafana)
+    cfg = tmp_path / "observer.yaml"
+    cfg.write_text(CONFIG)
+    result = CliRunner().invoke(app, ["render", "dashboards", "--check", "--config", str(cfg), "--root", str(tmp_path)])
+    assert result.exit_code != 0, result.output
+    assert "observer[render]" in " ".join(result.output.split())
 
 
 def test_two_renderers_writing_one_path_is_an_error(config: ObserverConfig, monkeypatch: pytest.MonkeyPatch) -> None:

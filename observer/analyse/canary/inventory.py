@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -20,6 +20,12 @@ from observer import conventions as names
 from observer.config.spec import ObserverConfig
 
 MAX_LABEL = 128
+
+
+class ServedModels(Protocol):
+    """Model name → info per version, as the scrape area reads it from /metrics and /v1/models."""
+
+    def served_models(self, version: str) -> dict[str, dict[str, str]]: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,7 @@ class VersionInfo:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def inventory(config: ObserverConfig, signals: Any) -> list[VersionInfo]:
+def inventory(config: ObserverConfig, signals: ServedModels | None) -> list[VersionInfo]:
     """One VersionInfo per (version, served model) the scrapes report; nothing for unseen versions."""
     out: list[VersionInfo] = []
     for v in config.fleet.versions:
@@ -58,7 +64,7 @@ def inventory(config: ObserverConfig, signals: Any) -> list[VersionInfo]:
 class VersionInfoCollector(Collector):
     """Exports VERSION_INFO from the signal store at each scrape of /metrics."""
 
-    def __init__(self, config: ObserverConfig, signals: Any) -> None:
+    def __init__(self, config: ObserverConfig, signals: ServedModels | None) -> None:
         self.config = config
         self.signals = signals
 

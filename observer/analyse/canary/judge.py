@@ -3,7 +3,6 @@ Kayenta-style weighted score and one verdict. Pure: data in (ArmData per arm), V
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -341,6 +340,3 @@ def _pending(results: Sequence[MetricResult]) -> str:
     return ", ".join(parts) or "none"
 
 
-def finite(x: float | None) -> float | None:
-    """`x` if finite, else None (JSON and gauges must never carry NaN/Infinity)."""
-    return x if x is not None and math.isfinite(x) else None

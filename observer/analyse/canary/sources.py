@@ -16,16 +16,14 @@ import httpx
 
 from observer import conventions as names
 from observer.analyse.canary.judge import ArmData, DriftObservation
+from observer.analyse.drift.state import DriftResult
 from observer.collect.model import Histogram
 from observer.config.canary import CanaryMetricSpec
+from observer.conventions import vllm
+from observer.conventions.promql import selector
 from observer.errors import ObserverError
 
-OWN_FAMILY: Mapping[str, str] = {
-    "ttft": "time_to_first_token_seconds",
-    "itl": "inter_token_latency_seconds",
-    "e2e": "e2e_request_latency_seconds",
-    "queue": "request_queue_time_seconds",
-}
+OWN_FAMILY: Mapping[str, str] = {k: v for k, v in vllm.FAMILY.items()}
 """Latency family → the SignalStore (parsed vLLM) family key."""
 
 PROM_FAMILY: Mapping[str, str] = {
@@ -35,6 +33,30 @@ PROM_FAMILY: Mapping[str, str] = {
     "queue": names.HIST_QUEUE,
 }
 """Latency family → the observer's exported accumulated histogram (fleet mode)."""
+
+
+class SignalsReader(Protocol):
+    """What the canary reads from the scrape area's per-version signals (observer.analyse.signals.SignalStore)."""
+
+    def histogram_delta(self, version: str, family: str, *, since: float) -> Histogram | None: ...
+
+    def labelled_counter_delta(self, version: str, family: str, *, since: float) -> dict[str, float] | None: ...
+
+    def served_models(self, version: str) -> dict[str, dict[str, str]]: ...
+
+
+class QualityReader(Protocol):
+    """What the canary reads from the quality area (observer.analyse.quality.state.QualityState)."""
+
+    def golden_totals(self, version: str, *, since: float, golden_set: str | None = None) -> tuple[int, int]: ...
+
+    def live_check_totals(self, version: str, check: str, *, since: float) -> tuple[int, int]: ...
+
+
+class DriftReader(Protocol):
+    """What the canary reads from the drift area (observer.analyse.drift.state.DriftState)."""
+
+    def latest(self, version: str) -> dict[str, DriftResult]: ...
 
 
 class SourceError(ObserverError):
@@ -63,7 +85,8 @@ class OwnSource:
 
     name = "own"
 
-    def __init__(self, *, signals: Any, quality: Any = None, drift: Any = None) -> None:
+    def __init__(self, *, signals: SignalsReader | None, quality: QualityReader | None = None,
+                 drift: DriftReader | None = None) -> None:
         self.signals = signals
         self.quality = quality
         self.drift = drift
@@ -110,13 +133,6 @@ def _num(x: object) -> float | None:
     return None
 
 
-def _sel(**labels: str) -> str:
-    def esc(v: str) -> str:
-        return v.replace("\\", "\\\\").replace('"', '\\"')
-
-    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}"
-
-
 class PrometheusSource:
     """Fleet mode: per-pod observers export accumulated counters/histograms; one judge queries Prometheus."""
 
@@ -158,7 +174,7 @@ class PrometheusSource:
                    with_drift: bool) -> ArmData:
         families, golden_sets, checks, fields = _needs(metrics)
         rng = f"[{max(1, round(now - since))}s]"
-        v = _sel(version=version)
+        v = selector("", {names.VERSION: version})
         res = await self.query(f"sum by ({names.FINISHED_REASON}) (increase({names.REQUESTS}_total{v}{rng}))",
                                at=now)
         requests = {str(s["metric"].get(names.FINISHED_REASON, "")): _finite(s["value"][1]) for s in res} \
@@ -171,14 +187,14 @@ class PrometheusSource:
                 hists[fam] = h
         golden: dict[str, tuple[int, int]] = {}
         for gs in sorted(golden_sets):
-            sel = _sel(version=version, **({names.GOLDEN_SET: gs} if gs else {}))
+            sel = selector("", {names.VERSION: version, **({names.GOLDEN_SET: gs} if gs else {})})
             passed = await self._scalar(f"sum(increase({names.GOLDEN_ITEMS_PASSED}_total{sel}{rng}))", now)
             scored = await self._scalar(f"sum(increase({names.GOLDEN_ITEMS}_total{sel}{rng}))", now)
             if passed is not None and scored is not None:
                 golden[gs] = (round(passed), round(scored))
         live: dict[str, tuple[int, int]] = {}
         for check in sorted(checks):
-            sel = _sel(version=version, **{names.CHECK: check})
+            sel = selector("", {names.VERSION: version, names.CHECK: check})
             failures = await self._scalar(f"sum(increase({names.LIVE_CHECK_FAILURES}_total{sel}{rng}))", now)
             total = await self._scalar(f"sum(increase({names.LIVE_CHECKS}_total{sel}{rng}))", now)
             if failures is not None and total is not None:
@@ -186,7 +202,7 @@ class PrometheusSource:
         drift: dict[str, DriftObservation] = {}
         if with_drift:
             for f in sorted(fields):
-                sel = _sel(version=version, **{names.FIELD: f})
+                sel = selector("", {names.VERSION: version, names.FIELD: f})
                 detected = await self._scalar(f"max({names.DRIFT_DETECTED}{sel})", now)
                 if detected is None:
                     continue

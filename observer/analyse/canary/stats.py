@@ -18,13 +18,13 @@ Sequential validity (documented in docs/canary.md):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from observer.analyse import histogram
 from observer.collect.model import Histogram
+from observer.conventions import vllm
 
 RATIO_GRID: tuple[float, ...] = (1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 """Worse-by ratios the mixture puts equal weight on (plus the configured effect ratio)."""
@@ -177,17 +177,12 @@ def auto_edge(baseline: Histogram, q: float) -> str | None:
     """The `le` text of the smallest finite edge at or above the baseline's q-quantile (None if none)."""
     if baseline.count <= 0 or not baseline.bounds:
         return None
-    labels = baseline.le_labels or tuple(_format_le(b) for b in baseline.bounds)
+    labels = baseline.le_labels or tuple(vllm.format_le(b) for b in baseline.bounds)
     target = q * baseline.count
     for label, cum in zip(labels, baseline.cumulative, strict=False):
         if cum >= target:
             return label
     return None
-
-
-def _format_le(bound: float) -> str:
-    # Python's float repr matches what prometheus_client exposes ("0.5", "1.0", "2560.0").
-    return repr(float(bound))
 
 
 def split_check(n_canary: float, n_baseline: float, *, expected: float, tolerance: float,
@@ -204,10 +199,3 @@ def split_check(n_canary: float, n_baseline: float, *, expected: float, toleranc
     p = float(sps.binomtest(round(n_canary), round(total), expected).pvalue)
     return p >= 0.001, observed
 
-
-def significant_values(values: Sequence[float]) -> list[float]:
-    """Round floats for display (4 significant digits) without ever producing NaN/Infinity."""
-    out: list[float] = []
-    for v in values:
-        out.append(0.0 if not math.isfinite(v) else float(f"{v:.4g}"))
-    return out

@@ -1,4 +1,4 @@
-"""Drift results (contract 6) and the state the component publishes as `ctx.services[runtime.DRIFT]`.
+"""Drift results (contract 6) and the state the drift area serves to the canary judge (`wiring.root.Services.drift`).
 
 Persistence gating happens here: a window whose p-value is below alpha is "shifted"; a field is flagged
 `drift` only after `consecutive` shifted windows in a row against the same baseline (a raw α = 0.05 test
@@ -7,12 +7,12 @@ run 96 times a day alarms almost daily; two consecutive windows at p < 0.01 abou
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from observer import jsonsafe
 from observer.analyse.drift.baseline import BaselineMeta
 from observer.analyse.drift.explain import ShiftedExample
 from observer.analyse.drift.scalar import FeatureResult
@@ -63,18 +63,8 @@ class DriftReport:
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-safe dict (NaN and infinities become null)."""
-        out: dict[str, Any] = _clean(asdict(self) | {"moved": self.moved()})
+        out: dict[str, Any] = jsonsafe.strict(asdict(self) | {"moved": self.moved()})
         return out
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
 
 
 class DriftState:

@@ -9,31 +9,18 @@ from __future__ import annotations
 
 import json
 
-import yaml
-
 from observer.config.dashboards import DashboardsSpec
 from observer.config.spec import ObserverConfig
 from observer.render.dashboards import canary, fleet, gpu, quality
 from observer.render.dashboards.common import DashboardSpec, build_dashboard, to_json
 from observer.render.dashboards.objectives import objectives
+from observer.render.yamltext import dump_yaml
 
 
 def dashboard_specs(config: ObserverConfig) -> list[DashboardSpec]:
     """The dashboards the config asks for, before rendering (fleet, GPU, canary, quality & drift)."""
     obj = objectives(config)
     return [fleet.dashboard(obj), gpu.dashboard(obj), canary.dashboard(obj, config), quality.dashboard(obj)]
-
-
-class _LiteralDumper(yaml.SafeDumper):
-    """Writes multi-line strings as `|` blocks so the embedded dashboard JSON stays readable in the ConfigMap."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_LiteralDumper.add_representer(str, _str)
 
 
 def configmap(spec: DashboardsSpec, *, slug: str, dashboard_json: str) -> str:
@@ -49,7 +36,8 @@ def configmap(spec: DashboardsSpec, *, slug: str, dashboard_json: str) -> str:
         },
         "data": {f"{spec.uid_prefix}{slug}.json": dashboard_json},
     }
-    return yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True, width=10_000)
+    # Multi-line strings as `|` blocks, so the embedded dashboard JSON stays readable in the ConfigMap.
+    return dump_yaml(doc, width=10_000)
 
 
 def render(config: ObserverConfig) -> dict[str, str]:

@@ -4,40 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
-from observer import env, runtime
 from observer.analyse.drift.baseline import BaselineRepo
 from observer.analyse.drift.check import Checker
 from observer.analyse.drift.collector import DriftCollector
+from observer.analyse.drift.embedder import make_embedder
 from observer.analyse.drift.state import DriftReport, DriftState
-from observer.analyse.embed import CachedEmbedder, Embedder, EmbeddingError, RemoteEmbedder, load_local_embedder
-from observer.config.drift import EmbedderSpec
+from observer.analyse.embed import CachedEmbedder, Embedder, EmbeddingError
 from observer.errors import BaselineError, MissingDependencyError, StoreError
-from observer.export.auth import bearer_guard
-from observer.runtime import BaseComponent, Component, Context, Job
+from observer.export import drift_api
+from observer.store.base import SampleStore
+from observer.wiring.runtime import BaseComponent, Context, Job
 
 log = logging.getLogger("observer.drift")
-
-
-def make_embedder(spec: EmbedderSpec, *, environ: Mapping[str, str] | None = None) -> Embedder:
-    """Build the configured embedder (the local model's weights load on its first use)."""
-    if spec.kind == "remote":
-        assert spec.url is not None and spec.model is not None  # checked by EmbedderSpec
-        source = os.environ if environ is None else environ
-        key = source.get(spec.api_key_env) if spec.api_key_env else None
-        return RemoteEmbedder(base_url=spec.url, model=spec.model, api_key=key, dim=spec.dim,
-                              timeout_seconds=spec.timeout_seconds, batch_size=spec.batch_size,
-                              cache_dir=spec.cache_dir, max_cache_entries=spec.max_cache_entries)
-    return load_local_embedder(cache_dir=spec.cache_dir, max_cache_entries=spec.max_cache_entries,
-                               batch_size=spec.batch_size)
 
 
 @dataclass
@@ -45,6 +30,7 @@ class DriftComponent(BaseComponent):
     """Checks every active version against its model's active baseline every `interval_seconds`."""
 
     ctx: Context | None = None
+    store: SampleStore | None = None
     state: DriftState = field(default_factory=lambda: DriftState(consecutive=2))
     embedder_factory: Callable[[], Embedder] | None = None  # default: built from drift.embedder
     errors: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -59,14 +45,13 @@ class DriftComponent(BaseComponent):
         return self.ctx
 
     def checker(self) -> Checker | None:
-        """The checker, once the sample store is available."""
+        """The checker (None without a sample store: there is nothing to compare)."""
         if self._checker is None:
-            store = self.context.get(runtime.STORE)
-            if store is None:
+            if self.store is None:
                 return None
             cfg = self.context.config
             factory = self.embedder_factory or (lambda: make_embedder(cfg.drift.embedder))
-            self._checker = Checker(config=cfg, store=store, repo=BaselineRepo(cfg.drift.baseline_dir),
+            self._checker = Checker(config=cfg, store=self.store, repo=BaselineRepo(cfg.drift.baseline_dir),
                                     embedder_factory=factory)
         return self._checker
 
@@ -82,24 +67,7 @@ class DriftComponent(BaseComponent):
 
     def routers(self) -> Sequence[APIRouter]:
         # Reports quote sample texts: behind the same bearer guard as the sample read-back.
-        cfg = self.context.config
-        token = os.environ.get(env.AUTH_TOKEN) or cfg.server.auth_token
-        router = APIRouter(prefix="/api/v1/drift", tags=["drift"], dependencies=[Depends(bearer_guard(token))])
-
-        @router.get("", summary="Latest drift status of every version.")
-        def summary() -> dict[str, Any]:
-            return {v: {"status": r.status, "moved": r.moved(), "checked_at": r.checked_at,
-                        "baseline_hash": r.baseline_hash}
-                    for v in self.state.versions() if (r := self.state.report(v)) is not None}
-
-        @router.get("/{version}", summary="Latest drift report of a version: fields, features, examples.")
-        def report(version: str) -> dict[str, Any]:
-            r = self.state.report(version)
-            if r is None:
-                raise HTTPException(404, f"no drift check of version {version!r} yet")
-            return r.as_json()
-
-        return (router,)
+        return (drift_api.router(self.state, token=self.context.auth_token),)
 
     async def stop(self) -> None:
         """Close the embedder's cache (and HTTP client) if one was created."""
@@ -146,11 +114,11 @@ class DriftComponent(BaseComponent):
         self.state.record(replace(base, status="error", message=message, results=results))
 
 
-def build(ctx: Context) -> Component | None:
-    """Return the drift component and publish its state, or None when drift is disabled."""
+def build(ctx: Context, *, store: SampleStore | None,
+          embedder_factory: Callable[[], Embedder] | None = None) -> DriftComponent | None:
+    """Return the drift component (its `state` is the drift service), or None when drift is disabled."""
     spec = ctx.config.drift
     if not spec.enabled:
         return None
-    component = DriftComponent(ctx=ctx, state=DriftState(consecutive=spec.consecutive))
-    ctx.publish(runtime.DRIFT, component.state)
-    return component
+    return DriftComponent(ctx=ctx, store=store, state=DriftState(consecutive=spec.consecutive),
+                          embedder_factory=embedder_factory)

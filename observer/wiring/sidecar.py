@@ -14,12 +14,13 @@ from prometheus_client import CollectorRegistry
 
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
-from observer.sample.component import auth_token, build_redactor, check_versions, proxy_upstream
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
-from observer.sample.pipeline import RemoteSink, SamplePipeline, Sink, StoreSink
+from observer.sample.pipeline import RemoteSink, Sink, StoreSink
 from observer.sample.proxy import ProxyApp, build_client
 from observer.sample.server import EmbeddedServer, server_config
 from observer.store.sqlite import SqliteStore
+from observer.wiring.runtime import resolve_auth_token
+from observer.wiring.sampling import build_pipeline, check_versions, proxy_upstream
 
 log = logging.getLogger("observer.proxy")
 
@@ -42,15 +43,12 @@ async def run_proxy(config: ObserverConfig, *, version: str, listen: str | None 
     store: SqliteStore | None = None
     sink: Sink
     if remote:
-        sink = RemoteSink(remote, token=auth_token(config))
+        sink = RemoteSink(remote, token=resolve_auth_token(config))
     else:
         store = SqliteStore(spec.store.path, busy_timeout_seconds=spec.store.busy_timeout_seconds)
         sink = StoreSink(store)
     metrics = SamplingMetrics()
-    pipeline = SamplePipeline(
-        sink=sink, metrics=metrics, redactor=build_redactor(spec), fraction=spec.fraction_for,
-        capacity=spec.reservoir.max_per_window, window_seconds=spec.reservoir.window_seconds,
-        seed=spec.reservoir.seed, queue_size=spec.queue_size, batch_size=spec.batch_size)
+    pipeline = build_pipeline(spec, sink, metrics)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(SamplingCollector(
         metrics, queue_depth=pipeline.queue_depth,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -12,26 +12,20 @@ import httpx
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
-from observer import env
 from observer.config.sampling import SamplingSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
 from observer.export.auth import bearer_guard
-from observer.runtime import STORE, Component, Context, Job
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
-from observer.sample.pipeline import SamplePipeline, StoreSink
+from observer.sample.pipeline import SamplePipeline, Sink, StoreSink
 from observer.sample.proxy import ProxyApp, build_client, default_upstream
 from observer.sample.redact import Redactor
 from observer.sample.server import RunningServer, start_server
 from observer.store.sqlite import SqliteStore
+from observer.wiring.runtime import Clock, Context, Job
 
 log = logging.getLogger("observer.sample")
-
-
-def auth_token(config: ObserverConfig) -> str | None:
-    """The bearer token guarding ingest and admin endpoints (the environment wins over the config)."""
-    return os.environ.get(env.AUTH_TOKEN) or config.server.auth_token
 
 
 def build_redactor(spec: SamplingSpec) -> Redactor | None:
@@ -63,6 +57,15 @@ def proxy_upstream(config: ObserverConfig, version: str) -> str:
         raise ConfigError(f"version {version!r} has no openai URL: set it or sampling.versions.{version}.upstream",
                           path=f"sampling.versions.{version}.upstream")
     return upstream
+
+
+def build_pipeline(spec: SamplingSpec, sink: Sink, metrics: SamplingMetrics, *, clock: Clock = time.time
+                   ) -> SamplePipeline:
+    """The reservoir → queue → sink pipeline the in-process proxies and the sidecar both use."""
+    return SamplePipeline(
+        sink=sink, metrics=metrics, redactor=build_redactor(spec), fraction=spec.fraction_for,
+        capacity=spec.reservoir.max_per_window, window_seconds=spec.reservoir.window_seconds,
+        seed=spec.reservoir.seed, queue_size=spec.queue_size, batch_size=spec.batch_size, clock=clock)
 
 
 @dataclass
@@ -98,7 +101,7 @@ class SamplingComponent:
         config = self.ctx.config
         return (ingest_router(store=self.store, metrics=self.metrics, redactor=self.pipeline.redactor,
                               versions={v.name for v in config.fleet.versions},
-                              guard=bearer_guard(auth_token(config)),
+                              guard=bearer_guard(self.ctx.auth_token),
                               max_request_bytes=config.server.max_request_bytes,
                               max_batch_samples=self.spec.max_batch_samples, clock=self.ctx.clock),)
 
@@ -156,18 +159,14 @@ class SamplingComponent:
         await asyncio.to_thread(self.store.close)
 
 
-def build(ctx: Context) -> Component | None:
+def build(ctx: Context) -> SamplingComponent | None:
     """Open the store (a corrupt or locked file fails here, at start) and wire the sampling area."""
     spec = ctx.config.sampling
     if not spec.enabled:
         return None
     check_versions(ctx.config)
     store = SqliteStore(spec.store.path, busy_timeout_seconds=spec.store.busy_timeout_seconds, clock=ctx.clock)
-    ctx.publish(STORE, store)
     metrics = SamplingMetrics()
-    pipeline = SamplePipeline(
-        sink=StoreSink(store), metrics=metrics, redactor=build_redactor(spec), fraction=spec.fraction_for,
-        capacity=spec.reservoir.max_per_window, window_seconds=spec.reservoir.window_seconds,
-        seed=spec.reservoir.seed, queue_size=spec.queue_size, batch_size=spec.batch_size, clock=ctx.clock)
+    pipeline = build_pipeline(spec, StoreSink(store), metrics, clock=ctx.clock)
     return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics)
 

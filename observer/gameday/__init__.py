@@ -12,9 +12,10 @@ load at once), so a scenario takes seconds, not the minutes of a real canary ste
 
 from __future__ import annotations
 
-import math
+import json
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,53 +32,16 @@ from observer import conventions as names
 from observer.config import ObserverConfig, parse_config
 from observer.config.canary import default_metrics
 from observer.errors import ObserverError
+from observer.gameday.argo import Phase, measurement_phase, prometheus_value, run_phase, web_measurement
 from observer.promserver import PrometheusError, free_port, run_prometheus
 from observer.render import argo
 from observer.service import ThreadedService, start_in_thread
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class GamedayError(ObserverError):
     """The game day could not set up its fleet, observer or Prometheus."""
-
-
-# --- Argo condition semantics ---------------------------------------------------------------------
-
-def evaluate_condition(expr: str, result: Any) -> bool:
-    """Evaluate the subset of Argo's expr language the rendered templates use (&&, ||, !, ==, <, >=,
-    len, isNaN, result[0], string/bool literals) on `result`."""
-    py = expr.replace("&&", " and ").replace("||", " or ")
-    py = "".join(" not " if c == "!" and (i + 1 >= len(py) or py[i + 1] != "=") else c for i, c in enumerate(py))
-    py = py.replace("true", "True").replace("false", "False")
-    env = {"len": len, "isNaN": lambda x: isinstance(x, float) and math.isnan(x), "result": result}
-    # Only the expressions observer.render.argo generates reach this (no builtins, no user input).
-    return bool(eval(py, {"__builtins__": {}}, env))
-
-
-def measurement_phase(success: str | None, failure: str | None, result: Any) -> str:
-    """Argo's phase of one measurement: failure wins; neither true with both set is Inconclusive;
-    only success set and false is Failed; only failure set and false is Successful; a raise is Error."""
-    try:
-        failed = failure is not None and evaluate_condition(failure, result)
-        succeeded = success is not None and evaluate_condition(success, result)
-    except Exception:
-        return "Error"
-    if failed:
-        return "Failed"
-    if success is not None and failure is not None:
-        return "Successful" if succeeded else "Inconclusive"
-    if success is not None:
-        return "Successful" if succeeded else "Failed"
-    return "Successful"
-
-
-def _json_path(body: Mapping[str, Any], path: str) -> Any:
-    key = path.strip().removeprefix("{$.").removesuffix("}")
-    value: Any = body
-    for part in key.split("."):
-        value = value[part]
-    return value
 
 
 # --- processes ------------------------------------------------------------------------------------
@@ -131,6 +95,7 @@ class Scenario:
     restart_after: int | None = None  # rounds before the observer is restarted
     dimension: str | None = None  # the Argo Prometheus metric that must fail
     needs: str | None = None  # quality | drift
+    html_at_verdict_url: bool = False  # the gate's web URL answers 200 with an HTML page, no observer behind it
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -145,6 +110,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("idle", "canary with no traffic", "nodata", canary={"preset": "idle"}),
     Scenario("restart", "observer restarted mid-analysis", "not-pass", canary={"preset": "slow"},
              restart_after=2),
+    Scenario("html", "verdict URL answers 200 with an HTML page", "not-pass", html_at_verdict_url=True),
 )
 
 
@@ -244,32 +210,63 @@ def _profile(base: Mapping[str, Any], plan: Plan, rps: float) -> dict[str, Any]:
     return out
 
 
-def _argo_checks(config: ObserverConfig, prom_url: str, observer_url: str) -> tuple[str, str, dict[str, str],
-                                                                                    dict[str, Any]]:
-    args = {"canary": "canary", "baseline": "stable", argo.WEIGHT_ARG: "20"}  # Argo passes setWeight: 20
+def _fill(text: str, prom_url: str, observer_url: str | None = None) -> str:
+    args = {"canary": "canary", "baseline": "stable", argo.WEIGHT_ARG: "20",  # Argo passes setWeight: 20
+            "prometheus-address": prom_url}
+    for k, v in args.items():
+        text = text.replace("{{args." + k + "}}", v)
+    return text
 
-    def fill(text: str) -> str:
-        for k, v in args.items():
-            text = text.replace("{{args." + k + "}}", v)
-        return text.replace("{{args.prometheus-address}}", prom_url)
 
-    gate = argo.gate_spec(config)["metrics"][0]
+def _prometheus_phase(prom_url: str, query: str, success: str | None, failure: str | None) -> Phase:
+    r = httpx.get(f"{prom_url}/api/v1/query", params={"query": query}, timeout=10).json()
+    if r.get("status") != "success":
+        return Phase.ERROR
+    data = r["data"]
+    value = float(data["result"][1]) if data["resultType"] == "scalar" else \
+        prometheus_value([float(s["value"][1]) for s in data["result"]])
+    return measurement_phase(success, failure, value)
+
+
+def _web_phase(metric: Mapping[str, Any], url: str) -> tuple[Phase, bytes]:
+    try:
+        r = httpx.get(url, timeout=10)
+    except httpx.HTTPError:
+        return Phase.ERROR, b""
+    return web_measurement(metric.get("successCondition"), metric.get("failureCondition"), status=r.status_code,
+                           body=r.content, path=metric["provider"]["web"]["jsonPath"]), r.content
+
+
+def _argo_checks(config: ObserverConfig, prom_url: str, observer_url: str, *, web_url: str | None = None
+                 ) -> tuple[str, str, dict[str, str], dict[str, Any]]:
+    """One look as Argo would take it: the gate run's phase (its worst metric), the guardrail's phase, each
+    Prometheus-template metric's phase, and the verdict body. `web_url` replaces the verdict URL."""
+    gate_metrics = argo.gate_spec(config)["metrics"]
     guard = argo.guardrail_spec(config)["metrics"][0]
-    body = httpx.get(fill(gate["provider"]["web"]["url"]), timeout=10).json()
-    gate_phase = measurement_phase(gate.get("successCondition"), gate.get("failureCondition"),
-                                   _json_path(body, gate["provider"]["web"]["jsonPath"]))
-    guard_phase = measurement_phase(guard.get("successCondition"), guard.get("failureCondition"),
-                                    _json_path(body, guard["provider"]["web"]["jsonPath"]))
+    phases_gate: list[Phase] = []
+    raw = b""
+    for m in gate_metrics:
+        if "web" in m["provider"]:
+            phase, raw = _web_phase(m, web_url or _fill(m["provider"]["web"]["url"], prom_url))
+        else:
+            phase = _prometheus_phase(prom_url, _fill(m["provider"]["prometheus"]["query"], prom_url),
+                                      m.get("successCondition"), m.get("failureCondition"))
+        phases_gate.append(phase)
+    guard_phase, _ = _web_phase(guard, web_url or _fill(guard["provider"]["web"]["url"], prom_url))
     phases: dict[str, str] = {}
     for pm in argo.prometheus_metrics(config):
-        r = httpx.get(f"{prom_url}/api/v1/query", params={"query": fill(pm.query)}, timeout=10).json()
-        if r.get("status") != "success":
-            phases[pm.name] = "Error"
-            continue
-        values = [float(s["value"][1]) for s in r["data"]["result"]]
-        phase = measurement_phase(pm.success, pm.failure, values)
+        phase = _prometheus_phase(prom_url, _fill(pm.query, prom_url), pm.success, pm.failure)
         phases[pm.name] = phase + (" (dryRun)" if pm.dry_run else "")
-    return gate_phase, guard_phase, phases, body
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    gate = str(run_phase(phases_gate))
+    if len(set(phases_gate)) > 1:
+        gate += " (web " + str(phases_gate[0]) + ")"
+    return gate, str(guard_phase), phases, body
 
 
 def _verdict(observer_url: str) -> dict[str, Any]:
@@ -318,7 +315,7 @@ def _check(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str]:
         if final != s.expect:
             problems.append(f"verdict {final}, expected {s.expect}")
         want_gate = {"pass": "Successful", "fail": "Failed", "nodata": "Inconclusive"}[s.expect]
-        if row.web_gate != want_gate:
+        if row.web_gate.split(" ")[0] != want_gate:
             problems.append(f"web gate {row.web_gate}, expected {want_gate}")
         want_verdict = want_gate
         if prom.get("verdict") != want_verdict:
@@ -335,8 +332,9 @@ def _check(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str]:
         problems.append(f"guardrail {row.guardrail}, expected Successful")
     if s.expect == "not-pass" and "pass" in row.verdicts:
         problems.append("a verdict said pass after the observer restarted")
-    if s.expect == "not-pass" and row.web_gate == "Successful":
-        problems.append("the web gate succeeded after the restart")
+    if s.expect == "not-pass" and row.web_gate.startswith("Successful"):
+        problems.append("the gate run succeeded" + (" on an HTML page" if s.html_at_verdict_url else
+                                                    " after the restart"))
     if s.expect == "drift":
         metrics = body.get("metrics", {})
         if not any(metrics.get(n, {}).get("result") == "fail" for n in ("drift_prompts", "drift_outputs")):
@@ -374,18 +372,67 @@ def _ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: 
 
 def _prepare_drift(fleet: Any, observer_url: str, *, ports: Mapping[str, int], plan: Plan, scenario: Scenario,
                    workdir: Path) -> None:
-    """Ingest stable samples, pin and promote a baseline from them (the drift CLI), ingest canary samples."""
-    from typer.testing import CliRunner
-
-    from observer.cli.main import app
+    """Ingest stable samples, pin and promote a baseline from them (as `observer baseline pin`), ingest canary
+    samples."""
+    from observer.analyse.drift.pinning import pin_baseline
 
     n = _ingest(fleet, observer_url, "stable", want=1500, seconds=5.0)
-    path = workdir / "gameday-drift.yaml"
-    path.write_text(_config_yaml(ports, plan, scenario, workdir))
-    res = CliRunner().invoke(app, ["baseline", "pin", "--version", "stable", "--promote", "--config", str(path)])
-    if res.exit_code != 0:
-        raise GamedayError(f"could not pin a baseline from {n} stable samples: {res.output.strip()[:300]}")
+    cfg = parse_config(_config_yaml(ports, plan, scenario, workdir), source="gameday-drift.yaml")
+    try:
+        pin_baseline(cfg, "stable", now=time.time(), created_by="gameday", promote=True)
+    except ObserverError as e:
+        raise GamedayError(f"could not pin a baseline from {n} stable samples: {e}") from e
     _ingest(fleet, observer_url, "canary", want=500, seconds=5.0)
+
+
+@contextmanager
+def html_page_server() -> Iterator[str]:
+    """A loopback server answering every GET with 200 and an HTML login page (an ingress default backend,
+    an auth proxy, a wrong Service port); yields its URL, stops on exit."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    page = b"<!doctype html><html><head><title>Sign in</title></head><body>Please sign in</body></html>"
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api/v1/canary/verdict"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def _run_html(s: Scenario, row: Row, *, config: ObserverConfig, prom_url: str) -> None:
+    """The verdict URL answers 200 with HTML and no observer runs: the gate run must not be Successful."""
+    sel = names.CANARY_VERDICT + '{canary="canary",baseline="stable"}'
+
+    def verdict_gone() -> bool:  # Prometheus marks the stopped observer's series stale at its next scrape
+        r = httpx.get(f"{prom_url}/api/v1/query", params={"query": sel}, timeout=5).json()
+        return not r["data"]["result"]
+
+    _wait(verdict_gone, timeout=30, what="Prometheus to mark the stopped observer's verdict stale", every=0.25)
+    with html_page_server() as url:
+        row.web_gate, row.guardrail, row.prometheus, _ = _argo_checks(config, prom_url, "", web_url=url)
+        web = argo.gate_spec(config)["metrics"][0]
+        alone = _web_phase(web, url)[0]
+    row.verdicts.append("html")
+    ok, detail = _check(s, row, {})
+    row.ok = ok and alone is Phase.SUCCESSFUL  # the trap is real: the web metric alone passes on v1.9.1
+    row.detail = (f"web metric alone: {alone} (Argo v1.9.1 passes a non-JSON 200); gate run: {row.web_gate}"
+                  if row.ok else detail + f"; web metric alone: {alone}")
 
 
 def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Plan, prom_url: str,
@@ -393,6 +440,10 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
     """Run one scenario against the running fleet and Prometheus with a fresh observer."""
     t0 = time.monotonic()
     row = Row(scenario=s.name, title=s.title, expected=s.expect)
+    if s.html_at_verdict_url:
+        _run_html(s, row, config=_config(ports, plan, s, workdir), prom_url=prom_url)
+        row.seconds = time.monotonic() - t0
+        return row
     fleet.set_profile("stable", **_profile(s.stable, plan, plan.stable_rps))
     fleet.set_profile("canary", **_profile(s.canary, plan, plan.canary_rps))
     config = _config(ports, plan, s, workdir)

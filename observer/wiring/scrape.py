@@ -2,8 +2,8 @@
 
 Builds the scraper and the SignalStore from `fleet` and `scrape`, runs a `scrape` job every
 `scrape.interval_seconds` (never overlapping itself), exports the signals and self-metrics, serves
-/api/v1/signals and /api/v1/targets, and becomes ready once the first cycle is done. Publishes the
-store as `runtime.SIGNALS` and the scraper as `runtime.SCRAPER`.
+/api/v1/signals and /api/v1/targets, and becomes ready once the first cycle is done. Its SignalStore is
+the `signals` service the canary area reads.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import httpx
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
-from observer import runtime
 from observer.analyse.signals import SignalStore
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.scraper import Scraper, TargetHealth
@@ -25,7 +24,7 @@ from observer.collect.vllm import parse_vllm
 from observer.config.fleet import VersionSpec
 from observer.export import signals_api
 from observer.export.collector import ScrapeCollector
-from observer.runtime import BaseComponent, Context, Job
+from observer.wiring.runtime import BaseComponent, Clock, Context, Job
 
 log = logging.getLogger("observer.scrape")
 
@@ -39,7 +38,7 @@ class ScrapeComponent(BaseComponent):
     store: SignalStore | None = None
     health: TargetHealth | None = None
     interval_seconds: float = 15.0
-    clock: runtime.Clock = time.time
+    clock: Clock = time.time
     versions: Sequence[VersionSpec] = ()
     http: httpx.AsyncClient | None = None
     timeout_seconds: float = 5.0
@@ -106,7 +105,5 @@ def build(ctx: Context) -> ScrapeComponent:
                                 interval_seconds=cfg.interval_seconds, clock=ctx.clock,
                                 versions=ctx.config.fleet.versions, http=ctx.http, timeout_seconds=cfg.timeout_seconds)
     component._collectors.append(ScrapeCollector(store, health))
-    ctx.publish(runtime.SIGNALS, store)
-    ctx.publish(runtime.SCRAPER, scraper)
     ctx.ready_checks.append(lambda: component.first_cycle_done)
     return component

@@ -8,23 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import httpx
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
-from observer import env
 from observer.analyse.quality.collector import QualityCollector
+from observer.analyse.quality.factory import build_judge, check_rubrics
 from observer.analyse.quality.golden import GoldenSet, discover
 from observer.analyse.quality.judge import JudgeClient, JudgeStats
 from observer.analyse.quality.live import JUDGE_CHECK, LiveScorer
 from observer.analyse.quality.model import GoldenRunResult
-from observer.analyse.quality.prompts import Rubric, load_prompt, load_rubrics
 from observer.analyse.quality.runner import GoldenRunner
 from observer.analyse.quality.scorer import Scorer
 from observer.analyse.quality.similarity import Embedder, load_default_embedder
@@ -32,33 +27,11 @@ from observer.analyse.quality.state import QualityState
 from observer.config.fleet import VersionSpec
 from observer.config.quality import QualitySpec
 from observer.errors import ConfigError
-from observer.runtime import JUDGE, QUALITY, STORE, BaseComponent, Component, Context, Job
+from observer.export import quality_api
+from observer.store.base import SampleStore
+from observer.wiring.runtime import BaseComponent, Context, Job
 
 log = logging.getLogger("observer.quality")
-
-
-def build_judge(http: httpx.AsyncClient, spec: QualitySpec, stats: JudgeStats, *,
-                clock: Callable[[], float] = time.time) -> tuple[JudgeClient | None, dict[str, Rubric]]:
-    """The judge client and rubrics when `quality.judge.url` is set, else (None, {})."""
-    j = spec.judge
-    if j.url is None or j.model is None:
-        return None, {}
-    client = JudgeClient(http, base_url=j.url, model=j.model, prompt=load_prompt(j.prompt_path),
-                         api_key=os.environ.get(env.JUDGE_API_KEY), timeout_s=j.timeout_seconds,
-                         max_retries=j.max_retries, backoff_s=j.backoff_seconds, concurrency=j.concurrency,
-                         budget_per_hour=j.budget_per_hour, max_tokens=j.max_tokens, stats=stats,
-                         wall_clock=clock)
-    return client, load_rubrics(j.rubric_dir)
-
-
-def check_rubrics(golden: Sequence[GoldenSet], rubrics: dict[str, Rubric]) -> None:
-    """Every rubric a judged golden item names must exist (checked only when a judge is configured)."""
-    for gs in golden:
-        for item in gs.items:
-            for a in item.assertions:
-                if a.type == "judge" and (name := a.rubric or item.rubric) not in rubrics:
-                    raise ConfigError(f"item {item.id!r} uses unknown rubric {name!r}; known: "
-                                      f"{', '.join(sorted(rubrics)) or 'none'}", source=gs.path, line=item.line)
 
 
 @dataclass
@@ -72,6 +45,7 @@ class QualityComponent(BaseComponent):
     runner: GoldenRunner | None = None
     live: LiveScorer | None = None
     state: QualityState | None = None
+    judge: JudgeClient | None = None
     collector: QualityCollector | None = None
     results: list[GoldenRunResult] = field(default_factory=list)
 
@@ -79,21 +53,8 @@ class QualityComponent(BaseComponent):
         return (self.collector,) if self.collector else ()
 
     def routers(self) -> Sequence[APIRouter]:
-        router = APIRouter(tags=["quality"])
-
-        @router.get("/quality/latest")
-        def latest() -> dict[str, Any]:
-            """Latest completed golden run per version and golden set."""
-            assert self.state is not None
-            out: dict[str, Any] = {}
-            for v in self.versions:
-                out[v.name] = {g: {"pass_ratio": r.pass_ratio, "mean_score": r.mean_score, "scored": r.scored,
-                                   "passed": r.passed, "judge_errors": r.judge_errors, "unscored": r.unscored,
-                                   "set_version": r.set_version, "finished": r.finished}
-                               for g, r in self.state.latest(v.name).items()}
-            return out
-
-        return (router,)
+        assert self.state is not None
+        return (quality_api.router(self.state, versions=[v.name for v in self.versions]),)
 
     def jobs(self) -> Sequence[Job]:
         jobs = []
@@ -124,17 +85,11 @@ class QualityComponent(BaseComponent):
         await self.live.run_once([v.name for v in self.versions])
 
 
-def make_builder(*, embedder_factory: Callable[[], Embedder] | None = None) -> Callable[[Context], Component | None]:
-    """A builder with a chosen embedder factory (tests pass a small deterministic one)."""
+def build(ctx: Context, *, store: SampleStore | None,
+          embedder_factory: Callable[[], Embedder] | None = None) -> QualityComponent | None:
+    """Return this area's component (its `state` is the quality service), or None when it is disabled.
 
-    def builder(ctx: Context) -> Component | None:
-        return build(ctx, embedder_factory=embedder_factory)
-
-    return builder
-
-
-def build(ctx: Context, *, embedder_factory: Callable[[], Embedder] | None = None) -> Component | None:
-    """Return this area's component, or None when it is disabled."""
+    `store`: the sample store live checks read (None: sampling is off, so live scoring is too)."""
     spec = ctx.config.quality
     if not spec.enabled:
         return None
@@ -146,22 +101,19 @@ def build(ctx: Context, *, embedder_factory: Callable[[], Embedder] | None = Non
         if spec.live.judge_fraction > 0 and spec.live.judge_rubric not in rubrics:
             raise ConfigError(f"unknown rubric {spec.live.judge_rubric!r}; known: {', '.join(sorted(rubrics))}",
                               path="quality.live.judge_rubric")
-        ctx.publish(JUDGE, judge)
     versions = list(ctx.config.fleet.versions)
     live_checks: list[str] = list(spec.live.checks)
     if judge is not None and spec.live.judge_fraction > 0:
         live_checks.append(JUDGE_CHECK)
-    store = ctx.get(STORE)
     live_on = spec.live.enabled and store is not None
     state = QualityState(versions=[v.name for v in versions if v.openai and not v.retired],
                          golden_sets=[g.name for g in golden], live_checks=live_checks if live_on else [],
                          live_versions=[v.name for v in versions])
-    ctx.publish(QUALITY, state)
     needs_embedder = any(g.uses("similarity") for g in golden)
     scorer = Scorer(judge=judge, rubrics=rubrics, similarity_threshold=spec.similarity_threshold,
                     embedder_factory=(embedder_factory or load_default_embedder) if needs_embedder else None)
     live = None
-    if live_on:
+    if live_on and store is not None:
         live = LiveScorer(store=store, state=state, spec=spec.live, judge=judge,
                           rubric=rubrics.get(spec.live.judge_rubric) if spec.live.judge_fraction > 0 else None)
     collector = QualityCollector(state, golden_sets=golden, judge_stats=stats if judge else None,
@@ -170,4 +122,4 @@ def build(ctx: Context, *, embedder_factory: Callable[[], Embedder] | None = Non
                                  live_window_s=spec.live.window_seconds, clock=ctx.clock)
     return QualityComponent(spec=spec, versions=versions, golden=golden,
                             runner=GoldenRunner(ctx.http, spec=spec, scorer=scorer, clock=ctx.clock),
-                            live=live, state=state, collector=collector)
+                            live=live, state=state, judge=judge, collector=collector)

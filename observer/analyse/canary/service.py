@@ -1,26 +1,18 @@
-"""Wiring of canary analysis into the service: periodic judge job, gauges, the verdict API, inventory."""
+"""The canary service: judges configured pairs on demand and on a schedule, keeps the latest verdicts."""
 
 from __future__ import annotations
 
 import logging
 import math
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from fastapi import APIRouter
-from prometheus_client.registry import Collector
-
-from observer import runtime
-from observer.analyse.canary import api
-from observer.analyse.canary.collector import CanaryCollector
-from observer.analyse.canary.inventory import VersionInfoCollector
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict, judge
 from observer.analyse.canary.pairs import Pair, expected_share, resolve_pairs
-from observer.analyse.canary.sources import CanarySource, OwnSource, PrometheusSource
+from observer.analyse.canary.sources import CanarySource
 from observer.config.spec import ObserverConfig
-from observer.runtime import BaseComponent, Clock, Component, Context, Job
 
+Clock = Callable[[], float]
 log = logging.getLogger("observer.canary")
 
 
@@ -35,6 +27,9 @@ class CanaryService:
         self.pairs = resolve_pairs(config)
         self._versions = {v.name for v in config.fleet.versions}
         self._latest: dict[Pair, Verdict] = {}
+        # The split the gate last asked about, per pair (Argo passes the step's setWeight): the periodic
+        # judgment exported to Prometheus uses it too, so the gate's web and Prometheus metrics agree.
+        self._asked_share: dict[Pair, float | None] = {}
         self.evaluations: Counter[tuple[str, str, str]] = Counter()
         self.source_errors: Counter[tuple[str, str]] = Counter()
 
@@ -86,6 +81,8 @@ class CanaryService:
         text = (weight or "").strip().lower()
         if text == "any":
             return await self.evaluate(canary, baseline, since=since, check_split=False)
+        if not text:
+            self._asked_share.pop(Pair(canary, baseline), None)
         share: float | None = None
         if text:
             try:
@@ -96,6 +93,7 @@ class CanaryService:
             if not 0.0 < share < 1.0:
                 return self._nodata(canary, baseline, f"weight {text[:20]!r} is not a share in (0, 1), "
                                                       "a percentage in [1, 100), or 'any'")
+            self._asked_share[Pair(canary, baseline)] = share
         return await self.evaluate(canary, baseline, since=since, weight=share)
 
     def _nodata(self, canary: str, baseline: str, reason: str) -> Verdict:
@@ -105,64 +103,6 @@ class CanaryService:
     async def run_once(self) -> None:
         """Judge every configured pair (the periodic job)."""
         for p in self.pairs:
-            v = await self.evaluate(p.canary, p.baseline)
+            v = await self.evaluate(p.canary, p.baseline, weight=self._asked_share.get(p))
             if v.verdict is Outcome.FAIL:
                 log.warning("canary %s vs %s: fail: %s", p.canary, p.baseline, v.reason)
-
-
-def make_source(ctx: Context) -> CanarySource:
-    """The data source the config names."""
-    spec = ctx.config.canary
-    if spec.source == "prometheus":
-        assert spec.prometheus_url is not None
-        return PrometheusSource(url=spec.prometheus_url, http=ctx.http)
-    return OwnSource(signals=ctx.get(runtime.SIGNALS), quality=ctx.get(runtime.QUALITY),
-                     drift=ctx.get(runtime.DRIFT))
-
-
-@dataclass
-class CanaryComponent(BaseComponent):
-    """The canary area in the running service."""
-
-    service: CanaryService | None = None
-    ctx: Context | None = None
-
-    def collectors(self) -> Sequence[Collector]:
-        assert self.service is not None and self.ctx is not None
-        s = self.service
-        return (CanaryCollector(verdicts=s.verdicts, counters=lambda: dict(s.evaluations),
-                                source_errors=lambda: dict(s.source_errors)),
-                VersionInfoCollector(self.ctx.config, _LateSignals(self.ctx)))
-
-    def routers(self) -> Sequence[APIRouter]:
-        assert self.service is not None
-        return (api.router(self.service),)
-
-    def jobs(self) -> Sequence[Job]:
-        assert self.service is not None
-        if not self.service.pairs:
-            return ()
-        return (Job(name="canary-judge", interval_seconds=self.ctx.config.canary.interval_seconds
-                    if self.ctx else 30.0, func=self.service.run_once, run_at_start=False),)
-
-
-class _LateSignals:
-    """Looks the signal store up at collect time (it is published by the collect area)."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
-    def served_models(self, version: str) -> dict[str, dict[str, str]]:
-        signals = self.ctx.get(runtime.SIGNALS)
-        if signals is None:
-            return {}
-        return dict(signals.served_models(version) or {})
-
-
-def build(ctx: Context) -> Component | None:
-    """Return the canary component, or None when the area is disabled."""
-    if not ctx.config.canary.enabled:
-        return None
-    service = CanaryService(ctx.config, make_source(ctx), clock=ctx.clock)
-    ctx.publish(runtime.CANARY, service)
-    return CanaryComponent(name="canary", service=service, ctx=ctx)

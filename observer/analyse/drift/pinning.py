@@ -1,0 +1,60 @@
+"""Pin a drift baseline from a version's stored samples: the one function the CLI and the game day call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from observer.analyse.drift import baseline as bl
+from observer.analyse.drift.baseline import BaselineRepo
+from observer.analyse.drift.check import Checker, model_key, select
+from observer.analyse.drift.embedder import make_embedder
+from observer.config.spec import ObserverConfig
+from observer.errors import ConfigError
+from observer.store.sqlite import SqliteStore
+
+SOURCES = ("proxy", "ingest", "golden")
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A pinned baseline: its content hash, model key, sample count and whether it is now active."""
+
+    hash: str
+    short: str
+    model: str
+    n: int
+    active: bool
+
+
+def open_checker(cfg: ObserverConfig) -> Checker:
+    """A drift checker on the configured sample store, baseline folder and embedder."""
+    store = SqliteStore(cfg.sampling.store.path, busy_timeout_seconds=cfg.sampling.store.busy_timeout_seconds)
+    return Checker(config=cfg, store=store, repo=BaselineRepo(cfg.drift.baseline_dir),
+                   embedder_factory=lambda: make_embedder(cfg.drift.embedder))
+
+
+def pin_baseline(cfg: ObserverConfig, version: str, *, now: float, created_by: str, since: float | None = None,
+                 until: float | None = None, source: str | None = None, model: str | None = None,
+                 promote: bool = False, note: str = "", checker: Checker | None = None) -> Pinned:
+    """Capture an immutable baseline of `version`'s stored samples in [since, until); optionally promote it.
+
+    Raises ConfigError for an unknown version or source, BaselineError/StoreError/EmbeddingError as the
+    repository, store and embedder do."""
+    names = [v.name for v in cfg.fleet.versions]
+    if version not in names:
+        raise ConfigError(f"unknown version {version!r}; configured: {', '.join(names) or 'none'}",
+                          path="fleet.versions")
+    if source is not None and source not in SOURCES:
+        raise ConfigError(f"unknown source {source!r}; choose {', '.join(SOURCES)}")
+    checker = checker or open_checker(cfg)
+    samples = select(checker.store, version, since=since, until=until, limit=None,
+                     sources=[source] if source else cfg.drift.sources)
+    key = model or model_key(cfg, version, samples)
+    b = bl.build(samples, checker.embedder(), model=key, source_version=version, since=since, until=until,
+                 created_by=created_by, created_at=now, max_samples=cfg.drift.max_baseline_samples,
+                 seed=cfg.drift.seed, source=source or ",".join(cfg.drift.sources), note=note)
+    checker.repo.save(b)
+    if promote:
+        checker.repo.promote(b.hash, by=created_by, at=now,
+                             reason="pinned with --promote" + (f": {note}" if note else ""))
+    return Pinned(hash=b.hash, short=b.short(), model=key, n=b.meta.n, active=promote)

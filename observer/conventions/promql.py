@@ -1,0 +1,25 @@
+"""The one PromQL selector builder: rules, dashboards, Argo templates and the Prometheus source use it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+
+def selector(metric: str, matchers: Mapping[str, str] | None = None, *, regex: Mapping[str, str] | None = None
+             ) -> str:
+    """A PromQL selector `metric{a="x",b=~"y|z"}` (`metric` may be "" for the label set alone, to append
+    to a name built elsewhere); values escaped as PromQL string literals."""
+    parts = [f'{k}="{escape(v)}"' for k, v in (matchers or {}).items()]
+    parts += [f'{k}=~"{escape(v)}"' for k, v in (regex or {}).items()]
+    return f"{metric}{{{','.join(parts)}}}" if parts else metric
+
+
+def one_of(values: Sequence[str]) -> str:
+    """A regex alternation matching exactly these label values."""
+    return "|".join(re.escape(v) for v in values)
+
+
+def escape(value: str) -> str:
+    """`value` as the inside of a double-quoted PromQL string."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')

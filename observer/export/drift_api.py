@@ -1,0 +1,31 @@
+"""`/api/v1/drift`: the latest drift status of every version and each version's full report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from observer.analyse.drift.state import DriftState
+from observer.errors import NotFoundError
+from observer.export.auth import bearer_guard
+
+
+def router(state: DriftState, *, token: str | None) -> APIRouter:
+    """The drift routes; reports quote sample texts, so they sit behind the bearer guard."""
+    r = APIRouter(prefix="/api/v1/drift", tags=["drift"], dependencies=[Depends(bearer_guard(token))])
+
+    @r.get("", summary="Latest drift status of every version.")
+    def summary() -> dict[str, Any]:
+        return {v: {"status": rep.status, "moved": rep.moved(), "checked_at": rep.checked_at,
+                    "baseline_hash": rep.baseline_hash}
+                for v in state.versions() if (rep := state.report(v)) is not None}
+
+    @r.get("/{version}", summary="Latest drift report of a version: fields, features, examples.")
+    def report(version: str) -> dict[str, Any]:
+        rep = state.report(version)
+        if rep is None:
+            raise NotFoundError(f"no drift check of version {version!r} yet")
+        return rep.as_json()
+
+    return r

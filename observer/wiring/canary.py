@@ -1,0 +1,70 @@
+"""Wiring of canary analysis into the service: periodic judge job, gauges, the verdict API, inventory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fastapi import APIRouter
+from prometheus_client.registry import Collector
+
+from observer.analyse.canary.collector import CanaryCollector
+from observer.analyse.canary.inventory import VersionInfoCollector
+from observer.analyse.canary.service import CanaryService
+from observer.analyse.canary.sources import (
+    CanarySource,
+    DriftReader,
+    OwnSource,
+    PrometheusSource,
+    QualityReader,
+    SignalsReader,
+)
+from observer.export import canary_api
+from observer.wiring.runtime import BaseComponent, Context, Job
+
+
+def make_source(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
+                drift: DriftReader | None) -> CanarySource:
+    """The data source the config names: Prometheus, or the observer's own services."""
+    spec = ctx.config.canary
+    if spec.source == "prometheus":
+        assert spec.prometheus_url is not None
+        return PrometheusSource(url=spec.prometheus_url, http=ctx.http)
+    return OwnSource(signals=signals, quality=quality, drift=drift)
+
+
+@dataclass
+class CanaryComponent(BaseComponent):
+    """The canary area in the running service."""
+
+    service: CanaryService | None = None
+    ctx: Context | None = None
+    signals: SignalsReader | None = None
+
+    def collectors(self) -> Sequence[Collector]:
+        assert self.service is not None and self.ctx is not None
+        s = self.service
+        return (CanaryCollector(verdicts=s.verdicts, counters=lambda: dict(s.evaluations),
+                                source_errors=lambda: dict(s.source_errors)),
+                VersionInfoCollector(self.ctx.config, self.signals))
+
+    def routers(self) -> Sequence[APIRouter]:
+        assert self.service is not None
+        return (canary_api.router(self.service),)
+
+    def jobs(self) -> Sequence[Job]:
+        assert self.service is not None
+        if not self.service.pairs:
+            return ()
+        return (Job(name="canary-judge", interval_seconds=self.ctx.config.canary.interval_seconds
+                    if self.ctx else 30.0, func=self.service.run_once, run_at_start=False),)
+
+
+def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
+          drift: DriftReader | None) -> CanaryComponent | None:
+    """Return the canary component (its `service` judges pairs), or None when the area is disabled."""
+    if not ctx.config.canary.enabled:
+        return None
+    source = make_source(ctx, signals=signals, quality=quality, drift=drift)
+    service = CanaryService(ctx.config, source, clock=ctx.clock)
+    return CanaryComponent(name="canary", service=service, ctx=ctx, signals=signals)

@@ -1,0 +1,73 @@
+"""The composition root: the one place that assembles the running observer from its config.
+
+Services first, components second, in data-path order, each dependency passed by name:
+
+    scrape   → SignalStore (signals)                    collect
+    sample   → SampleStore (store)                      store
+    quality  → QualityState, reads store                analyse
+    drift    → DriftState, reads store                  analyse
+    canary   → CanaryService, reads signals/quality/drift
+
+`areas` selects a subset (tests, benchmarks); a dependency whose area is left out is passed as None,
+and the area that needs it says so in its own metrics and verdicts (e.g. the canary's `nodata` reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Literal
+
+from observer.analyse.canary.service import CanaryService
+from observer.analyse.drift.state import DriftState
+from observer.analyse.embed import Embedder
+from observer.analyse.quality.state import QualityState
+from observer.analyse.signals import SignalStore
+from observer.store.base import SampleStore
+from observer.wiring import canary, drift, quality, sampling, scrape
+from observer.wiring.runtime import Component, Context
+
+Area = Literal["scrape", "sample", "quality", "drift", "canary"]
+AREAS: tuple[Area, ...] = ("scrape", "sample", "quality", "drift", "canary")
+
+
+@dataclass
+class Services:
+    """What the root built, by name (None where the area is off or left out)."""
+
+    signals: SignalStore | None = None
+    store: SampleStore | None = None
+    quality: QualityState | None = None
+    drift: DriftState | None = None
+    canary: CanaryService | None = None
+    components: list[Component] = field(default_factory=list)
+
+
+def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
+             embedder_factory: Callable[[], Embedder] | None = None) -> Services:
+    """Build every selected area's services and components for `ctx.config`."""
+    selected = set(AREAS if areas is None else areas)
+    unknown = selected - set(AREAS)
+    if unknown:
+        raise ValueError(f"unknown area(s) {sorted(unknown)}; known: {', '.join(AREAS)}")
+    out = Services()
+
+    if "scrape" in selected:
+        sc = scrape.build(ctx)
+        out.signals = sc.store
+        out.components.append(sc)
+    if "sample" in selected and (sa := sampling.build(ctx)) is not None:
+        out.store = sa.store
+        out.components.append(sa)
+    if "quality" in selected and (qa := quality.build(ctx, store=out.store,
+                                                      embedder_factory=embedder_factory)) is not None:
+        out.quality = qa.state
+        out.components.append(qa)
+    if "drift" in selected and (dr := drift.build(ctx, store=out.store)) is not None:
+        out.drift = dr.state
+        out.components.append(dr)
+    if "canary" in selected and (ca := canary.build(ctx, signals=out.signals, quality=out.quality,
+                                                    drift=out.drift)) is not None:
+        out.canary = ca.service
+        out.components.append(ca)
+    return out

@@ -1,0 +1,92 @@
+"""The seams of the running service: the Component protocol each area's wiring implements, and the Context.
+
+The composition root (`observer.wiring.root`) builds each area's services first and hands them to the
+components that need them as typed constructor arguments, so build order is visible in one function and a
+missing dependency is a type error, not a silent `None` at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+from fastapi import APIRouter
+from prometheus_client.registry import Collector
+
+from observer import env
+from observer.config.spec import ObserverConfig
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A periodic job: run every `interval_seconds`, never overlapping itself; traced as one span."""
+
+    name: str
+    interval_seconds: float
+    func: Callable[[], Awaitable[None]]
+    run_at_start: bool = True
+
+
+class Component(Protocol):
+    """What an area contributes to the running service."""
+
+    name: str
+
+    def collectors(self) -> Sequence[Collector]: ...
+
+    def routers(self) -> Sequence[APIRouter]: ...
+
+    def jobs(self) -> Sequence[Job]: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass
+class BaseComponent:
+    """A Component with nothing in it; areas subclass and override what they provide."""
+
+    name: str = "base"
+
+    def collectors(self) -> Sequence[Collector]:
+        return ()
+
+    def routers(self) -> Sequence[APIRouter]:
+        return ()
+
+    def jobs(self) -> Sequence[Job]:
+        return ()
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+@dataclass
+class Context:
+    """What every area's wiring may use: the config, one HTTP client, the clock, the private routes' bearer
+    token (resolved once by the root: the environment wins over the config), the readiness checks."""
+
+    config: ObserverConfig
+    http: httpx.AsyncClient
+    clock: Clock = time.time
+    auth_token: str | None = None
+    ready_checks: list[Callable[[], bool]] = field(default_factory=list)
+
+
+def resolve_auth_token(config: ObserverConfig, *, environ: Mapping[str, str] | None = None) -> str | None:
+    """The bearer token of the private routes: the environment wins over the config; surrounding
+    whitespace (a trailing newline from a file or a Secret) is not part of the token."""
+    source = os.environ if environ is None else environ
+    raw = source.get(env.AUTH_TOKEN) or config.server.auth_token
+    token = raw.strip() if raw else None
+    return token or None

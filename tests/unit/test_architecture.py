@@ -1,0 +1,122 @@
+"""The package's shape: imports point down the layer order the README states, and no module imports itself back.
+
+The layer list is read from README.md's architecture section (the ```layers block), so the document and
+the check cannot drift apart. Imports under `if TYPE_CHECKING:` are annotations only and do not count.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "observer"
+
+
+def readme_layers() -> list[set[str]]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```layers\n(.*?)```", text, re.S)
+    assert block, "README.md's architecture section must hold a ```layers block"
+    layers = []
+    for line in block.group(1).splitlines():
+        m = re.match(r"\s*\d+\.\s+(.*?)\s*(?:#.*)?$", line)
+        if m:
+            layers.append(set(m.group(1).split()))
+    return layers
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for b in node.body for n in ast.walk(b))
+    return skip
+
+
+def imports() -> dict[str, set[str]]:
+    """Module → the observer modules it imports (anywhere in the file, function bodies too)."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    out: dict[str, set[str]] = defaultdict(set)
+    for mod, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_nodes(tree)
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            out[mod].update(t for t in targets if t in modules and t != mod)
+    return out
+
+
+def area(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else "observer"
+
+
+def test_every_area_is_in_exactly_one_layer() -> None:
+    layers = readme_layers()
+    named = [a for layer in layers for a in layer]
+    assert len(named) == len(set(named)), "an area is listed in two layers"
+    present = {area(module_name(p)) for p in PACKAGE.rglob("*.py")} - {"observer"}
+    assert present == set(named), f"README layers miss {present - set(named)} or list unknown {set(named) - present}"
+
+
+def test_imports_point_down_the_layers() -> None:
+    rank = {a: i for i, layer in enumerate(readme_layers()) for a in layer}
+    upward = sorted(f"{src} → {dst}" for src, dsts in imports().items() for dst in dsts
+                    if area(src) != "observer" and area(dst) != "observer" and rank[area(dst)] > rank[area(src)])
+    assert not upward, "imports from a lower layer to a higher one:\n" + "\n".join(upward)
+
+
+def test_no_import_cycles() -> None:
+    graph = imports()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles:\n" + "\n".join(" ↔ ".join(c) for c in cycles)
