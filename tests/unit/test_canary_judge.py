@@ -120,3 +120,38 @@ def test_aa_false_fail_rate_at_most_one_percent() -> None:
                 fails += 1
                 break
     assert fails / runs <= 0.01, f"A/A false-fail rate {fails}/{runs}"
+
+
+def test_one_non_critical_failure_cannot_fail_the_verdict_alone() -> None:
+    """Issue #19's case: 5% weight, early in a step, e2e alone regressed, ttft passing, every other group
+    undecided: the score is 50 < marginal 75, yet one non-critical metric tested at α/k must not fail."""
+    spec = CanarySpec()
+    seen = None
+    for seed in range(40):
+        st = simulate_step(seed=seed, seconds=900, total_rps=20, weight=0.05,
+                           canary=ArmProfile(e2e_median=4.5))
+        for _, c, b in st.looks(30):
+            v = judge(spec, canary="c", baseline="b", canary_data=c, baseline_data=b, expected_share=0.05, now=0.0)
+            by = {r.name: r.outcome for r in v.metrics}
+            others = [r.outcome for r in v.metrics if r.group != "latency" and not r.advisory]
+            if by["e2e"] is Outcome.FAIL and by["ttft"] is Outcome.PASS and all(
+                    o in (Outcome.INCONCLUSIVE, Outcome.NODATA) for o in others):
+                seen = v
+                break
+        if seen is not None:
+            break
+    assert seen is not None, "the situation was not built"
+    assert seen.score == pytest.approx(50.0)
+    assert seen.verdict is Outcome.INCONCLUSIVE and not seen.critical_failed
+    assert "one non-critical failure" in seen.reason
+
+
+def test_two_non_critical_failures_below_marginal_still_fail() -> None:
+    spec = CanarySpec()
+    st = simulate_step(seed=3, seconds=1800, total_rps=20, weight=0.25,
+                       canary=ArmProfile(e2e_median=9.0, abort_rate=0.02, length_rate=0.15))
+    verdicts = [judge(spec, canary="c", baseline="b", canary_data=c, baseline_data=b, expected_share=0.25, now=0.0)
+                for _, c, b in st.looks(30)]
+    failing = [v for v in verdicts if v.verdict is Outcome.FAIL and not v.critical_failed]
+    assert failing, [v.reason for v in verdicts[-3:]]
+    assert sum(r.outcome is Outcome.FAIL for r in failing[0].metrics if not r.advisory) >= 2

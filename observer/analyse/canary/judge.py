@@ -115,10 +115,15 @@ class Verdict:
         raise KeyError(name)
 
 
+SCORE_FAILURES_TO_FAIL = 2
+"""Non-critical metrics fail the canary only through the score *and* only when at least this many failed."""
+
+
 def metric_alpha(spec: CanarySpec, metric: CanaryMetricSpec | None = None) -> float:
     """Per-metric α. Critical metrics share the verdict's budget (Bonferroni): one of them failing fails
-    the canary. The others get budget ÷ scored metrics: they fail the canary only through the score, which
-    takes two or more of them, so their share of false fails is of order (α/k)² and stays negligible."""
+    the canary. The others get budget ÷ scored metrics: they fail the canary only through the score, and
+    only when SCORE_FAILURES_TO_FAIL of them failed, so their share of false fails is at most
+    C(k, 2)·(α/k)² < α²/2 (a union bound over pairs) and stays negligible."""
     scored = [m for m in spec.metrics if not m.advisory]
     critical = [m for m in scored if m.critical]
     if metric is not None and metric.critical and critical:
@@ -314,9 +319,15 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
             return verdict(Outcome.NODATA, results, "no metric has data", share=share)
         return verdict(Outcome.INCONCLUSIVE, results, "not enough data yet: "
                        + _pending(scored), score_value=value, share=share)
-    if value < spec.marginal_score:
+    failed = [r for r in scored if r.outcome is Outcome.FAIL]
+    if value < spec.marginal_score and len(failed) >= SCORE_FAILURES_TO_FAIL:
         return verdict(Outcome.FAIL, results, f"score {value:.0f} below marginal {spec.marginal_score:.0f}: "
-                       + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
+                       + "; ".join(_describe(r) for r in failed), score_value=value, share=share)
+    if value < spec.marginal_score:
+        # One non-critical metric, tested at α/k, must not fail the step alone: the step's budget is α.
+        return verdict(Outcome.INCONCLUSIVE, results, f"score {value:.0f} below marginal "
+                       f"{spec.marginal_score:.0f} on one non-critical failure (a fail needs "
+                       f"{SCORE_FAILURES_TO_FAIL}): " + "; ".join(_describe(r) for r in failed),
                        score_value=value, share=share)
     undecided_critical = [r for r in critical if r.outcome is not Outcome.PASS]
     if undecided_critical:
