@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from observer.analyse.canary.judge import Outcome, judge  # noqa: E402
-from observer.config.canary import CanarySpec  # noqa: E402
-from tests.support.canary_streams import simulate_step  # noqa: E402
+from observer.analyse.canary.judge import Outcome, judge
+from observer.config.canary import CanarySpec
+from tests.support.canary_streams import simulate_step
 
 
 def main() -> None:
