@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -67,6 +68,25 @@ class Target:
 
     kind: TargetKind
     url: str
+
+    @property
+    def shown(self) -> str:
+        """The URL as it may be shown, logged or exported: credentials and query string redacted."""
+        return redact_url(self.url)
+
+
+def redact_url(url: str) -> str:
+    """`url` without its secrets: userinfo becomes `***@`, a query string `?***` (tokens travel there)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
+    if parts.username is not None or parts.password is not None:
+        netloc = "***@" + netloc
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
 
 
 @dataclass(frozen=True)
@@ -183,12 +203,12 @@ class Scraper:
             vllm, dcgm = await self._parse(target, body, content_type)
         except _Failed as e:
             duration = time.perf_counter() - t0
-            return ScrapeResult(target, started, duration, e.reason, f"{target.url}: {e}", size)
+            return ScrapeResult(target, started, duration, e.reason, f"{target.shown}: {e}", size)
         except Exception as e:  # a parser or library bug must not stop the cycle
-            log.exception("internal error scraping %s", target.url)
+            log.exception("internal error scraping %s", target.shown)
             duration = time.perf_counter() - t0
             return ScrapeResult(target, started, duration, ScrapeReason.INTERNAL,
-                                f"{target.url}: internal error {type(e).__name__}: {_trim(str(e))}", size)
+                                f"{target.shown}: internal error {type(e).__name__}: {_trim(str(e))}", size)
         return ScrapeResult(target, started, time.perf_counter() - t0, None, "", size, vllm, dcgm)
 
     async def fetch_text(self, url: str) -> str:
@@ -208,7 +228,7 @@ class Scraper:
                 raise _Failed(ScrapeReason.ENCODING, f"body is not UTF-8 (byte {e.start})") from e
             _check_complete(text, content_type)
         except _Failed as e:
-            raise ScrapeFailure(f"could not scrape {url}: {e}", reason=e.reason) from e
+            raise ScrapeFailure(f"could not scrape {redact_url(url)}: {e}", reason=e.reason) from e
         return text
 
     async def _fetch(self, target: Target) -> tuple[bytes, str | None]:
@@ -331,7 +351,7 @@ class TargetHealth:
             h.duration = result.duration_seconds
             if result.ok:
                 if h.up is False:
-                    log.info("target %s (%s) is up again", target.url, target.kind.value)
+                    log.info("target %s (%s) is up again", target.shown, target.kind.value)
                 h.up, h.last_success, h.reason, h.message = True, result.started, None, ""
                 continue
             assert result.reason is not None
@@ -340,13 +360,13 @@ class TargetHealth:
                 # result.message starts with the target URL
                 log.warning("%s target down (%s): %s", target.kind.value, result.reason.value, result.message)
             else:
-                log.debug("scrape of %s still failing (%s): %s", target.url, result.reason.value,
+                log.debug("scrape of %s still failing (%s): %s", target.shown, result.reason.value,
                           result.message)
             h.up, h.reason, h.message = False, result.reason, result.message
         self._statuses = self._build_statuses()
 
     def _build_statuses(self) -> tuple[TargetStatus, ...]:
-        return tuple(TargetStatus(version, target.kind, target.url, h.up, h.duration, h.last_success, h.reason,
+        return tuple(TargetStatus(version, target.kind, target.shown, h.up, h.duration, h.last_success, h.reason,
                                   h.message, tuple(sorted(h.errors.items())))
                      for version, target in self._bindings for h in (self._health[target],))
 

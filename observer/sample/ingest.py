@@ -89,6 +89,8 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
             data = json.loads(body, parse_constant=_reject_constant)
         except (ValueError, UnicodeDecodeError) as e:
             return _error(400, "invalid_json", "body", f"body is not valid JSON: {e}")
+        except RecursionError:
+            return _error(400, "invalid_json", "body", "body nests JSON too deeply")
         if isinstance(data, dict) and isinstance(data.get("samples"), list) \
                 and len(data["samples"]) > max_batch_samples:
             return _error(413, "too_many_samples", "samples",
