@@ -24,6 +24,10 @@ from observer.sample.redact import Redactor
 from observer.store.base import SampleRecord, SampleStore, StoreError
 
 _TEXT_LIMIT = 1_000_000
+MAX_TOKENS = 100_000_000  # far above any context window; bounded so every value fits SQLite's INTEGER
+MAX_SECONDS = 86_400.0  # a request's latency, at most a day
+MAX_TS = 4_102_444_800.0  # 2100-01-01: a `ts` beyond it is a unit mistake (ms, ns) or garbage
+FUTURE_SLACK_SECONDS = 86_400.0  # clock skew tolerated for a `ts` ahead of the observer's clock
 
 
 class IngestSample(BaseModel):
@@ -35,13 +39,14 @@ class IngestSample(BaseModel):
     prompt: str | None = Field(None, max_length=_TEXT_LIMIT)
     messages: list[dict[str, Any]] | None = None
     output: str = Field(max_length=_TEXT_LIMIT)
-    ts: float | None = Field(None, gt=0, description="Unix time of the request; default: arrival time.")
+    ts: float | None = Field(None, gt=0, le=MAX_TS, description="Unix time (seconds) of the request; default: "
+                             "arrival time; at most a day ahead of the observer's clock.")
     model: str | None = Field(None, max_length=256)
     finish_reason: str | None = Field(None, max_length=32)
-    prompt_tokens: int | None = Field(None, ge=0)
-    output_tokens: int | None = Field(None, ge=0)
-    latency_s: float | None = Field(None, ge=0)
-    ttft_s: float | None = Field(None, ge=0)
+    prompt_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    output_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    latency_s: float | None = Field(None, ge=0, le=MAX_SECONDS)
+    ttft_s: float | None = Field(None, ge=0, le=MAX_SECONDS)
     tenant_tier: str | None = Field(None, max_length=32)
     source: Literal["ingest", "proxy"] = "ingest"
 
@@ -107,6 +112,10 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
             if s.version not in versions:
                 return _error(422, "unknown_version", f"samples.{i}.version",
                               f"unknown version {s.version!r}; configured: {known}")
+            if s.ts is not None and s.ts > now + FUTURE_SLACK_SECONDS:
+                return _error(400, "invalid_sample", f"samples.{i}.ts",
+                              f"samples.{i}.ts: {s.ts:.0f} is more than a day ahead of the observer's clock "
+                              f"({now:.0f}); send Unix seconds")
             try:
                 prompt = s.prompt if s.prompt is not None else render_messages(s.messages)
             except CaptureError as e:
@@ -121,10 +130,12 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
             metrics.sampled[(r.version, r.source)] += 1
         try:
             ids, counts = await asyncio.to_thread(_commit, store, redactor, records)
-        except StoreError:
+        except Exception as e:  # every seen sample ends stored or dropped with a reason, never lost silently
             for r in records:
                 metrics.drop(r.version, "store_error")
-            raise
+            if isinstance(e, StoreError):
+                raise
+            raise StoreError(f"could not store {len(records)} sample(s): {type(e).__name__}: {e}") from e
         metrics.redactions.update(counts)
         for r in records:
             metrics.stored[r.version] += 1

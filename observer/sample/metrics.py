@@ -23,9 +23,11 @@ DROP_REASONS: tuple[str, ...] = (
     "window_full",  # displaced by the per-window reservoir cap (sampling, not a failure)
     "too_large",  # the reply exceeded sampling.proxy.max_capture_bytes
     "unparseable",  # the request or reply could not be read as OpenAI JSON / SSE
+    "invalid_text",  # text that cannot be stored as UTF-8 (a lone surrogate such as \ud83d)
     "upstream_status",  # the upstream answered non-2xx
     "incomplete",  # the client or the upstream disconnected mid-reply
-    "store_error",  # the store (or the remote ingest) refused the batch
+    "store_error",  # the store (or the remote ingest) failed: down, locked, 5xx
+    "rejected",  # the remote ingest refused this sample (HTTP 400/422), alone
     "shutdown",  # still queued when the process stopped
 )
 ADDED_LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)

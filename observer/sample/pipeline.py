@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import time
 from collections import Counter
@@ -27,10 +28,23 @@ from observer.store.base import SampleRecord, SampleStore
 log = logging.getLogger("observer.sample")
 
 
-class Sink(Protocol):
-    """Where finished samples go; `write` is synchronous (called in a worker thread) and raises on failure."""
+Rejected = Sequence[tuple[int, str]]
+"""(index in the batch, drop reason) of the records a sink refused one by one; the others are stored."""
 
-    def write(self, records: Sequence[SampleRecord]) -> None: ...
+
+class Sink(Protocol):
+    """Where finished samples go. `write` is synchronous (called in a worker thread); it raises when the sink
+    is down (the whole batch is lost, counted) and returns the records it refused alone (None: none)."""
+
+    def write(self, records: Sequence[SampleRecord]) -> Rejected | None: ...
+
+
+class _Refused(Exception):
+    """The ingest refused a request for its data (400/413/422): a smaller part may go through."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        self.reason = reason
+        super().__init__(message)
 
 
 class StoreSink:
@@ -39,23 +53,72 @@ class StoreSink:
     def __init__(self, store: SampleStore) -> None:
         self.store = store
 
-    def write(self, records: Sequence[SampleRecord]) -> None:
+    def write(self, records: Sequence[SampleRecord]) -> Rejected | None:
         self.store.add(records)
+        return None
+
+
+_OVERHEAD = len(b'{"samples":[]}')
 
 
 class RemoteSink:
-    """Posts batches to an observer's `POST /api/v1/samples` (the sidecar proxy's sink)."""
+    """Posts batches to an observer's `POST /api/v1/samples` (the sidecar proxy's sink).
 
-    def __init__(self, base_url: str, *, token: str | None, timeout_seconds: float = 10.0) -> None:
+    Batches are split so each request body stays under `max_request_bytes` (the central observer's
+    `server.max_request_bytes`, 4 MiB by default); one sample larger than that alone is rejected alone."""
+
+    def __init__(self, base_url: str, *, token: str | None, timeout_seconds: float = 10.0,
+                 max_request_bytes: int = 4 * 1024 * 1024) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_seconds)
+        self.max_request_bytes = max_request_bytes
+        self.url = base_url.rstrip("/") + "/api/v1/samples"
 
-    def write(self, records: Sequence[SampleRecord]) -> None:
-        body = {"samples": [
-            {k: v for k, v in dataclasses.asdict(r).items() if v is not None} for r in records]}
-        resp = self._client.post("/api/v1/samples", json=body)
+    def write(self, records: Sequence[SampleRecord]) -> Rejected | None:
+        encoded = [json.dumps({k: v for k, v in dataclasses.asdict(r).items() if v is not None},
+                              ensure_ascii=False, allow_nan=False).encode("utf-8") for r in records]
+        rejected: list[tuple[int, str]] = []
+        chunk: list[int] = []
+        size = _OVERHEAD
+        for i, item in enumerate(encoded):
+            if _OVERHEAD + len(item) > self.max_request_bytes:
+                log.warning("sample of %s rejected: %d bytes exceed the ingest limit of %d bytes",
+                            records[i].version, len(item), self.max_request_bytes)
+                rejected.append((i, "too_large"))
+                continue
+            if chunk and size + len(item) + 1 > self.max_request_bytes:
+                self._deliver(chunk, encoded, records, rejected)
+                chunk, size = [], _OVERHEAD
+            chunk.append(i)
+            size += len(item) + 1
+        if chunk:
+            self._deliver(chunk, encoded, records, rejected)
+        return rejected
+
+    def _deliver(self, chunk: list[int], encoded: list[bytes], records: Sequence[SampleRecord],
+                 rejected: list[tuple[int, str]]) -> None:
+        """Post `chunk`; when the ingest refuses it for its data, halve it until the refused samples are
+        alone, so one bad sample never takes its neighbours with it (each part is posted once)."""
+        try:
+            self._post([encoded[i] for i in chunk])
+        except _Refused as e:
+            if len(chunk) == 1:
+                log.warning("sample of %s rejected: %s", records[chunk[0]].version, e)
+                rejected.append((chunk[0], e.reason))
+                return
+            mid = len(chunk) // 2
+            self._deliver(chunk[:mid], encoded, records, rejected)
+            self._deliver(chunk[mid:], encoded, records, rejected)
+
+    def _post(self, items: list[bytes]) -> None:
+        body = b'{"samples":[' + b",".join(items) + b"]}"
+        resp = self._client.post("/api/v1/samples", content=body, headers={"Content-Type": "application/json"})
         if resp.status_code != 200:
-            raise RuntimeError(f"ingest answered {resp.status_code}")
+            detail = " ".join(resp.text.split())[:200]
+            message = f"ingest {self.url} answered HTTP {resp.status_code} for {len(items)} sample(s): {detail}"
+            if resp.status_code in (400, 413, 422):  # about the data: a smaller part may go through
+                raise _Refused(message, reason="too_large" if resp.status_code == 413 else "rejected")
+            raise RuntimeError(message)  # an outage (401/403/5xx): the whole batch fails at once
 
     def close(self) -> None:
         self._client.close()
@@ -63,17 +126,37 @@ class RemoteSink:
 
 def redact_records(redactor: Redactor | None, records: Sequence[SampleRecord]
                    ) -> tuple[list[SampleRecord], Counter[str]]:
-    """Redact prompt and output of each record; returns the new records and the matches per kind."""
+    """Redact every free-text field of each record (prompt, output, and the client-supplied `model` and
+    `tenant_tier`, which an e-mail or card number can reach too); returns the new records and the matches
+    per kind."""
     counts: Counter[str] = Counter()
     if redactor is None:
         return list(records), counts
     out = []
     for r in records:
-        prompt, output = redactor.redact(r.prompt), redactor.redact(r.output)
-        counts.update(prompt.counts)
-        counts.update(output.counts)
-        out.append(dataclasses.replace(r, prompt=prompt.text, output=output.text))
+        fields: dict[str, str | None] = {}
+        for name in ("prompt", "output", "model", "tenant_tier"):
+            value = getattr(r, name)
+            if value is None:
+                fields[name] = None
+                continue
+            red = redactor.redact(value)
+            counts.update(red.counts)
+            fields[name] = red.text
+        out.append(dataclasses.replace(r, **fields))  # type: ignore[arg-type]
     return out, counts
+
+
+def _storable(record: SampleRecord) -> bool:
+    """Whether every text of `record` is valid UTF-8 (a lone surrogate such as \\ud83d is not)."""
+    for text in (record.prompt, record.output, record.model, record.finish_reason, record.tenant_tier):
+        if text is None:
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
 
 
 class SamplePipeline:
@@ -177,31 +260,44 @@ class SamplePipeline:
 
     async def _write(self, batch: list[Capture]) -> None:
         try:
-            stored, failed, counts = await asyncio.to_thread(self._convert_and_write, batch)
-        except Exception as e:  # the sink failed: drop the batch, keep the writer alive
+            stored, dropped, counts = await asyncio.to_thread(self._convert_and_write, batch)
+        except Exception as e:  # a bug in conversion: drop the batch, keep the writer alive
             for c in batch:
                 self.metrics.drop(c.version, "store_error")
-            log.warning("could not store %d sample(s): %s", len(batch), type(e).__name__)
+            log.warning("could not store %d sample(s): %s: %s", len(batch), type(e).__name__, e)
             log.debug("store failure detail", exc_info=True)
             return
         self.metrics.redactions.update(counts)
-        for version in failed:
-            self.metrics.drop(version, "unparseable")
+        for version, reason in dropped:
+            self.metrics.drop(version, reason)
         for version in stored:
             self.metrics.stored[version] += 1
 
-    def _convert_and_write(self, batch: list[Capture]) -> tuple[list[str], list[str], Counter[str]]:
+    def _convert_and_write(self, batch: list[Capture]
+                           ) -> tuple[list[str], list[tuple[str, str]], Counter[str]]:
         records: list[SampleRecord] = []
-        failed: list[str] = []
+        dropped: list[tuple[str, str]] = []
         for c in batch:
             try:
-                records.append(to_record(c))
+                record = to_record(c)
             except CaptureError:
-                failed.append(c.version)
+                dropped.append((c.version, "unparseable"))
+                continue
+            if not _storable(record):
+                dropped.append((c.version, "invalid_text"))
+                continue
+            records.append(record)
         records, counts = redact_records(self.redactor, records)
-        if records:
-            self.sink.write(records)
-        return [r.version for r in records], failed, counts
+        if not records:
+            return [], dropped, counts
+        try:
+            refused = dict(self.sink.write(records) or ())
+        except Exception as e:  # the sink is down or broken: this batch is lost, counted, the writer lives
+            log.warning("could not store %d sample(s): %s: %s", len(records), type(e).__name__, e)
+            log.debug("store failure detail", exc_info=True)
+            return [], dropped + [(r.version, "store_error") for r in records], counts
+        dropped += [(records[i].version, reason) for i, reason in sorted(refused.items())]
+        return [r.version for i, r in enumerate(records) if i not in refused], dropped, counts
 
     def queue_depth(self) -> int:
         """Samples waiting for the writer."""

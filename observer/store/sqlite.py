@@ -163,7 +163,7 @@ class SqliteStore:
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
                     ids.append(int(cur.lastrowid or 0))
                 db.execute("COMMIT")
-            except sqlite3.Error as e:
+            except (sqlite3.Error, OverflowError, ValueError, TypeError) as e:
                 _rollback(db)
                 raise StoreError(f"could not store {len(rows)} sample(s) in {self.path}: {e}") from e
         return ids
@@ -310,7 +310,13 @@ class _Locked:
         return self._store._db
 
     def __exit__(self, *exc: object) -> None:
-        self._store._lock.release()
+        # Whatever went wrong inside (a sqlite error, an int too large to bind, a bug), a connection goes
+        # back with no open transaction: else it would hold SQLite's write lock and show uncommitted rows.
+        try:
+            with contextlib.suppress(sqlite3.Error):
+                _rollback(self._store._db)
+        finally:
+            self._store._lock.release()
 
 
 def _rollback(db: sqlite3.Connection) -> None:

@@ -43,7 +43,8 @@ async def run_proxy(config: ObserverConfig, *, version: str, listen: str | None 
     store: SqliteStore | None = None
     sink: Sink
     if remote:
-        sink = RemoteSink(remote, token=resolve_auth_token(config))
+        sink = RemoteSink(remote, token=resolve_auth_token(config),
+                          max_request_bytes=config.server.max_request_bytes)
     else:
         store = SqliteStore(spec.store.path, busy_timeout_seconds=spec.store.busy_timeout_seconds)
         sink = StoreSink(store)

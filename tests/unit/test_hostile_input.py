@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -10,9 +14,14 @@ from fastapi import FastAPI
 
 from observer.collect.scraper import redact_url
 from observer.config.spec import ObserverConfig
+from observer.errors import StoreError
 from observer.export import errors
+from observer.sample.capture import Capture
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingMetrics
+from observer.sample.pipeline import RemoteSink, SamplePipeline, StoreSink
+from observer.sample.redact import Redactor
+from observer.store.base import SampleRecord
 from observer.store.sqlite import SqliteStore
 from observer.wiring.runtime import resolve_auth_token
 from tests.support.observer_proc import run_observer
@@ -67,3 +76,187 @@ async def test_deeply_nested_json_is_a_400_not_a_500(tmp_path: Path) -> None:
                 assert "invalid_json" in r.text
     finally:
         store.close()
+
+
+# --- item 1: unbounded numbers wedged the store -----------------------------------------------------
+
+def _ingest_app(store: SqliteStore, metrics: SamplingMetrics, redactor: Redactor | None = None) -> FastAPI:
+    app = FastAPI()
+    errors.install(app)
+    app.include_router(ingest_router(store=store, metrics=metrics, redactor=redactor, versions={"stable"},
+                                     guard=lambda: None, max_request_bytes=1 << 22, max_batch_samples=1000,
+                                     clock=lambda: 1_700_000_000.0))
+    return app
+
+
+def _sample(**kw: Any) -> dict[str, Any]:
+    return {"version": "stable", "prompt": "q", "output": "a", **kw}
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("prompt_tokens", 2**63), ("output_tokens", 10**4000), ("ts", 1e308), ("latency_s", 1e300),
+    ("ttft_s", 1e20), ("ts", 1_700_000_000.0 + 7 * 86_400),
+], ids=["tokens-2^63", "tokens-10^4000", "ts-1e308", "latency-huge", "ttft-huge", "ts-a-week-ahead"])
+async def test_out_of_range_numbers_are_refused_naming_the_field(tmp_path: Path, field: str, value: Any) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    metrics = SamplingMetrics()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=_ingest_app(store, metrics)),
+                                     base_url="http://t") as client:
+            body = json.dumps({"samples": [_sample(), _sample(**{field: value})]})
+            r = await client.post("/api/v1/samples", content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 400, r.text
+            assert r.json()["field"] == f"samples.1.{field}"
+            # Nothing of the refused batch is stored, nothing is left open, and the next batch from anyone
+            # goes through at once.
+            ok = await client.post("/api/v1/samples", json={"samples": [_sample(), _sample()]})
+            assert ok.status_code == 200, ok.text
+            rows = (await client.get("/api/v1/samples", params={"version": "stable"})).json()["samples"]
+            assert len(rows) == 2
+    finally:
+        store.close()
+
+
+def test_any_exception_inside_a_transaction_rolls_it_back(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        with pytest.raises(StoreError, match="could not store"):
+            store.add([SampleRecord(version="stable", prompt="q", output="a", ts=1.0, prompt_tokens=2**63)])
+        assert not store._db.in_transaction  # the write lock is free: another writer is not "locked"
+        other = sqlite3.connect(tmp_path / "s.db", timeout=0.1)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert store.add([SampleRecord(version="stable", prompt="q", output="a", ts=1.0)]) != []
+        assert store.count() == 1
+    finally:
+        store.close()
+
+
+async def test_every_seen_sample_is_stored_or_dropped_when_the_store_breaks(tmp_path: Path) -> None:
+    class Broken(SqliteStore):
+        def add(self, samples: Any) -> list[int]:
+            raise OverflowError("Python int too large to convert to SQLite INTEGER")
+
+    store = Broken(tmp_path / "s.db")
+    metrics = SamplingMetrics()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=_ingest_app(store, metrics)),
+                                     base_url="http://t") as client:
+            r = await client.post("/api/v1/samples", json={"samples": [_sample() for _ in range(5)]})
+        assert r.status_code == 503, r.text
+    finally:
+        store.close()
+    seen = sum(n for (v, _), n in metrics.seen.items() if v == "stable")
+    assert seen == 5 and metrics.dropped[("stable", "store_error")] == 5
+
+
+# --- item 13: model and tenant_tier were stored unredacted ---------------------------------------------
+
+async def test_model_and_tenant_tier_are_redacted(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        app = _ingest_app(store, SamplingMetrics(), Redactor.build())
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            r = await client.post("/api/v1/samples", json={"samples": [
+                _sample(model="jane.doe@example.com", tenant_tier="4111 1111 1111 1111")]})
+            assert r.status_code == 200, r.text
+        row = store.samples("stable")[0]
+        assert "jane.doe" not in (row.model or "") and "4111" not in (row.tenant_tier or "")
+        assert row.model == "<EMAIL>"
+    finally:
+        store.close()
+
+
+# --- items 3 and 4: one bad sample lost its neighbours -------------------------------------------------
+
+def _capture(i: int, text: str) -> Capture:
+    body = json.dumps({"model": "m", "choices": [{"index": 0, "text": text, "finish_reason": "stop"}]}).encode()
+    return Capture(version="stable", kind="completion", request=json.dumps({"prompt": f"p{i}"}).encode(),
+                   response=body, content_type="application/json", ts=100.0 + i, ttft_s=None, latency_s=0.1)
+
+
+def _pipeline(sink: Any) -> SamplePipeline:
+    return SamplePipeline(sink=sink, metrics=SamplingMetrics(), redactor=None, fraction=lambda v: 1.0,
+                          capacity=1000, window_seconds=1.0, seed=0, queue_size=1000, batch_size=100)
+
+
+def test_a_lone_surrogate_drops_only_its_own_sample(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        p = _pipeline(StoreSink(store))
+        batch = [_capture(i, "fine" if i != 7 else "broken \ud83d emoji") for i in range(31)]
+        stored, dropped, _ = p._convert_and_write(batch)
+        assert len(stored) == 30 and dropped == [("stable", "invalid_text")]
+        assert store.count() == 30
+    finally:
+        store.close()
+
+
+class _IngestSim:
+    """A loopback ingest with a body limit: 413 over it, 400 for a sample whose output is 'poison'."""
+
+    def __init__(self, limit: int) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.accepted: list[str] = []
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                n = int(self.headers["Content-Length"])
+                body = self.rfile.read(n)
+                outer.requests += 1
+                samples = json.loads(body)["samples"]
+                status = 413 if n > limit else 400 if any(s["output"] == "poison" for s in samples) else 200
+                if status == 200:
+                    outer.accepted.extend(s["output"] for s in samples)
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def test_sidecar_batches_are_split_to_fit_the_ingest_limit() -> None:
+    """Item 4: eight 700 KB replies and 20 small ones made a 5.6 MB batch; the ingest's 413 lost all 28."""
+    ingest = _IngestSim(limit=4 * 1024 * 1024)
+    sink = RemoteSink(ingest.url, token=None, max_request_bytes=4 * 1024 * 1024)
+    try:
+        p = _pipeline(sink)
+        big = "x" * 700_000
+        batch = [_capture(i, big if i < 8 else f"small {i}") for i in range(28)]
+        batch.append(_capture(99, "y" * 5_000_000))  # larger than the limit alone
+        batch.append(_capture(98, "poison"))  # the ingest refuses this one
+        stored, dropped, _ = p._convert_and_write(batch)
+        assert len(stored) == 28 and len(ingest.accepted) == 28
+        assert sorted(dropped) == [("stable", "rejected"), ("stable", "too_large")]
+    finally:
+        sink.close()
+        ingest.close()
+
+
+def test_an_ingest_outage_fails_the_batch_once_not_per_sample() -> None:
+    sink = RemoteSink("http://127.0.0.1:9", token=None, timeout_seconds=1.0)
+    try:
+        p = _pipeline(sink)
+        stored, dropped, _ = p._convert_and_write([_capture(i, "fine") for i in range(50)])
+        assert stored == [] and dropped == [("stable", "store_error")] * 50
+    finally:
+        sink.close()
