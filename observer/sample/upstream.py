@@ -161,6 +161,10 @@ class _Connection(asyncio.Protocol):
         response._finish()
         response._conn = None
         self.response = None
+        # The reply is read to its end, but reading may still be paused for back-pressure (a body over
+        # _PAUSE_BYTES the client has not drained): a paused connection in the pool would never read the
+        # next reply, whose request would then wait out the read timeout.
+        self.resume()
         if keep and not self.lost:
             self.pool._release(self)
         else:

@@ -146,3 +146,39 @@ async def test_connect_errors_and_bad_urls() -> None:
     assert err.value.kind == "connect"
     with pytest.raises(ValueError, match="http://host"):
         UpstreamPool("https://example.com", connect_timeout=1, read_timeout=1, max_idle=1)
+
+
+@pytest.mark.parametrize("size", [1024 * 1024 + 1000, 1024 * 1024 + 100_000, 5 * 1024 * 1024],
+                         ids=["1MiB+1000", "1MiB+100k", "5MiB"])
+async def test_a_connection_after_a_large_reply_serves_the_next_request(cleanup: list[asyncio.Server],
+                                                                        size: int) -> None:
+    """Issue #21 item 5: after a reply over the pause threshold the connection went back to the pool with
+    reading paused; the next request on it waited for the read timeout (504)."""
+    big = b"x" * size
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        n = 0
+        while True:
+            try:
+                await read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            payload = big if n == 0 else b"ok"
+            n += 1
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+            await writer.drain()
+
+    server, port = await serve(handler)
+    cleanup.append(server)
+    pool = UpstreamPool(f"http://127.0.0.1:{port}", connect_timeout=2, read_timeout=2, max_idle=4)
+    try:
+        resp = await pool.request("POST", b"/v1/x", [], b"{}")
+        await asyncio.sleep(0.2)  # the whole reply arrives while the client has not read: reading pauses
+        got = b"".join([c async for c in resp.batches(read_timeout=5)])
+        resp.close()
+        assert len(got) == size
+        for _ in range(3):
+            status, out = await asyncio.wait_for(body(pool), timeout=1.5)
+            assert (status, out) == (200, b"ok")
+    finally:
+        pool.close()
