@@ -22,7 +22,7 @@ from observer import conventions as names
 from observer.analyse.embed import Embedder
 from observer.config.spec import ObserverConfig
 from observer.export.app import create_app
-from observer.httpserve import uvicorn_config
+from observer.httpserve import ConnectionGuard, GuardsCollector, uvicorn_config
 from observer.telemetry import build_tracer
 from observer.wiring.root import Area, Services, assemble
 from observer.wiring.runtime import Clock, Component, Context, Job, resolve_auth_token
@@ -59,6 +59,7 @@ class Service:
     app: FastAPI
     tracer: trace.Tracer
     job_metrics: JobMetrics
+    guard: ConnectionGuard
     scheduler: AsyncIOScheduler | None = None
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
@@ -69,7 +70,12 @@ class Service:
         """Assemble the service from config (nothing starts until `start`); `areas`: a subset (default all);
         `extra`: components of an embedding program, added after the areas'."""
         client = http or httpx.AsyncClient(follow_redirects=False)
-        ctx = Context(config=config, http=client, clock=clock, auth_token=resolve_auth_token(config))
+        srv = config.server
+        guard = ConnectionGuard(server="observer", max_connections=srv.max_connections,
+                                header_timeout_seconds=srv.header_timeout_seconds,
+                                max_header_bytes=srv.max_header_bytes, max_headers=srv.max_headers)
+        ctx = Context(config=config, http=client, clock=clock, auth_token=resolve_auth_token(config),
+                      connection_guards=[guard])
         services = assemble(ctx, areas=areas, embedder_factory=embedder_factory)
         components = [*services.components, *extra]
         registry = CollectorRegistry(auto_describe=True)
@@ -77,11 +83,12 @@ class Service:
             for collector in component.collectors():
                 registry.register(collector)
         job_metrics = JobMetrics.create(registry)
+        registry.register(GuardsCollector(lambda: tuple(ctx.connection_guards)))
         routers = [r for c in components for r in c.routers()]
         app = create_app(registry=registry, routers=routers, ready=lambda: all(c() for c in ctx.ready_checks))
         tracer = build_tracer(config.telemetry, exporter=span_exporter)
         return cls(config=config, context=ctx, services=services, components=components, registry=registry, app=app,
-                   tracer=tracer, job_metrics=job_metrics)
+                   tracer=tracer, job_metrics=job_metrics, guard=guard)
 
     def jobs(self) -> list[Job]:
         """Every periodic job of every component."""
@@ -149,7 +156,7 @@ async def serve(config: ObserverConfig) -> None:
         httpx_log.setLevel(logging.WARNING)
     service = Service.build(config)
     server = uvicorn.Server(uvicorn_config(service.app, host=config.server.host, port=config.server.port,
-                                           lifespan="auto"))
+                                           lifespan="auto", guard=service.guard))
     await service.start()
     try:
         await server.serve()
@@ -192,7 +199,7 @@ def start_in_thread(config: ObserverConfig, *, areas: Collection[Area] | None = 
 
     async def main() -> None:
         service = Service.build(config, areas=areas, span_exporter=span_exporter, http=http)
-        server = uvicorn.Server(uvicorn_config(service.app, host=host, port=port))
+        server = uvicorn.Server(uvicorn_config(service.app, host=host, port=port, guard=service.guard))
         box.update(service=service, server=server, loop=asyncio.get_running_loop())
         await service.start()
         started.set()

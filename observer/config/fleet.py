@@ -112,6 +112,13 @@ class ServerSpec(Spec):
         None, description="Bearer token for ingest/admin endpoints (env OBSERVER_AUTH_TOKEN wins)."
     )
     max_request_bytes: int = Field(4 * 1024 * 1024, gt=0, description="Largest accepted request body.")
+    max_connections: int = Field(1000, ge=1, le=100_000,
+                                 description="Open client connections; one more is answered 503 and closed.")
+    header_timeout_seconds: float = Field(10.0, gt=0, le=600,
+                                          description="Time a client has to send a request's head (slowloris).")
+    max_header_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024,
+                                  description="Largest request head (line + headers); larger: 431.")
+    max_headers: int = Field(100, ge=8, le=10_000, description="Most headers in a request; more: 431.")
 
 
 class TelemetrySpec(Spec):

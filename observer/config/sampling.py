@@ -51,6 +51,16 @@ class ProxySpec(Spec):
         1024 * 1024, ge=1024, description="A sampled reply larger than this is forwarded but not sampled."
     )
     ready_path: str = Field("/v1/models", description="Upstream path probed by the proxy's /readyz.")
+    max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
+                                   description="Largest request body forwarded (buffered to forward it); larger: "
+                                               "413, refused from Content-Length before reading.")
+    max_client_connections: int = Field(1000, ge=1, le=100_000,
+                                        description="Open client connections; one more is answered 503.")
+    header_timeout_seconds: float = Field(10.0, gt=0, le=600,
+                                          description="Time a client has to send a request's head (slowloris).")
+    max_header_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024,
+                                  description="Largest request head (line + headers); larger: 431, never "
+                                              "forwarded upstream.")
     ingest_url: str | None = Field(
         None, description="Observer base URL the proxy posts samples to (unset: write the local store)."
     )

@@ -10,6 +10,7 @@ LE = "le"
 KIND = "kind"  # target kind: vllm | dcgm
 TARGET = "target"  # configured target URL (bounded by config)
 REASON = "reason"  # bounded error reason token
+SERVER = "server"  # which of the observer's HTTP servers: observer | proxy
 STAT = "stat"  # mean | max
 GOLDEN_SET = "golden_set"
 CHECK = "check"

@@ -51,6 +51,7 @@ SCRAPE_ERRORS = "observer_scrape_errors"  # counter {version,kind,target,reason}
 LAST_SUCCESS = "observer_last_successful_scrape_timestamp_seconds"  # {version,kind,target}
 SCRAPE_CYCLES = "observer_scrape_cycles"  # counter
 JOB_RUNS = "observer_job_runs"  # counter {job, outcome}
+HTTP_REFUSED = "observer_http_refused"  # counter {server, reason}: connections refused before any route
 JOB_LAST_SUCCESS = "observer_job_last_success_timestamp_seconds"  # {job}
 BUILD_INFO = "observer_build_info"
 

@@ -145,7 +145,9 @@ class ProxyApp:
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = time.perf_counter()
-        body = await _read_body(receive, self.max_request_bytes)
+        declared = _content_length(scope)
+        body = declared if declared is not None and declared > self.max_request_bytes else \
+            await _read_body(receive, self.max_request_bytes)
         if body is None:  # client left before sending its request
             return
         if isinstance(body, int):
@@ -258,6 +260,16 @@ class ProxyApp:
                                      "code": code}}).encode()
         await _reply(send, code, body)
         self._done(code, time.perf_counter() - t0, None, None, capture, "upstream_status")
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | int | None:

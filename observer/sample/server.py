@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from observer.httpserve import uvicorn_config
+from observer.httpserve import ConnectionGuard, uvicorn_config
 from observer.sample.proxy import QuietAborts
 
 
@@ -51,15 +51,17 @@ class RunningServer:
                 await self.task
 
 
-def server_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
+def server_config(app: Any, *, host: str, port: int, guard: ConnectionGuard | None = None) -> uvicorn.Config:
     """uvicorn settings for the proxy: no Server/Date headers of its own (the upstream's pass through)."""
     logging.getLogger("uvicorn.error").addFilter(QuietAborts())
-    return uvicorn_config(app, host=host, port=port, server_header=False, date_header=False, timeout_keep_alive=75)
+    return uvicorn_config(app, host=host, port=port, guard=guard, server_header=False, date_header=False,
+                          timeout_keep_alive=75)
 
 
-async def start_server(app: Any, *, host: str, port: int, timeout: float = 10.0) -> RunningServer:
+async def start_server(app: Any, *, host: str, port: int, timeout: float = 10.0,
+                       guard: ConnectionGuard | None = None) -> RunningServer:
     """Serve `app` on host:port in this loop; raise OSError naming the address if it cannot bind."""
-    server = EmbeddedServer(server_config(app, host=host, port=port))
+    server = EmbeddedServer(server_config(app, host=host, port=port, guard=guard))
     task = asyncio.create_task(server.serve(), name=f"observer-server-{host}:{port}")
     deadline = time.monotonic() + timeout
     while not server.started and not task.done() and time.monotonic() < deadline:

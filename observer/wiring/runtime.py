@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from observer import env
 from observer.config.spec import ObserverConfig
+from observer.httpserve import ConnectionGuard
 
 Clock = Callable[[], float]
 
@@ -81,6 +82,7 @@ class Context:
     clock: Clock = time.time
     auth_token: str | None = None
     ready_checks: list[Callable[[], bool]] = field(default_factory=list)
+    connection_guards: list[ConnectionGuard] = field(default_factory=list)  # one per HTTP server, exported
 
 
 def resolve_auth_token(config: ObserverConfig, *, environ: Mapping[str, str] | None = None) -> str | None:

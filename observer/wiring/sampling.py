@@ -16,6 +16,7 @@ from observer.config.sampling import SamplingSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
 from observer.export.auth import bearer_guard
+from observer.httpserve import ConnectionGuard
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.pipeline import SamplePipeline, Sink, StoreSink
@@ -68,6 +69,13 @@ def build_pipeline(spec: SamplingSpec, sink: Sink, metrics: SamplingMetrics, *, 
         seed=spec.reservoir.seed, queue_size=spec.queue_size, batch_size=spec.batch_size, clock=clock)
 
 
+def proxy_guard(spec: SamplingSpec, version: str) -> ConnectionGuard:
+    """The client-connection limits of `version`'s proxy (sampling.proxy.*)."""
+    p = spec.proxy
+    return ConnectionGuard(server=f"proxy-{version}"[:63], max_connections=p.max_client_connections,
+                           header_timeout_seconds=p.header_timeout_seconds, max_header_bytes=p.max_header_bytes)
+
+
 @dataclass
 class _StoreStats:
     size: int | None = None
@@ -87,6 +95,7 @@ class SamplingComponent:
     _servers: list[RunningServer] = field(default_factory=list)
     _apps: list[ProxyApp] = field(default_factory=list)
     _client: httpx.AsyncClient | None = None
+    guards: dict[str, ConnectionGuard] = field(default_factory=dict)
 
     @property
     def spec(self) -> SamplingSpec:
@@ -135,10 +144,12 @@ class SamplingComponent:
             host, _, port = listen.rpartition(":")
             app = ProxyApp(version=version, upstream=proxy_upstream(self.ctx.config, version), client=self._client,
                            metrics=self.metrics, pipeline=self.pipeline, max_capture_bytes=proxy.max_capture_bytes,
-                           ready_path=proxy.ready_path, max_idle_connections=proxy.max_connections)
+                           ready_path=proxy.ready_path, max_idle_connections=proxy.max_connections,
+                           max_request_bytes=proxy.max_request_bytes)
             self._apps.append(app)
             try:
-                self._servers.append(await start_server(app, host=host, port=int(port)))
+                self._servers.append(await start_server(app, host=host, port=int(port),
+                                                        guard=self.guards[version]))
             except OSError as e:
                 await self.stop()
                 raise ConfigError(f"could not start the proxy of {version}: {e}",
@@ -168,5 +179,7 @@ def build(ctx: Context) -> SamplingComponent | None:
     store = SqliteStore(spec.store.path, busy_timeout_seconds=spec.store.busy_timeout_seconds, clock=ctx.clock)
     metrics = SamplingMetrics()
     pipeline = build_pipeline(spec, StoreSink(store), metrics, clock=ctx.clock)
-    return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics)
+    guards = {name: proxy_guard(spec, name) for name, o in spec.versions.items() if o.listen}
+    ctx.connection_guards.extend(guards.values())
+    return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics, guards=guards)
 

@@ -14,13 +14,14 @@ from prometheus_client import CollectorRegistry
 
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
+from observer.httpserve import GuardsCollector
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.pipeline import RemoteSink, Sink, StoreSink
 from observer.sample.proxy import ProxyApp, build_client
 from observer.sample.server import EmbeddedServer, server_config
 from observer.store.sqlite import SqliteStore
 from observer.wiring.runtime import resolve_auth_token
-from observer.wiring.sampling import build_pipeline, check_versions, proxy_upstream
+from observer.wiring.sampling import build_pipeline, check_versions, proxy_guard, proxy_upstream
 
 log = logging.getLogger("observer.proxy")
 
@@ -59,13 +60,16 @@ async def run_proxy(config: ObserverConfig, *, version: str, listen: str | None 
                           read_timeout=spec.proxy.read_timeout_seconds, max_connections=spec.proxy.max_connections)
     app = ProxyApp(version=version, upstream=target, client=client, metrics=metrics, pipeline=pipeline,
                    max_capture_bytes=spec.proxy.max_capture_bytes, ready_path=spec.proxy.ready_path,
-                   registry=registry, max_idle_connections=spec.proxy.max_connections)
+                   registry=registry, max_idle_connections=spec.proxy.max_connections,
+                   max_request_bytes=spec.proxy.max_request_bytes)
     await pipeline.start()
     log.info("sampling proxy for %s on %s → %s (fraction %.3g, samples to %s)", version, address, target,
              spec.fraction_for(version), remote or spec.store.path)
     # Our own signal handling: uvicorn's re-raises SIGTERM after its shutdown, which would kill the
     # process before the queued samples are drained.
-    server = EmbeddedServer(server_config(app, host=host, port=int(port)))
+    guard = proxy_guard(spec, version)
+    registry.register(GuardsCollector(lambda: (guard,)))
+    server = EmbeddedServer(server_config(app, host=host, port=int(port), guard=guard))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
