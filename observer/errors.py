@@ -34,6 +34,10 @@ class NotFoundError(ObserverError, LookupError):
     """A named thing (a version's report, a baseline) does not exist (yet)."""
 
 
+class SampleLimitError(ParseError):
+    """An exposition has more samples (or models) than a target may bring; parsing stopped there."""
+
+
 class StoreError(ObserverError):
     """The sample store cannot be opened, migrated or written."""
 

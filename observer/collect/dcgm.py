@@ -40,10 +40,10 @@ def _pick(labels: dict[str, str], *names: str) -> str | None:
     return None
 
 
-def parse_dcgm(text: str) -> DcgmScrape:
-    """Parse one DCGM-exporter /metrics body into per-GPU records."""
+def parse_dcgm(text: str, *, max_samples: int | None = None) -> DcgmScrape:
+    """Parse one DCGM-exporter /metrics body into per-GPU records (SampleLimitError past `max_samples`)."""
     gpus: dict[tuple[str, str], _Gpu] = {}
-    for fam in parse(text):
+    for fam in parse(text, max_samples=max_samples):
         attr = FIELDS.get(fam.name)
         if attr is None:
             continue

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from observer.errors import ParseError
+from observer.errors import ParseError, SampleLimitError
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -161,9 +162,12 @@ class _Builder:
         return fam
 
 
-def parse(text: str) -> list[Family]:
-    """Parse an exposition body; raise ParseError naming the first bad line."""
+def parse(text: str, *, max_samples: int | None = None) -> list[Family]:
+    """Parse an exposition body; raise ParseError naming the first bad line, and SampleLimitError as soon
+    as it holds more than `max_samples` samples (parsing stops there: the limit bounds time and memory)."""
     b = _Builder()
+    limit = max_samples if max_samples is not None else sys.maxsize
+    n = 0
     sample_re = _SAMPLE.fullmatch
     if "\r" in text:
         text = text.replace("\r\n", "\n")
@@ -198,4 +202,8 @@ def parse(text: str) -> list[Family]:
         if ts is not None:
             _value(ts, lineno)  # validated, then dropped: the observer stamps samples with scrape time
         b.owner(name).samples.append(Sample(name, labels, value))
+        n += 1
+        if n > limit:
+            raise SampleLimitError(f"more than {max_samples} samples (scrape.max_samples_per_target)",
+                                   line=lineno)
     return b.families

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from observer.collect.model import DcgmScrape, VllmScrape
-from observer.errors import ObserverError, ParseError
+from observer.errors import ObserverError, ParseError, SampleLimitError
 
 log = logging.getLogger("observer.scrape")
 
@@ -58,6 +58,8 @@ class ScrapeReason(StrEnum):
     TRUNCATED = "truncated"  # connection closed early, or the body does not end at a line end / # EOF
     ENCODING = "encoding"  # the body is not UTF-8
     PARSE_ERROR = "parse_error"  # not a valid exposition
+    NOT_EXPOSITION = "not_exposition"  # an HTML page (a login page, a proxy's error page), not metrics
+    SAMPLE_LIMIT = "sample_limit"  # over scrape.max_samples_per_target or max_models_per_target
     NO_DATA = "no_data"  # valid, but no vLLM families / no GPUs in it: probably the wrong URL
     INTERNAL = "internal"  # a bug in the observer; logged with its traceback
 
@@ -193,14 +195,16 @@ class Scraper:
         t0 = time.perf_counter()
         size = 0
         try:
+            # One deadline for fetch *and* parse: a huge or slow-to-parse body cannot hold the cycle (the
+            # sample limit stops a parse running on in its thread past the deadline).
             try:
                 async with asyncio.timeout(self.timeout_seconds):
                     body, content_type = await self._fetch(target)
+                    size = len(body)
+                    vllm, dcgm = await self._parse(target, body, content_type)
             except TimeoutError as e:
                 raise _Failed(ScrapeReason.TIMEOUT,
-                              f"no complete answer within {self.timeout_seconds:g}s") from e
-            size = len(body)
-            vllm, dcgm = await self._parse(target, body, content_type)
+                              f"no complete answer (fetched and parsed) within {self.timeout_seconds:g}s") from e
         except _Failed as e:
             duration = time.perf_counter() - t0
             return ScrapeResult(target, started, duration, e.reason, f"{target.shown}: {e}", size)
@@ -282,6 +286,9 @@ class Scraper:
             text = body.decode("utf-8")
         except UnicodeDecodeError as e:
             raise _Failed(ScrapeReason.ENCODING, f"body is not UTF-8 (byte {e.start})") from e
+        if text.lstrip()[:1] == "<":
+            raise _Failed(ScrapeReason.NOT_EXPOSITION, "the body is an HTML/XML page, not a metrics exposition: "
+                                                       "check the target URL")
         _check_complete(text, content_type)
         try:
             if target.kind is TargetKind.VLLM:
@@ -294,6 +301,8 @@ class Scraper:
             if not dcgm.gpus:
                 raise _Failed(ScrapeReason.NO_DATA, f"no DCGM GPU metrics in {len(body)} bytes")
             return None, dcgm
+        except SampleLimitError as e:
+            raise _Failed(ScrapeReason.SAMPLE_LIMIT, f"over the per-target limit: {_trim(str(e))}") from e
         except ParseError as e:
             raise _Failed(ScrapeReason.PARSE_ERROR, f"could not parse the exposition: {_trim(str(e))}") from e
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from observer.collect.model import Histogram, ModelMetrics, VllmScrape
 from observer.collect.promtext import Family, Sample, parse
+from observer.errors import SampleLimitError
 
 PREFIXES = ("vllm:", "vllm_")
 
@@ -136,8 +137,9 @@ def _histogram(buckets: dict[str, float], total_sum: float, count: float) -> His
                      sum=total_sum, count=count, le_labels=tuple(e[1] for e in edges))
 
 
-def normalise(families: list[Family]) -> VllmScrape:
-    """Map parsed families of one vLLM target to per-model metrics under today's names."""
+def normalise(families: list[Family], *, max_models: int | None = None) -> VllmScrape:
+    """Map parsed families of one vLLM target to per-model metrics under today's names; SampleLimitError when
+    the target reports more than `max_models` models (each becomes a label value downstream)."""
     selected, ignored = _select(families)
     models: dict[str, _ModelAcc] = defaultdict(_ModelAcc)
     for name, fam in selected.items():
@@ -145,6 +147,8 @@ def normalise(families: list[Family]) -> VllmScrape:
             model = _label(s.labels, "model_name")
             if model is None:
                 continue
+            if max_models is not None and model not in models and len(models) >= max_models:
+                raise SampleLimitError(f"more than {max_models} models (scrape.max_models_per_target)")
             acc = models[model]
             engine = _label(s.labels, "engine")
             if engine is not None:
@@ -167,6 +171,6 @@ def normalise(families: list[Family]) -> VllmScrape:
     return VllmScrape(models=out, families_seen=len(families), families_ignored=ignored)
 
 
-def parse_vllm(text: str) -> VllmScrape:
-    """Parse and normalise one vLLM /metrics body."""
-    return normalise(parse(text))
+def parse_vllm(text: str, *, max_samples: int | None = None, max_models: int | None = None) -> VllmScrape:
+    """Parse and normalise one vLLM /metrics body within the per-target limits."""
+    return normalise(parse(text, max_samples=max_samples), max_models=max_models)

@@ -95,6 +95,13 @@ class ScrapeSpec(Spec):
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=1024, description="Larger bodies are refused.")
     window_seconds: float = Field(300.0, gt=0, description="Sliding window for per-version signals.")
     concurrency: int = Field(32, ge=1, le=1024, description="Most targets scraped at once.")
+    max_samples_per_target: int = Field(
+        100_000, ge=100, le=10_000_000,
+        description="Most samples one target may expose (like Prometheus' sample_limit); more: the scrape "
+                    "fails with reason sample_limit, parsing stops there and the last good data is kept.")
+    max_models_per_target: int = Field(
+        32, ge=1, le=10_000,
+        description="Most model_name values one vLLM target may report (each becomes a label value).")
 
     @model_validator(mode="after")
     def _timeout(self) -> ScrapeSpec:

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import httpx
 from fastapi import APIRouter
@@ -98,7 +99,10 @@ def build(ctx: Context) -> ScrapeComponent:
     store = SignalStore(ctx.config.fleet.versions, window_seconds=cfg.window_seconds,
                         stale_after_seconds=2 * cfg.interval_seconds + cfg.timeout_seconds)
     health = TargetHealth(store.bindings())
-    scraper = Scraper(client=ctx.http, parse_vllm=parse_vllm, parse_dcgm=parse_dcgm,
+    scraper = Scraper(client=ctx.http,
+                      parse_vllm=partial(parse_vllm, max_samples=cfg.max_samples_per_target,
+                                         max_models=cfg.max_models_per_target),
+                      parse_dcgm=partial(parse_dcgm, max_samples=cfg.max_samples_per_target),
                       timeout_seconds=cfg.timeout_seconds, max_body_bytes=cfg.max_body_bytes,
                       concurrency=cfg.concurrency, clock=ctx.clock)
     component = ScrapeComponent(scraper=scraper, store=store, health=health,
