@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
+from observer import env
 from observer.analyse.embed import Embedder
 from observer.config.spec import ObserverConfig
 from observer.export.app import create_app
@@ -77,6 +78,7 @@ class Service:
         ctx = Context(config=config, http=client, clock=clock, auth_token=resolve_auth_token(config),
                       connection_guards=[guard])
         services = assemble(ctx, areas=areas, embedder_factory=embedder_factory)
+        _log_auth(config, ctx.auth_token)
         components = [*services.components, *extra]
         registry = CollectorRegistry(auto_describe=True)
         for component in components:
@@ -137,6 +139,18 @@ class Service:
     def register(self, collector: Collector) -> None:
         """Register an extra collector (tests, embedding)."""
         self.registry.register(collector)
+
+
+def _log_auth(config: ObserverConfig, token: str | None) -> None:
+    if token is not None:
+        return
+    if config.server.auth.mode == "none":
+        log.warning("server.auth.mode is none: sample ingest, sample read-back and drift reports are served "
+                    "WITHOUT authentication to anyone who reaches %s:%d", config.server.host, config.server.port)
+    elif config.sampling.enabled or config.drift.enabled:
+        log.error("no bearer token configured: private routes (sample ingest, read-back, drift reports) answer "
+                  "503; set %s or server.auth_token (or server.auth.mode: none for a loopback demo)",
+                  env.AUTH_TOKEN)
 
 
 def _now() -> object:

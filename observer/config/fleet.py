@@ -110,6 +110,14 @@ class ScrapeSpec(Spec):
         return self
 
 
+class AuthSpec(Spec):
+    """How the private routes (sample ingest and read-back, drift reports) are protected."""
+
+    mode: Literal["token", "none"] = Field(
+        "token", description="token: a bearer token is required (with none configured, private routes answer "
+                             "503); none: served to anyone, logged loudly at start — loopback demos only.")
+
+
 class ServerSpec(Spec):
     """The observer's own HTTP server."""
 
@@ -118,6 +126,7 @@ class ServerSpec(Spec):
     auth_token: str | None = Field(
         None, description="Bearer token for ingest/admin endpoints (env OBSERVER_AUTH_TOKEN wins)."
     )
+    auth: AuthSpec = Field(default_factory=AuthSpec)
     max_request_bytes: int = Field(4 * 1024 * 1024, gt=0, description="Largest accepted request body.")
     max_connections: int = Field(1000, ge=1, le=100_000,
                                  description="Open client connections; one more is answered 503 and closed.")

@@ -1,4 +1,7 @@
-"""Bearer-token guard for ingest and admin endpoints. /metrics and the health probes stay open."""
+"""Bearer-token guard for ingest and admin endpoints. /metrics and the health probes stay open.
+
+Fail closed: with no token configured the private routes answer 503 naming the fix, unless the config
+says so explicitly (`server.auth.mode: none`)."""
 
 from __future__ import annotations
 
@@ -7,13 +10,19 @@ from collections.abc import Callable
 
 from fastapi import Header, HTTPException
 
+NO_TOKEN = ("private routes are disabled: no bearer token is configured; set OBSERVER_AUTH_TOKEN (or "
+            "server.auth_token), or server.auth.mode: none to serve them without authentication")
 
-def bearer_guard(token: str | None) -> Callable[[str | None], None]:
-    """A FastAPI dependency enforcing `Authorization: Bearer <token>` (no-op when token is None)."""
+
+def bearer_guard(token: str | None, *, anonymous: bool = False) -> Callable[[str | None], None]:
+    """A FastAPI dependency enforcing `Authorization: Bearer <token>`. Without a token: open when
+    `anonymous` (server.auth.mode: none), else every call is refused with 503 and the fix."""
 
     def check(authorization: str | None = Header(default=None)) -> None:
         if token is None:
-            return
+            if anonymous:
+                return
+            raise HTTPException(status_code=503, detail=NO_TOKEN)
         if authorization is None:
             raise HTTPException(status_code=401, detail="missing Authorization: Bearer <token>",
                                 headers={"WWW-Authenticate": "Bearer"})

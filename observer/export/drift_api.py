@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends
 
 from observer.analyse.drift.state import DriftState
 from observer.errors import NotFoundError
-from observer.export.auth import bearer_guard
 
 
-def router(state: DriftState, *, token: str | None) -> APIRouter:
-    """The drift routes; reports quote sample texts, so they sit behind the bearer guard."""
-    r = APIRouter(prefix="/api/v1/drift", tags=["drift"], dependencies=[Depends(bearer_guard(token))])
+def router(state: DriftState, *, guard: Callable[..., None]) -> APIRouter:
+    """The drift routes; reports quote sample texts, so they sit behind the private-route guard."""
+    r = APIRouter(prefix="/api/v1/drift", tags=["drift"], dependencies=[Depends(guard)])
 
     @r.get("", summary="Latest drift status of every version.")
     def summary() -> dict[str, Any]:

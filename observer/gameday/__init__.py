@@ -179,7 +179,8 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         "fleet": {"versions": versions},
         "scrape": {"interval_seconds": plan.scrape_interval, "timeout_seconds": plan.scrape_interval,
                    "window_seconds": 60},
-        "server": {"host": "127.0.0.1", "port": ports["observer"]},
+        # Loopback only, and the game day mirrors samples into ingest itself: no token to hand around.
+        "server": {"host": "127.0.0.1", "port": ports["observer"], "auth": {"mode": "none"}},
         "canary": {"interval_seconds": plan.scrape_interval, "window_seconds": 3600, "metrics": metrics,
                    "observer_url": f"http://127.0.0.1:{ports['observer']}",
                    "prometheus_url": f"http://127.0.0.1:{ports.get('prometheus', 9090)}"},

@@ -67,7 +67,7 @@ class DriftComponent(BaseComponent):
 
     def routers(self) -> Sequence[APIRouter]:
         # Reports quote sample texts: behind the same bearer guard as the sample read-back.
-        return (drift_api.router(self.state, token=self.context.auth_token),)
+        return (drift_api.router(self.state, guard=self.context.private_guard()),)
 
     async def stop(self) -> None:
         """Close the embedder's cache (and HTTP client) if one was created."""

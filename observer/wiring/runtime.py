@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from observer import env
 from observer.config.spec import ObserverConfig
+from observer.export.auth import bearer_guard
 from observer.httpserve import ConnectionGuard
 
 Clock = Callable[[], float]
@@ -83,6 +84,10 @@ class Context:
     auth_token: str | None = None
     ready_checks: list[Callable[[], bool]] = field(default_factory=list)
     connection_guards: list[ConnectionGuard] = field(default_factory=list)  # one per HTTP server, exported
+
+    def private_guard(self) -> Callable[..., None]:
+        """The dependency guarding private routes: the bearer token, or (server.auth.mode: none) nothing."""
+        return bearer_guard(self.auth_token, anonymous=self.config.server.auth.mode == "none")
 
 
 def resolve_auth_token(config: ObserverConfig, *, environ: Mapping[str, str] | None = None) -> str | None:

@@ -15,7 +15,6 @@ from prometheus_client.registry import Collector
 from observer.config.sampling import SamplingSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
-from observer.export.auth import bearer_guard
 from observer.httpserve import ConnectionGuard
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
@@ -110,7 +109,7 @@ class SamplingComponent:
         config = self.ctx.config
         return (ingest_router(store=self.store, metrics=self.metrics, redactor=self.pipeline.redactor,
                               versions={v.name for v in config.fleet.versions},
-                              guard=bearer_guard(self.ctx.auth_token),
+                              guard=self.ctx.private_guard(),
                               max_request_bytes=config.server.max_request_bytes,
                               max_batch_samples=self.spec.max_batch_samples, clock=self.ctx.clock),)
 

@@ -48,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = {"stable", "canary"}
 RATE_INTERVAL = "30s"  # many Prometheus scrape intervals of the observer (1 s): robust to a slow moment
 DEADLINE_S = 60.0
+TOKEN = "dashboards-test"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 # What feeds each dashboard: the area and a series prefix it exports once it runs.
 FEEDS = {"fleet": ("scrape runtime", "observer_ttft"), "gpu": ("scrape runtime", "observer_gpu"),
@@ -88,6 +90,7 @@ fleet:
       pods: [{{namespace: llm-serving, pod: sim-canary-0}}]
       expected_traffic_weight: 0.1
 scrape: {{interval_seconds: 1, timeout_seconds: 1, window_seconds: 30}}
+server: {{auth_token: {TOKEN}}}
 sampling: {{store: {{path: {tmp}/samples.db}}}}
 quality:
   golden_dirs: [{tmp}/golden]
@@ -125,7 +128,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                   run_observer(config) as obs):
                 obs.wait_ready(timeout=30)
                 first = [_sample(v, i) for v in sorted(VERSIONS) for i in range(40)]
-                assert httpx.post(f"{obs.url}/api/v1/samples", json={"samples": first}, timeout=10).status_code == 200
+                assert httpx.post(f"{obs.url}/api/v1/samples", json={"samples": first}, timeout=10,
+                                  headers=AUTH).status_code == 200
                 pinned = CliRunner().invoke(app, ["baseline", "pin", "--version", "stable", "--promote",
                                                   "--config", str(tmp / "observer.yaml")])
                 assert pinned.exit_code == 0, pinned.output
@@ -139,7 +143,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                         batch = [_sample(v, i) for v in sorted(VERSIONS)]
                         i += 1
                         try:  # a slow moment on a loaded machine must not end the traffic for good
-                            httpx.post(f"{obs.url}/api/v1/samples", json={"samples": batch}, timeout=10)
+                            httpx.post(f"{obs.url}/api/v1/samples", json={"samples": batch}, timeout=10, headers=AUTH)
                         except httpx.HTTPError as e:
                             errors.append(f"ingest: {e!r}")
                         # Run the real judge pass more often than its schedule, so the canary gauges

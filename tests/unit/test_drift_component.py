@@ -43,6 +43,7 @@ fleet:
     - {{name: canary, role: canary, model: llama}}
     - {{name: quiet, model: llama}}
     - {{name: other, model: mistral}}
+server: {{auth_token: drift-reader}}
 sampling:
   store: {{path: {tmp_path / 'samples.db'}}}
 drift:
@@ -66,7 +67,8 @@ def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
     cfg = _config(tmp_path)
     store = SqliteStore(tmp_path / "samples.db")
     clock = _Clock()
-    ctx = Context(config=cfg, http=httpx.AsyncClient(), clock=clock)  # type: ignore[arg-type]
+    ctx = Context(config=cfg, http=httpx.AsyncClient(), clock=clock,  # type: ignore[arg-type]
+                  auth_token="drift-reader")
     emb = HashingEmbedder(dim=128, max_cache_entries=5000)
     component = build(ctx, store=store)
     assert isinstance(component, DriftComponent)
@@ -194,7 +196,10 @@ async def test_api_serves_the_latest_report(setup) -> None:  # type: ignore[no-u
     errors.install(app)  # the one module mapping observer errors to HTTP, as the service's app does
     for r in component.routers():
         app.include_router(r)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as anonymous:
+        assert (await anonymous.get("/api/v1/drift")).status_code == 401  # reports quote sample texts
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                 headers={"Authorization": "Bearer drift-reader"}) as client:
         summary = (await client.get("/api/v1/drift")).json()
         assert set(summary) == {"stable", "canary", "quiet", "other"}
         body = (await client.get("/api/v1/drift/stable")).json()

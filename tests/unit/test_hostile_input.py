@@ -260,3 +260,27 @@ def test_an_ingest_outage_fails_the_batch_once_not_per_sample() -> None:
         assert stored == [] and dropped == [("stable", "store_error")] * 50
     finally:
         sink.close()
+
+
+# --- item 12: private routes served to anyone when no token was set -----------------------------------
+
+@pytest.mark.parametrize(("server", "status"), [({}, 503), ({"auth": {"mode": "none"}}, 200),
+                                                ({"auth_token": "t"}, 401)],
+                         ids=["no-token-fails-closed", "explicit-mode-none", "token-required"])
+def test_private_routes_fail_closed_without_a_token(tmp_path: Path, server: dict[str, Any], status: int,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("OBSERVER_AUTH_TOKEN", raising=False)
+    cfg = ObserverConfig.model_validate({"fleet": {"versions": [{"name": "stable"}]}, "server": server,
+                                         "sampling": {"store": {"path": str(tmp_path / "s.db")}}})
+    with caplog.at_level("WARNING", logger="observer"), run_observer(cfg, areas=["sample"]) as proc:
+        r = proc.get("/api/v1/samples", params={"version": "stable"})
+        assert r.status_code == status, r.text
+        if status == 503:
+            assert "OBSERVER_AUTH_TOKEN" in r.json()["detail"]
+        assert proc.get("/metrics").status_code == 200  # /metrics and the probes stay open
+    logged = " ".join(rec.getMessage() for rec in caplog.records)
+    if server.get("auth"):
+        assert "WITHOUT authentication" in logged
+    elif not server:
+        assert "no bearer token configured" in logged
