@@ -28,7 +28,9 @@ def create_app(*, registry: CollectorRegistry, routers: Sequence[APIRouter],
         """Liveness: cheap, never touches a target."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"])
+    @app.get("/readyz", tags=["health"], responses={503: {"description": "Not ready yet: the first scrape "
+                                                                        "cycle has not finished.",
+                                                         "content": {"application/json": {}}}})
     def readyz(response: Response) -> dict[str, str]:
         """Readiness: config loaded and the first scrape cycle done."""
         if ready():

@@ -6,6 +6,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from observer.errors import BaselineError, ConfigError, NotFoundError, ObserverError, StoreError
+from observer.export.contract import ErrorBody
 
 _STATUS: dict[type[ObserverError], int] = {
     ConfigError: 400,
@@ -28,6 +29,7 @@ def install(app: FastAPI) -> None:
 
     async def handle(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ObserverError)
-        return JSONResponse({"error": type(exc).__name__, "detail": str(exc)}, status_code=status_for(exc))
+        body = ErrorBody(error=type(exc).__name__, detail=str(exc)).model_dump(exclude_none=True)
+        return JSONResponse(body, status_code=status_for(exc))
 
     app.add_exception_handler(ObserverError, handle)

@@ -17,6 +17,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from observer.export import contract
+from observer.export.contract import inline_schema
 from observer.sample.capture import CaptureError, render_messages
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.pipeline import redact_records
@@ -57,6 +59,13 @@ class IngestSample(BaseModel):
         return self
 
 
+class IngestAccepted(BaseModel):
+    """The acknowledgement: every sample of the batch is committed."""
+
+    accepted: int
+    ids: list[int]
+
+
 class IngestBatch(BaseModel):
     """A batch of mirrored samples."""
 
@@ -80,7 +89,15 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
     router = APIRouter(prefix="/api/v1", tags=["samples"], dependencies=[Depends(guard)])
     known = sorted(versions)
 
-    @router.post("/samples", summary="Ingest a batch of mirrored samples (acknowledged after commit).")
+    @router.post("/samples", summary="Ingest a batch of mirrored samples (acknowledged after commit).",
+                 response_model=IngestAccepted,
+                 openapi_extra={"requestBody": {"required": True, "content": {
+                     "application/json": {"schema": inline_schema(IngestBatch)}}}},
+                 responses={**contract.PRIVATE,
+                            400: contract.error("Not JSON, or a sample field is invalid (named in `field`)."),
+                            413: contract.error("Body over server.max_request_bytes, or too many samples."),
+                            422: contract.error("A sample names a version the fleet does not define."),
+                            503: contract.error("No token configured, or the store cannot commit (retry).")})
     async def ingest(request: Request) -> JSONResponse:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_request_bytes:
@@ -141,7 +158,9 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
             metrics.stored[r.version] += 1
         return JSONResponse({"accepted": len(ids), "ids": ids})
 
-    @router.get("/samples", summary="Read back a version's newest stored samples (admin).")
+    @router.get("/samples", summary="Read back a version's newest stored samples (admin).",
+                responses={**contract.PRIVATE,
+                           422: contract.error("Unknown version, or a query parameter out of range.")})
     async def list_samples(version: str, limit: int = Query(50, ge=1, le=1000),
                            since: float | None = None, source: str | None = None) -> JSONResponse:
         if version not in versions:

@@ -1,0 +1,52 @@
+"""The HTTP contract's shared pieces: error bodies and the answers every private route can give.
+
+Declared in the OpenAPI document so clients and fuzzers see the real contract (issue #21 item 14); the
+one module mapping observer errors to HTTP (`export/errors.py`) and the routes answer with these shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: `detail` always (a message, or FastAPI's list of validation errors); `error` (a
+    bounded token) and `field` (the offending input) where the observer knows them."""
+
+    detail: str | list[dict[str, Any]] = Field(description="What went wrong, and the fix where there is one.")
+    error: str | None = Field(None, description="Bounded error token, e.g. invalid_json, unknown_version.")
+    field: str | None = Field(None, description="Dotted path of the offending input, e.g. samples.3.ts.")
+
+
+def error(description: str) -> dict[str, Any]:
+    """One declared error answer."""
+    return {"model": ErrorBody, "description": description}
+
+
+PRIVATE: dict[int | str, dict[str, Any]] = {
+    401: error("No `Authorization: Bearer <token>` header."),
+    403: error("The bearer token is not accepted."),
+    503: error("No token is configured (private routes fail closed), or the store is unavailable."),
+}
+"""What the bearer guard in front of every private route can answer."""
+
+
+def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """`model`'s JSON schema with its `$defs` inlined (for an `openapi_extra` request body)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve(defs[ref.rsplit("/", 1)[1]])
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    out: dict[str, Any] = resolve(schema)
+    return out
