@@ -11,6 +11,7 @@ from rich.console import Console
 from observer.cli.common import ConfigOption, fail, load
 from observer.config import ObserverConfig
 from observer.crosscheck import check_references
+from observer.errors import ObserverError
 
 
 def load_checked(config: ConfigOption) -> ObserverConfig:
@@ -42,4 +43,10 @@ def register(app: typer.Typer) -> None:
         from observer.service import serve as run
 
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-        asyncio.run(run(load_checked(config)))
+        cfg = load_checked(config)
+        try:
+            asyncio.run(run(cfg))
+        except ObserverError as e:  # a config problem found while building (a golden set, a store): one line
+            fail(str(e))
+        except OSError as e:
+            fail(f"could not serve on {cfg.server.host}:{cfg.server.port}: {e.strerror or e}")

@@ -120,8 +120,9 @@ class ScrapeFailure(ObserverError):
 
 
 class _Failed(Exception):
-    def __init__(self, reason: ScrapeReason, message: str) -> None:
+    def __init__(self, reason: ScrapeReason, message: str, *, before_response: bool = False) -> None:
         self.reason = reason
+        self.before_response = before_response  # the peer closed before answering: safe to retry a GET
         super().__init__(message)
 
 
@@ -199,7 +200,12 @@ class Scraper:
             # sample limit stops a parse running on in its thread past the deadline).
             try:
                 async with asyncio.timeout(self.timeout_seconds):
-                    body, content_type = await self._fetch(target)
+                    try:
+                        body, content_type = await self._fetch(target)
+                    except _Failed as e:
+                        if not e.before_response:
+                            raise
+                        body, content_type = await self._fetch(target)  # once, on a fresh connection
                     size = len(body)
                     vllm, dcgm = await self._parse(target, body, content_type)
             except TimeoutError as e:
@@ -272,11 +278,17 @@ class Scraper:
             if _is_refused(e):
                 raise _Failed(ScrapeReason.REFUSED, "connection refused") from e
             raise _Failed(ScrapeReason.CONNECT_ERROR, f"could not connect: {_trim(str(e))}") from e
-        except (httpx.RemoteProtocolError, httpx.LocalProtocolError) as e:
+        except httpx.RemoteProtocolError as e:
+            # "Server disconnected without sending a response": typically a keep-alive connection the peer
+            # closed just as it was reused (an exporter whose idle timeout equals the scrape interval).
+            raise _Failed(ScrapeReason.PROTOCOL_ERROR, f"not a valid HTTP answer: {_trim(str(e))}",
+                          before_response="without sending" in str(e)) from e
+        except httpx.LocalProtocolError as e:
             raise _Failed(ScrapeReason.PROTOCOL_ERROR, f"not a valid HTTP answer: {_trim(str(e))}") from e
         except (httpx.ReadError, httpx.WriteError, httpx.CloseError) as e:
             raise _Failed(ScrapeReason.CONNECT_ERROR,
-                          f"connection failed: {_trim(str(e)) or type(e).__name__}") from e
+                          f"connection failed: {_trim(str(e)) or type(e).__name__}",
+                          before_response=isinstance(e, httpx.WriteError)) from e
         except httpx.UnsupportedProtocol as e:
             raise _Failed(ScrapeReason.CONNECT_ERROR, f"unsupported URL: {e}") from e
 

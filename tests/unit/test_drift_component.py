@@ -264,3 +264,26 @@ def test_config_refuses_a_window_that_can_never_be_tested(tmp_path: Path) -> Non
 
     with pytest.raises(ConfigError, match=r"min_samples \(100\) exceeds max_window_samples \(50\)"):
         _config(tmp_path, max_window_samples=50)
+
+
+def test_the_embedder_is_not_built_without_something_to_compare(setup) -> None:  # type: ignore[no-untyped-def]
+    """Issue #21: `serve` loaded the embedding model (~650 MB) at its first drift run with nothing to compare."""
+    component, store, _clock, corpus, rng, *_ = setup
+    built: list[str] = []
+    emb = component.embedder_factory
+
+    def counting():  # type: ignore[no-untyped-def]
+        built.append("embedder")
+        return emb()
+
+    component.embedder_factory = counting
+    component._checker = None
+    _, few = corpus.draw("none", 50, rng)
+    store.add(_records("quiet", few, NOW - 60))
+    assert component.check_version("quiet").status == "insufficient_data"  # a baseline, too few samples
+    assert component.check_version("other").status == "no_baseline"
+    assert built == []
+    _, enough = corpus.draw("none", 150, rng)
+    store.add(_records("stable", enough, NOW - 60))
+    assert component.check_version("stable").status == "ok"
+    assert built == ["embedder"]

@@ -284,3 +284,65 @@ def test_private_routes_fail_closed_without_a_token(tmp_path: Path, server: dict
         assert "WITHOUT authentication" in logged
     elif not server:
         assert "no bearer token configured" in logged
+
+
+# --- smaller: a keep-alive connection the target closes as it is reused ---------------------------------
+
+async def test_a_scrape_on_a_connection_the_peer_just_closed_is_retried_once() -> None:
+    """The simulator's DCGM endpoint (like some exporters) closes idle keep-alive connections at exactly
+    the scrape interval; the reused connection then fails with no answer. One retry on a fresh one."""
+    import asyncio
+
+    from observer.collect.dcgm import parse_dcgm
+    from observer.collect.scraper import Scraper, Target, TargetKind
+    from observer.collect.vllm import parse_vllm
+
+    fixture = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm" /
+               "generated_vllm-0.33.0_single-engine.prom").read_bytes()
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        served = 0
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            if served == 1:  # the second request on this connection: hang up without answering
+                break
+            served += 1
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: "
+                         + str(len(fixture)).encode() + b"\r\n\r\n" + fixture)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient() as client:
+            scraper = Scraper(client=client, parse_vllm=parse_vllm, parse_dcgm=parse_dcgm, timeout_seconds=5)
+            target = Target(TargetKind.VLLM, f"http://127.0.0.1:{port}/metrics")
+            results = [await scraper.scrape(target) for _ in range(3)]
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert [r.reason for r in results] == [None, None, None], [r.message for r in results]
+    assert connections >= 2
+
+
+def test_serve_states_a_build_time_config_error_in_one_line(tmp_path: Path) -> None:
+    """`serve` printed a Python traceback for a config error that `check-config` states in one line."""
+    from typer.testing import CliRunner
+
+    from observer.cli.main import app
+
+    cfg = tmp_path / "observer.yaml"
+    cfg.write_text("fleet: {versions: [{name: stable, openai: 'http://127.0.0.1:9/v1'}]}\n"
+                   f"sampling: {{store: {{path: '{tmp_path / 's.db'}'}}}}\n"
+                   "quality: {golden_sets: [no-such-set]}\n")
+    result = CliRunner().invoke(app, ["serve", "--config", str(cfg)])
+    assert result.exit_code == 2, result.output
+    out = " ".join(result.output.split())
+    assert "no-such-set" in out and "Traceback" not in result.output

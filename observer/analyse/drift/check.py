@@ -84,14 +84,16 @@ class Checker:
         if baseline is None:
             return _all_status(base, "no_baseline", f"no active baseline for model {key!r}: run `observer "
                                f"baseline pin --version {version}` and `observer baseline promote`", spec, 0)
-        embedder = self.embedder()
-        bl.check_compatible(baseline, embedder)
         base = DriftReport(version=version, model=key, checked_at=now, status="ok", since=since, until=now,
-                           embedder=embedder.model_id, baseline_hash=baseline.hash, baseline=baseline.meta)
+                           embedder=baseline.meta.embedder_model, baseline_hash=baseline.hash, baseline=baseline.meta)
         if len(samples) < spec.min_samples:
+            # Before the embedder: loading the model (hundreds of MB) is only worth it with data to compare.
             return _all_status(base, "insufficient_data", f"{len(samples)} samples in the last "
                                f"{spec.window_seconds:g}s, need {spec.min_samples}", spec, baseline.meta.n,
                                n_current=len(samples))
+        embedder = self.embedder()
+        bl.check_compatible(baseline, embedder)
+        base = replace(base, embedder=embedder.model_id)
         results: dict[str, DriftResult] = {}
         examples: dict[str, tuple[ShiftedExample, ...]] = {}
         for name in spec.fields:
