@@ -8,6 +8,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -83,6 +84,17 @@ async def _judge(prom_url: str, *, since: float) -> tuple[CanaryService, object]
     return service, v
 
 
+async def _judge_until(url: str, *, since: float, want: str, timeout: float = 20.0) -> Any:
+    """Judge until the verdict is `want` or the deadline passes (Prometheus scrapes every second): a poll,
+    not a fixed sleep before one judgement."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = await _judge(url, since=since)
+        if out[1].verdict.value == want or time.monotonic() > deadline:
+            return out
+        await asyncio.sleep(0.5)
+
+
 async def test_prometheus_source_sees_a_worse_canary(rig: tuple[Exporter, str], tmp_path: Path) -> None:
     exp, url = rig
     since = time.time()
@@ -90,8 +102,7 @@ async def test_prometheus_source_sees_a_worse_canary(rig: tuple[Exporter, str], 
         exp.traffic("stable", 1500, error_rate=0.01, ttft_median=0.3)
         exp.traffic("canary", 500, error_rate=0.08, ttft_median=0.3)
         time.sleep(1.0)
-    time.sleep(1.5)
-    _, v = await _judge(url, since=since)
+    _, v = await _judge_until(url, since=since, want="fail")
     assert v.verdict.value == "fail", v.reason  # type: ignore[attr-defined]
     errors = v.metric("errors")  # type: ignore[attr-defined]
     assert errors.outcome.value == "fail" and errors.n_canary > 1000

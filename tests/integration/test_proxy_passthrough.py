@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from observer.sample.redact import Redactor
 from observer.sample.server import RunningServer, start_server
 from observer.store.base import SampleRecord
 from observer.store.sqlite import SqliteStore
+from tests.support.poll import async_wait_until as wait_until
 from tests.support.scripted_openai import ScriptedUpstream, reply_text
 
 pytestmark = pytest.mark.integration
@@ -86,15 +87,6 @@ async def settle(baseline: int, *, timeout: float = 5.0) -> int:
     while len(asyncio.all_tasks()) > baseline and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     return len(asyncio.all_tasks())
-
-
-async def wait_until(cond: Callable[[], bool], *, timeout: float = 5.0,
-                     msg: Callable[[], str] = lambda: "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met in time {msg()}")
-        await asyncio.sleep(0.02)
 
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "Hi, I am jo@example.com"}]}
@@ -253,7 +245,7 @@ async def test_sampling_failures_never_touch_the_request(tmp_path: Path, failure
             assert proxied[:3] == direct[:3]
             await asyncio.sleep(0.1)  # let windows close
         if failure == "sink":
-            await wait_until(lambda: r.metrics.dropped[("stable", "store_error")] >= 4, msg=lambda: repr(r.metrics))
+            await wait_until(lambda: r.metrics.dropped[("stable", "store_error")] >= 4, message=lambda: repr(r.metrics))
             assert r.metrics.stored["stable"] == 0
         else:
             await r.pipeline.stop(drain_seconds=0)  # flushes the open windows into the full queue

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from observer.errors import ConfigError
 from observer.promserver import port_free
 from observer.sim.answers import AnswerBook, BookItem, normalise
 from observer.sim.fleet import FleetHandle, SimError, run_fleet
+from tests.support.poll import wait_until
 from tests.support.sim import config_yaml, fleet_dict, running_fleet, sim_config
 
 pytestmark = pytest.mark.integration
@@ -48,14 +48,6 @@ def _reasons(fleet: FleetHandle, version: str) -> dict[str, float]:
     return dict(_model(fleet, version).labelled_counters["request_success"])  # type: ignore[attr-defined]
 
 
-def _poll(check: object, *, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        time.sleep(0.05)
-
-
 def _chat(fleet: FleetHandle, version: str, client: httpx.Client | None = None, **body: object) -> httpx.Response:
     payload = {"model": f"sim-{version}", "messages": [{"role": "user", "content": QUESTION}], **body}
     return (client or httpx).post(fleet.openai_url(version) + "/chat/completions", json=payload, timeout=10)
@@ -63,7 +55,7 @@ def _chat(fleet: FleetHandle, version: str, client: httpx.Client | None = None, 
 
 def test_built_in_load_moves_the_metrics_without_clients(fleet: FleetHandle) -> None:
     first = sum(_reasons(fleet, "stable").values())
-    _poll(lambda: sum(_reasons(fleet, "stable").values()) > first)
+    wait_until(lambda: sum(_reasons(fleet, "stable").values()) > first)
 
 
 def test_chat_completion_answers_golden_prompts_with_usage(fleet: FleetHandle) -> None:
@@ -185,7 +177,7 @@ def test_client_disconnect_mid_stream_counts_an_abort(fleet: FleetHandle) -> Non
         with httpx.stream("POST", fleet.openai_url("stable") + "/completions", timeout=10,
                           json={"prompt": "Write a long essay about queues.", "stream": True}) as r:
             next(r.iter_lines())
-        _poll(lambda: _reasons(fleet, "stable")["abort"] == before + 1)
+        wait_until(lambda: _reasons(fleet, "stable")["abort"] == before + 1)
     finally:
         fleet.set_profile("stable", **FAST)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import httpx
 from observer.config.spec import ObserverConfig
 from observer.service import ThreadedService, start_in_thread
 from observer.wiring.root import Area
+from tests.support.poll import wait_until as wait_until  # re-exported: tests import it from here
 from tests.support.prom import free_port, wait_http
 
 T = TypeVar("T")
@@ -221,12 +221,3 @@ def scaled_exposition(text: str, k: float) -> str:
     return "\n".join(out) + "\n"
 
 
-def wait_until(predicate: Callable[[], bool], *, timeout: float = 10.0, interval: float = 0.02,
-               message: str = "condition") -> None:
-    """Poll `predicate` until true, or raise AssertionError naming `message` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"{message} not reached within {timeout}s")

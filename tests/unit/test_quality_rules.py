@@ -180,13 +180,10 @@ def test_repetition_loop(out: str, looped: bool) -> None:
     assert r.passed is (not looped), r.reason
 
 
-def test_repetition_reports_period_and_is_fast_on_long_text() -> None:
-    import time
-
+def test_repetition_reports_period_on_long_text() -> None:
+    # Its speed on long text is a benchmark matter, not a wall-clock bound in the unit tier.
     text = " ".join(f"w{i}" for i in range(30_000)) + " loop me now" * 5
-    t = time.perf_counter()
     r = rules.no_repetition(text)
-    assert time.perf_counter() - t < 2.0
     assert not r.passed and r.meta["period"] == 3 and r.meta["repeats"] == 5
 
 

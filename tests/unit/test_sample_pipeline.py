@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from observer.sample.pipeline import SamplePipeline, StoreSink
 from observer.sample.redact import Redactor
 from observer.store.base import SampleRecord
 from observer.store.sqlite import SqliteStore
+from tests.support.poll import async_wait_until
 
 
 class Clock:
@@ -57,14 +57,6 @@ def pipeline(sink: object, clock: Clock, **kw: object) -> SamplePipeline:
     return SamplePipeline(sink=sink, **args)  # type: ignore[arg-type]
 
 
-async def wait_for(cond: object, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.01)
-
-
 async def test_samples_flow_to_the_sink_redacted_after_their_window() -> None:
     clock, sink = Clock(), ListSink()
     p = pipeline(sink, clock)
@@ -75,7 +67,7 @@ async def test_samples_flow_to_the_sink_redacted_after_their_window() -> None:
     await asyncio.sleep(0.05)
     assert sink.records == []  # the window is still open
     clock.now += 1.0
-    await wait_for(lambda: len(sink.records) == 5)
+    await async_wait_until(lambda: len(sink.records) == 5)
     assert {r.output for r in sink.records} == {f"out {i} mail <EMAIL>" for i in range(5)}
     m = p.metrics
     assert (m.seen[("stable", "proxy")], m.sampled[("stable", "proxy")], m.stored["stable"]) == (5, 5, 5)
@@ -106,11 +98,11 @@ async def test_a_failing_sink_drops_batches_and_the_writer_survives() -> None:
     for i in range(4):
         p.submit(capture(i))
     clock.now += 1.0
-    await wait_for(lambda: p.metrics.dropped[("stable", "store_error")] == 4)
+    await async_wait_until(lambda: p.metrics.dropped[("stable", "store_error")] == 4)
     sink.fail = False
     p.submit(capture(10))
     clock.now += 1.0
-    await wait_for(lambda: len(sink.records) == 1)
+    await async_wait_until(lambda: len(sink.records) == 1)
     await p.stop()
 
 
