@@ -40,7 +40,7 @@ from observer.conventions import vllm as vocab  # noqa: E402
 from observer.promserver import free_port  # noqa: E402
 from observer.vllmproc import real_vllm_home, run_vllm  # noqa: E402
 from tests.real.conftest import CANARY, EMBEDDER, STABLE, Engines, drive  # noqa: E402
-from tests.real.test_real_engine import _config, _normalised, _prom_p95, _verdict  # noqa: E402
+from tests.real.test_real_engine import _config, _normalised, _prom_p95, looks  # noqa: E402
 from tests.support.observer_proc import run_observer  # noqa: E402
 from tests.support.poll import wait_until  # noqa: E402
 from tests.support.prom import run_prometheus  # noqa: E402
@@ -157,21 +157,11 @@ def embed_cosine(engines: Engines) -> float:
 def canary_verdicts(engines: Engines, tmp: Path) -> dict[str, Any]:
     with run_observer(_config(engines, tmp / "aa"), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
-        aa: list[str] = []
-        for _ in range(3):
-            drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=30, concurrency=6)
-            time.sleep(1.5)
-            aa.append(_verdict(obs)["verdict"])
+        aa = [v["verdict"] for v in looks(obs, engines, rounds=3, requests=30)]
     engines.respec_canary(replace(CANARY, max_num_seqs=1))
     with run_observer(_config(engines, tmp / "deg"), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
-        v: dict[str, Any] = {}
-        for _ in range(4):
-            drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=24, concurrency=6)
-            time.sleep(1.5)
-            v = _verdict(obs)
-            if v["verdict"] == "fail":
-                break
+        v = looks(obs, engines, rounds=4, requests=24, until="fail")[-1]
     return {"aa_verdicts": aa, "aa_verdict_fail": "fail" in aa, "degraded_verdict": v.get("verdict"),
             "degraded_reason": str(v.get("reason", ""))[:160]}
 
@@ -188,6 +178,8 @@ def main() -> None:
     out["vllm_version"] = home.version()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        for sub in ("ttft", "proxy", "aa", "deg"):
+            (tmp / sub).mkdir()
         t0 = time.perf_counter()
         with run_vllm([STABLE, CANARY, EMBEDDER], log_dir=tmp / "logs", home=home) as servers:
             out["engines_start_seconds"] = round(time.perf_counter() - t0, 1)

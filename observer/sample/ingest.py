@@ -75,7 +75,8 @@ class IngestBatch(BaseModel):
 
 
 def _error(status: int, error: str, field: str, detail: str) -> JSONResponse:
-    return JSONResponse({"error": error, "field": field, "detail": detail}, status_code=status)
+    body = contract.ErrorBody(error=error, field=field, detail=detail)  # the one error shape (export/contract)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status)
 
 
 def _reject_constant(name: str) -> Any:

@@ -179,24 +179,28 @@ def _verdict(obs: ObserverProcess) -> dict[str, Any]:
 
 
 def test_an_aa_pair_of_real_servers_does_not_fail(engines: Engines, observer: ObserverProcess) -> None:
-    for _ in range(3):  # bursts: both arms at once, 6 in flight each
-        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=30, concurrency=6)
+    verdicts = looks(observer, engines, rounds=3, requests=30)  # bursts: both arms at once, 6 in flight each
+    assert all(v["verdict"] != "fail" for v in verdicts), verdicts
+
+
+def looks(obs: ObserverProcess, engines: Engines, *, rounds: int, requests: int,
+          until: str | None = None) -> list[dict[str, Any]]:
+    """Bursts to both arms, a verdict after each (weight=any); stop early at verdict `until`."""
+    out: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=requests, concurrency=6)
         time.sleep(1.5)
-        v = _verdict(observer)
-        assert v["verdict"] != "fail", v
+        out.append(_verdict(obs))
+        if until is not None and out[-1]["verdict"] == until:
+            break
+    return out
 
 
 def test_a_queueing_canary_fails_on_ttft(engines: Engines, tmp_path: Path) -> None:
     engines.respec_canary(replace(CANARY, max_num_seqs=1, extra_args=()))
     with run_observer(_config(engines, tmp_path), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
-        v: dict[str, Any] = {}
-        for _ in range(4):
-            drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=24, concurrency=6)
-            time.sleep(1.5)
-            v = _verdict(obs)
-            if v["verdict"] == "fail":
-                break
+        v = looks(obs, engines, rounds=4, requests=24, until="fail")[-1]
         assert v["verdict"] == "fail", v
         assert v["metrics"]["ttft"]["result"] == "fail", v
         assert v["critical_failed"] is True
