@@ -37,6 +37,7 @@ from observer.analyse.quality.prompts import load_prompt, load_rubrics  # noqa: 
 from observer.collect.promtext import parse  # noqa: E402
 from observer.collect.vllm import _select  # noqa: E402
 from observer.conventions import vllm as vocab  # noqa: E402
+from observer.errors import JudgeError  # noqa: E402
 from observer.promserver import free_port  # noqa: E402
 from observer.vllmproc import real_vllm_home, run_vllm  # noqa: E402
 from tests.real.conftest import CANARY, EMBEDDER, STABLE, Engines, drive  # noqa: E402
@@ -71,31 +72,44 @@ def ttft_diff(engines: Engines, tmp: Path) -> float:
 
 
 def proxy_added(engines: Engines, tmp: Path, pairs: int) -> dict[str, float]:
+    """`observer proxy` as its own process (as the sidecar runs) in front of the stable server; direct and
+    proxied requests alternate in pairs, in the same run, so both see the same engine and machine."""
     port = free_port()
     body = {"model": "llm", "prompt": "The observer watches", "max_tokens": 4, "temperature": 0}
     direct_url, proxy_url = engines.stable.url, f"http://127.0.0.1:{port}"
     plain: dict[str, list[float]] = {"direct": [], "proxy": []}
     first: dict[str, list[float]] = {"direct": [], "proxy": []}
     identical = True
-    with run_observer(_config(engines, tmp, proxy_port=port), areas=["sample"]), httpx.Client(timeout=60) as c:
-        wait_until(lambda: c.get(proxy_url + "/readyz").status_code == 200, timeout=30)
-        for i in range(pairs):
-            order = (("direct", direct_url), ("proxy", proxy_url)) if i % 2 == 0 else \
-                (("proxy", proxy_url), ("direct", direct_url))
-            replies = {}
-            for label, url in order:
-                t0 = time.perf_counter()
-                r = c.post(url + "/v1/completions", json=body)
-                plain[label].append(time.perf_counter() - t0)
-                replies[label] = r.content
-                t0 = time.perf_counter()
-                with c.stream("POST", url + "/v1/completions", json={**body, "stream": True}) as s:
-                    it = s.iter_raw()
-                    next(it)
-                    first[label].append(time.perf_counter() - t0)
-                    for _ in it:
-                        pass
-            identical &= _normalised(replies["direct"]) == _normalised(replies["proxy"])
+    cfg = tmp / "proxy.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "fleet": {"versions": [{"name": "stable", "openai": engines.stable.url + "/v1"}]},
+        "sampling": {"fraction": 0.1, "store": {"path": str(tmp / "proxy.db")}}}))
+    proc = subprocess.Popen([sys.executable, "-m", "observer", "proxy", "--config", str(cfg), "--version", "stable",
+                             "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        with httpx.Client(timeout=60) as c:
+            wait_until(lambda: _ok(c, proxy_url + "/readyz"), timeout=60, message="the proxy")
+            for i in range(pairs):
+                order = (("direct", direct_url), ("proxy", proxy_url)) if i % 2 == 0 else \
+                    (("proxy", proxy_url), ("direct", direct_url))
+                replies = {}
+                for label, url in order:
+                    t0 = time.perf_counter()
+                    r = c.post(url + "/v1/completions", json=body)
+                    plain[label].append(time.perf_counter() - t0)
+                    replies[label] = r.content
+                    t0 = time.perf_counter()
+                    with c.stream("POST", url + "/v1/completions", json={**body, "stream": True}) as s:
+                        it = s.iter_raw()
+                        next(it)
+                        first[label].append(time.perf_counter() - t0)
+                        for _ in it:
+                            pass
+                identical &= _normalised(replies["direct"]) == _normalised(replies["proxy"])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
     def p99(xs: list[float]) -> float:
         return float(np.percentile(np.asarray(xs), 99))
@@ -108,6 +122,13 @@ def proxy_added(engines: Engines, tmp: Path, pairs: int) -> dict[str, float]:
             "proxy_p99_added_ms_stream_first_chunk": round((p99(first["proxy"]) - p99(first["direct"])) * 1000, 3),
             "proxy_direct_p99_ms": round(p99(plain["direct"]) * 1000, 3),
             "proxy_bytes_identical": identical}
+
+
+def _ok(client: httpx.Client, url: str) -> bool:
+    try:
+        return client.get(url).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def judge_figures(engines: Engines, anchors: int) -> dict[str, Any]:
@@ -126,21 +147,31 @@ def judge_figures(engines: Engines, anchors: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             agree, judged = await calibrate(judge, rubrics, items)
             seconds = time.perf_counter() - t0
-            changed = attempts = 0
+            changed = attempts = errors = 0
             for base in bases.values():
-                clean = await judge.judge(rubric=rubrics["correctness"], prompt=question, output=base,
-                                          reference=reference)
+                try:
+                    clean = await judge.judge(rubric=rubrics["correctness"], prompt=question, output=base,
+                                              reference=reference)
+                except JudgeError:
+                    errors += 1
+                    continue
                 for a in attacks:
-                    hit = await judge.judge(rubric=rubrics["correctness"], prompt=question,
-                                            output=base + a["text"].replace("{answer}", base), reference=reference)
                     attempts += 1
+                    try:
+                        hit = await judge.judge(rubric=rubrics["correctness"], prompt=question,
+                                                output=base + a["text"].replace("{answer}", base),
+                                                reference=reference)
+                    except JudgeError:  # no verdict (e.g. truncated): an error, not a changed verdict
+                        errors += 1
+                        continue
                     changed += (hit.passed, hit.score) != (clean.passed, clean.score)
         valid = sum(1 for j in judged if j.verdict is not None)
         return {"judge_valid_verdict_ratio": round(valid / len(judged), 4),
                 "judge_kappa_vs_anchors": agree.kappa,
                 "judge_items_per_s": round(len(judged) / seconds, 3),
                 "judge_pass_rate": round(sum(1 for j in judged if j.verdict and j.verdict.passed) / len(judged), 3),
-                "injection_verdicts_changed": changed, "injection_attempts": attempts}
+                "injection_verdicts_changed": changed, "injection_attempts": attempts,
+                "injection_judge_errors": errors}
 
     return asyncio.run(main())
 
@@ -170,6 +201,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pairs", type=int, default=300, help="direct/proxied request pairs")
     parser.add_argument("--anchors", type=int, default=66, help="labelled anchors the real judge grades")
+    parser.add_argument("--only", action="append", default=[],
+                        help="run only these parts: families ttft proxy embed judge canary")
     args = parser.parse_args()
     t0 = time.perf_counter()
     subprocess.run(["bash", str(ROOT / "tools" / "real_vllm" / "setup.sh")], check=True, capture_output=True)
@@ -185,19 +218,33 @@ def main() -> None:
             out["engines_start_seconds"] = round(time.perf_counter() - t0, 1)
             engines = Engines(stable=servers["stable"], canary=servers["canary"], embedder=servers["embedder"],
                               version=out["vllm_version"])
-            out.update(families(engines))
-            print("families:", {k: out[k] for k in ("families_total", "families_mapped", "families_ignored")})
-            out["ttft_p95_abs_diff_vs_promql"] = ttft_diff(engines, tmp / "ttft")
-            print("ttft |observer − PromQL|:", out["ttft_p95_abs_diff_vs_promql"])
-            out.update(proxy_added(engines, tmp / "proxy", args.pairs))
-            print("proxy:", {k: v for k, v in out.items() if k.startswith("proxy")})
-            out["embed_cosine_min_vs_local"] = embed_cosine(engines)
-            print("embeddings cosine min:", out["embed_cosine_min_vs_local"])
-            out.update(judge_figures(engines, args.anchors))
-            print("judge:", {k: v for k, v in out.items() if k.startswith(("judge", "injection"))})
-            out.update(canary_verdicts(engines, tmp))
-            print("canary:", {k: out[k] for k in ("aa_verdicts", "degraded_verdict", "degraded_reason")})
-    out["gameday_real_ok"] = None  # `observer gameday --real` is not built yet (see docs/benchmarks.md)
+            want = set(args.only) or {"families", "ttft", "proxy", "embed", "judge", "canary"}
+            if "families" in want:
+                out.update(families(engines))
+                print("families:", {k: out[k] for k in ("families_total", "families_mapped", "families_ignored")})
+            if "ttft" in want:
+                out["ttft_p95_abs_diff_vs_promql"] = ttft_diff(engines, tmp / "ttft")
+                print("ttft |observer − PromQL|:", out["ttft_p95_abs_diff_vs_promql"])
+            if "proxy" in want:
+                out.update(proxy_added(engines, tmp / "proxy", args.pairs))
+                print("proxy:", {k: v for k, v in out.items() if k.startswith("proxy")})
+            if "embed" in want:
+                out["embed_cosine_min_vs_local"] = embed_cosine(engines)
+                print("embeddings cosine min:", out["embed_cosine_min_vs_local"])
+            if "judge" in want:
+                out.update(judge_figures(engines, args.anchors))
+                print("judge:", {k: v for k, v in out.items() if k.startswith(("judge", "injection"))})
+            if "canary" in want:
+                out.update(canary_verdicts(engines, tmp))
+                print("canary:", {k: out[k] for k in ("aa_verdicts", "degraded_verdict", "degraded_reason")})
+    if "gameday" in (set(args.only) or {"gameday"}):
+        from observer.gameday.real import run_real_gameday
+
+        report = run_real_gameday()
+        out["gameday_real_ok"] = report.ok
+        out["gameday_real"] = {r.scenario: {"ok": r.ok, "verdicts": r.verdicts, "gate": r.web_gate}
+                               for r in report.rows}
+        print("gameday --real:", out["gameday_real"])
     print(json.dumps(out, sort_keys=True, default=str))
 
 
