@@ -80,7 +80,9 @@ class RealScenario:
 
 SCENARIOS: tuple[RealScenario, ...] = (
     RealScenario("healthy", "identical servers (A/A) under bursts", "not-fail", rounds=3),
-    RealScenario("slow", "canary --max-num-seqs 1: requests queue", "fail", canary=replace(CANARY, max_num_seqs=1)),
+    # Its own core: sharing stable's would slow stable too and blur the queueing effect under test.
+    RealScenario("slow", "canary --max-num-seqs 1: requests queue", "fail",
+                 canary=replace(CANARY, max_num_seqs=1, core=1), rounds=6),
     RealScenario("killed", "canary SIGKILLed mid-stream, restarted", "not-pass", rounds=3, kill=True),
     RealScenario("idle", "canary with no traffic", "nodata", rounds=3, canary_traffic=False),
 )

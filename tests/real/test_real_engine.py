@@ -197,10 +197,11 @@ def looks(obs: ObserverProcess, engines: Engines, *, rounds: int, requests: int,
 
 
 def test_a_queueing_canary_fails_on_ttft(engines: Engines, tmp_path: Path) -> None:
-    engines.respec_canary(replace(CANARY, max_num_seqs=1, extra_args=()))
+    # Its own core: sharing stable's would slow stable too and blur the queueing effect under test.
+    engines.respec_canary(replace(CANARY, max_num_seqs=1, core=1))
     with run_observer(_config(engines, tmp_path), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
-        v = looks(obs, engines, rounds=4, requests=24, until="fail")[-1]
+        v = looks(obs, engines, rounds=6, requests=24, until="fail")[-1]
         assert v["verdict"] == "fail", v
         assert v["metrics"]["ttft"]["result"] == "fail", v
         assert v["critical_failed"] is True
