@@ -171,17 +171,9 @@ def run(argv: list[str] | None = None) -> int:
         # `kill` (SIGTERM) stops the demo like Ctrl-C, so the observer and Prometheus are stopped too.
         signal.signal(signal.SIGTERM, _interrupt)
     workdir = Path(tempfile.mkdtemp(prefix="observer-demo-"))
-    if args.real:
-        try:
-            return _run_real(args, workdir=workdir, say=say)
-        except (ObserverError, OSError) as e:
-            print(f"demo failed: {e}", file=sys.stderr, flush=True)
-            return 1
-        except KeyboardInterrupt:
-            return 130
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
     try:
+        if args.real:
+            return _run_real(args, workdir=workdir, say=say)
         config = load_config(args.config)
         profiles = parse_profile_args(args.profile)
         with ExitStack() as stack:

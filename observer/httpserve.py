@@ -9,9 +9,12 @@ head (slowloris: headers trickled in a byte at a time), and a cap on the head's 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import uvicorn
@@ -157,6 +160,21 @@ class _GuardedProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         super().connection_lost(exc)
+
+
+@contextmanager
+def threaded_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """A stdlib HTTP server on 127.0.0.1 (a free port) in a daemon thread; yields the port, stops on exit.
+    For small scripted stand-ins (the game day's HTML page, the tests' scripted servers)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 def uvicorn_config(app: Any, *, host: str = "127.0.0.1", port: int = 0, lifespan: str = "off",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -390,7 +389,9 @@ def _prepare_drift(fleet: Any, observer_url: str, *, ports: Mapping[str, int], p
 def html_page_server() -> Iterator[str]:
     """A loopback server answering every GET with 200 and an HTML login page (an ingress default backend,
     an auth proxy, a wrong Service port); yields its URL, stops on exit."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from observer.httpserve import threaded_http_server
 
     page = b"<!doctype html><html><head><title>Sign in</title></head><body>Please sign in</body></html>"
 
@@ -405,15 +406,8 @@ def html_page_server() -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api/v1/canary/verdict"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with threaded_http_server(Handler) as port:
+        yield f"http://127.0.0.1:{port}/api/v1/canary/verdict"
 
 
 def _run_html(s: Scenario, row: Row, *, config: ObserverConfig, prom_url: str) -> None:

@@ -6,13 +6,13 @@ Lets integration tests exercise the drift area's remote-embedder path without lo
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from observer.analyse.embed import HashingEmbedder
+from observer.httpserve import threaded_http_server
 
 
 class _Embeddings(BaseHTTPRequestHandler):
@@ -36,12 +36,5 @@ class _Embeddings(BaseHTTPRequestHandler):
 @contextmanager
 def run_embeddings_server() -> Iterator[str]:
     """Serve hashed 64-dimensional embeddings; yields the base URL (…/v1)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with threaded_http_server(_Embeddings) as port:
+        yield f"http://127.0.0.1:{port}/v1"
