@@ -41,10 +41,9 @@ from observer.errors import JudgeError  # noqa: E402
 from observer.promserver import free_port  # noqa: E402
 from observer.vllmproc import real_vllm_home, run_vllm  # noqa: E402
 from tests.real.conftest import CANARY, EMBEDDER, STABLE, Engines, drive  # noqa: E402
-from tests.real.test_real_engine import _config, _normalised, _prom_p95, looks  # noqa: E402
+from tests.real.test_real_engine import _config, _normalised, looks, ttft_p95_pairs  # noqa: E402
 from tests.support.observer_proc import run_observer  # noqa: E402
 from tests.support.poll import wait_until  # noqa: E402
-from tests.support.prom import run_prometheus  # noqa: E402
 
 
 def families(engines: Engines) -> dict[str, int]:
@@ -55,20 +54,8 @@ def families(engines: Engines) -> dict[str, int]:
 
 
 def ttft_diff(engines: Engines, tmp: Path) -> float:
-    targets = [u.removeprefix("http://") for u in (engines.stable.url, engines.canary.url)]
-    with run_observer(_config(engines, tmp), areas=["scrape"]) as obs, \
-            run_prometheus(targets, scrape_interval="1s") as prom:
-        obs.wait_ready(timeout=30)
-        prom.wait_for('up{job!=""} == 1', min_series=2, timeout=30)
-        time.sleep(2.5)
-        at0 = time.time()
-        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=40, concurrency=6)
-        done = time.time()
-        prom.wait_for(f"timestamp(up) > {done + 1.5:.3f}", min_series=2, timeout=30)
-        wait_until(lambda: obs.get("/api/v1/signals").json()["generated_at"] > done + 1.5, timeout=30)
-        signals = obs.get("/api/v1/signals").json()["versions"]
-        return max(abs(signals[n]["ttft"]["p95"] - _prom_p95(prom, s.port, at0))
-                   for n, s in (("stable", engines.stable), ("canary", engines.canary)))
+    got, want = ttft_p95_pairs(engines, tmp, requests=40)
+    return max(abs(got[n] - want[n]) for n in got)
 
 
 def proxy_added(engines: Engines, tmp: Path, pairs: int) -> dict[str, float]:

@@ -91,15 +91,18 @@ def _prom_p95(prom: Any, port: int, at0: float) -> float:
     return float(res[0]["value"][1])
 
 
-def test_ttft_p95_equals_promql_over_the_raw_series(engines: Engines, tmp_path: Path) -> None:
+def ttft_p95_pairs(engines: Engines, tmp: Path, *, requests: int = 24) -> tuple[dict[str, float], dict[str, float]]:
+    """(observer, PromQL) TTFT p95 per version for a burst of load: the observer's window signal, and
+    `histogram_quantile` over the raw `vllm:` buckets' increase since just before the load in a real
+    Prometheus scraping the servers directly. Both read the same idle counts before and after."""
     targets = [u.removeprefix("http://") for u in (engines.stable.url, engines.canary.url)]
-    with run_observer(_config(engines, tmp_path), areas=["scrape"]) as obs, \
+    with run_observer(_config(engines, tmp), areas=["scrape"]) as obs, \
             run_prometheus(targets, scrape_interval="1s") as prom:
         obs.wait_ready(timeout=30)
         prom.wait_for('up{job!=""} == 1', min_series=2, timeout=30)
         time.sleep(2.5)  # idle: both have scraped the pre-load counts at least once
         at0 = time.time()
-        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=24, concurrency=6)
+        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=requests, concurrency=6)
         done = time.time()
         # Both scrape after the load ended (idle again, so their counts agree bucket by bucket).
         prom.wait_for(f"timestamp(up) > {done + 1.5:.3f}", min_series=2, timeout=30)
@@ -109,6 +112,11 @@ def test_ttft_p95_equals_promql_over_the_raw_series(engines: Engines, tmp_path: 
         got = {name: signals[name]["ttft"]["p95"] for name in ("stable", "canary")}
         want = {name: _prom_p95(prom, server.port, at0)
                 for name, server in (("stable", engines.stable), ("canary", engines.canary))}
+    return got, want
+
+
+def test_ttft_p95_equals_promql_over_the_raw_series(engines: Engines, tmp_path: Path) -> None:
+    got, want = ttft_p95_pairs(engines, tmp_path)
     for name in got:
         assert math.isfinite(want[name]) and abs(got[name] - want[name]) < 1e-6, (name, got, want)
 
