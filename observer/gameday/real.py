@@ -142,6 +142,10 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -
         canary.spec = s.canary
         canary.start()
         canary.wait_healthy(timeout=START_TIMEOUT)
+    # Warm both servers before the step's observer starts: a freshly started canary (cold caches, first
+    # compilations) fails the judge's ttft against a warm stable — measured, the cold-canary effect that
+    # issue #13's warm-up fairness check is for. A rollout's readiness and warm-up do the same.
+    drive({"stable": stable.url, "canary": canary.url}, requests=24, concurrency=6)
     config = config_for(stable, canary, port=free_port())
     obs = start_observer(config)
     problems: list[str] = []
