@@ -61,6 +61,9 @@ def _config(engines: Engines, tmp: Path, *, proxy_port: int | None = None) -> Ob
 
 @pytest.fixture()
 def observer(engines: Engines, tmp_path: Path) -> Iterator[ObserverProcess]:
+    # Warm both servers before the window opens: a cold server fails the judge's ttft against a warm one
+    # (measured; the cold-canary effect of issue #13).
+    drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=24, concurrency=6)
     with run_observer(_config(engines, tmp_path), areas=["scrape", "canary"]) as proc:
         proc.wait_ready(timeout=30)
         yield proc
