@@ -60,7 +60,6 @@ class Service:
     app: FastAPI
     tracer: trace.Tracer
     job_metrics: JobMetrics
-    guard: ConnectionGuard
     scheduler: AsyncIOScheduler | None = None
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
@@ -90,7 +89,12 @@ class Service:
         app = create_app(registry=registry, routers=routers, ready=lambda: all(c() for c in ctx.ready_checks))
         tracer = build_tracer(config.telemetry, exporter=span_exporter)
         return cls(config=config, context=ctx, services=services, components=components, registry=registry, app=app,
-                   tracer=tracer, job_metrics=job_metrics, guard=guard)
+                   tracer=tracer, job_metrics=job_metrics)
+
+    @property
+    def guard(self) -> ConnectionGuard:
+        """The observer's own HTTP server's connection limits (the first of the context's guards)."""
+        return self.context.connection_guards[0]
 
     def jobs(self) -> list[Job]:
         """Every periodic job of every component."""

@@ -10,10 +10,11 @@ label) and a message naming the target. `TargetHealth` turns results into the pe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
@@ -153,6 +154,19 @@ def _check_content_type(value: str | None) -> None:
                       f"Content-Type {_trim(value)!r} is not text/plain or application/openmetrics-text")
 
 
+def _decode(body: bytes, content_type: str | None) -> str:
+    """The body as text, if it is a complete exposition: UTF-8, not an HTML page, not cut off."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _Failed(ScrapeReason.ENCODING, f"body is not UTF-8 (byte {e.start})") from e
+    if text.lstrip()[:1] == "<":
+        raise _Failed(ScrapeReason.NOT_EXPOSITION, "the body is an HTML/XML page, not a metrics exposition: "
+                                                   "check the target URL")
+    _check_complete(text, content_type)
+    return text
+
+
 def _check_complete(text: str, content_type: str | None) -> None:
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if media == "application/openmetrics-text":
@@ -198,19 +212,10 @@ class Scraper:
         try:
             # One deadline for fetch *and* parse: a huge or slow-to-parse body cannot hold the cycle (the
             # sample limit stops a parse running on in its thread past the deadline).
-            try:
-                async with asyncio.timeout(self.timeout_seconds):
-                    try:
-                        body, content_type = await self._fetch(target)
-                    except _Failed as e:
-                        if not e.before_response:
-                            raise
-                        body, content_type = await self._fetch(target)  # once, on a fresh connection
-                    size = len(body)
-                    vllm, dcgm = await self._parse(target, body, content_type)
-            except TimeoutError as e:
-                raise _Failed(ScrapeReason.TIMEOUT,
-                              f"no complete answer (fetched and parsed) within {self.timeout_seconds:g}s") from e
+            async with self._deadline("fetched and parsed"):
+                body, content_type = await self._fetch_retrying(target)
+                size = len(body)
+                vllm, dcgm = await self._parse(target, _decode(body, content_type), len(body))
         except _Failed as e:
             duration = time.perf_counter() - t0
             return ScrapeResult(target, started, duration, e.reason, f"{target.shown}: {e}", size)
@@ -225,21 +230,29 @@ class Scraper:
         """GET `url` under the same deadline, size cap, headers and checks as a scrape; return the text.
 
         Raises ScrapeFailure with the bounded reason (the one-shot `observer scrape` uses this)."""
-        target = Target(TargetKind.VLLM, url)
         try:
-            try:
-                async with asyncio.timeout(self.timeout_seconds):
-                    body, content_type = await self._fetch(target)
-            except TimeoutError as e:
-                raise _Failed(ScrapeReason.TIMEOUT, f"no complete answer within {self.timeout_seconds:g}s") from e
-            try:
-                text = body.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise _Failed(ScrapeReason.ENCODING, f"body is not UTF-8 (byte {e.start})") from e
-            _check_complete(text, content_type)
+            async with self._deadline("fetched"):
+                body, content_type = await self._fetch_retrying(Target(TargetKind.VLLM, url))
+                return _decode(body, content_type)
         except _Failed as e:
             raise ScrapeFailure(f"could not scrape {redact_url(url)}: {e}", reason=e.reason) from e
-        return text
+
+    @contextlib.asynccontextmanager
+    async def _deadline(self, what: str) -> AsyncIterator[None]:
+        """One per-target deadline; running past it is reason `timeout`."""
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                yield
+        except TimeoutError as e:
+            raise _Failed(ScrapeReason.TIMEOUT, f"no complete answer ({what}) within {self.timeout_seconds:g}s") from e
+
+    async def _fetch_retrying(self, target: Target) -> tuple[bytes, str | None]:
+        try:
+            return await self._fetch(target)
+        except _Failed as e:
+            if not e.before_response:
+                raise
+            return await self._fetch(target)  # once, on a fresh connection
 
     async def _fetch(self, target: Target) -> tuple[bytes, str | None]:
         try:
@@ -292,26 +305,18 @@ class Scraper:
         except httpx.UnsupportedProtocol as e:
             raise _Failed(ScrapeReason.CONNECT_ERROR, f"unsupported URL: {e}") from e
 
-    async def _parse(self, target: Target, body: bytes,
-                     content_type: str | None) -> tuple[VllmScrape | None, DcgmScrape | None]:
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise _Failed(ScrapeReason.ENCODING, f"body is not UTF-8 (byte {e.start})") from e
-        if text.lstrip()[:1] == "<":
-            raise _Failed(ScrapeReason.NOT_EXPOSITION, "the body is an HTML/XML page, not a metrics exposition: "
-                                                       "check the target URL")
-        _check_complete(text, content_type)
+    async def _parse(self, target: Target, text: str, size: int
+                     ) -> tuple[VllmScrape | None, DcgmScrape | None]:
         try:
             if target.kind is TargetKind.VLLM:
                 vllm = await self._run_parser(self.parse_vllm, text)
                 if not vllm.models:
-                    raise _Failed(ScrapeReason.NO_DATA, f"no vLLM model metrics in {len(body)} bytes "
+                    raise _Failed(ScrapeReason.NO_DATA, f"no vLLM model metrics in {size} bytes "
                                                         f"({vllm.families_seen} families)")
                 return vllm, None
             dcgm = await self._run_parser(self.parse_dcgm, text)
             if not dcgm.gpus:
-                raise _Failed(ScrapeReason.NO_DATA, f"no DCGM GPU metrics in {len(body)} bytes")
+                raise _Failed(ScrapeReason.NO_DATA, f"no DCGM GPU metrics in {size} bytes")
             return None, dcgm
         except SampleLimitError as e:
             raise _Failed(ScrapeReason.SAMPLE_LIMIT, f"over the per-target limit: {_trim(str(e))}") from e

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from observer.config import ObserverConfig
-from observer.gameday import GamedayError, Report, Row, start_observer
+from observer.gameday import GamedayError, Report, Row, _ready, start_observer
 from observer.gameday.argo import web_measurement
 from observer.promserver import free_port
 from observer.render import argo
@@ -112,7 +112,8 @@ def _look(observer_url: str, config: ObserverConfig) -> tuple[dict[str, Any], st
     return body, str(phase)
 
 
-def _kill_mid_stream(canary: RunningVllm) -> bool:
+def kill_mid_stream(canary: RunningVllm) -> bool:
+    """SIGKILL `canary` 1.5 s into a long stream; True when the client saw the stream break."""
     broken: list[bool] = []
 
     def stream() -> None:
@@ -151,11 +152,11 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -
     problems: list[str] = []
     body: dict[str, Any] = {}
     try:
-        _wait_ready(obs.url)
+        _ready(obs, "the observer's first scrape")
         for rnd in range(s.rounds):
             urls = {"stable": stable.url} | ({"canary": canary.url} if s.canary_traffic else {})
             if s.kill and rnd == 1:
-                if not _kill_mid_stream(canary):
+                if not kill_mid_stream(canary):
                     problems.append("the client did not see the killed stream break")
                 time.sleep(2.0)
                 body, row.web_gate = _look(obs.url, config)
@@ -187,18 +188,6 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -
     row.detail = "; ".join(problems) or str(body.get("reason", ""))[:120]
     row.seconds = time.monotonic() - t0
     return row
-
-
-def _wait_ready(url: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise GamedayError(f"the observer at {url} was not ready after {timeout:.0f}s")
 
 
 def run_real_gameday(*, only: Sequence[str] | None = None,

@@ -12,7 +12,6 @@ import asyncio
 import json
 import math
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -31,6 +30,7 @@ from observer.collect.promtext import parse
 from observer.collect.vllm import _select
 from observer.config.spec import ObserverConfig
 from observer.conventions import vllm as vocab
+from observer.gameday.real import kill_mid_stream
 from observer.promserver import free_port
 from tests.real.conftest import CANARY, REPO, Engines, drive
 from tests.support.observer_proc import ObserverProcess, run_observer
@@ -233,24 +233,7 @@ def test_sigkill_mid_stream_is_seen_and_never_passes(engines: Engines, tmp_path:
         drive({"canary": engines.canary.url}, requests=6, concurrency=2)
         wait_until(lambda: _total(obs, "canary") >= 6, timeout=20, message="canary requests counted")
         before = _total(obs, "canary")
-        broken: list[str] = []
-
-        def stream() -> None:
-            try:
-                with httpx.stream("POST", engines.canary.url + "/v1/completions", timeout=60,
-                                  json={"model": "llm", "prompt": "go", "max_tokens": 400, "stream": True,
-                                        "ignore_eos": True}) as r:
-                    for _ in r.iter_bytes():
-                        pass
-            except httpx.HTTPError as e:
-                broken.append(type(e).__name__)
-
-        t = threading.Thread(target=stream)
-        t.start()
-        time.sleep(1.5)  # mid-stream
-        engines.canary.kill()
-        t.join(timeout=30)
-        assert broken, "the client did not see the stream break"
+        assert kill_mid_stream(engines.canary), "the client did not see the stream break"
         wait_until(lambda: _target(obs, engines.canary.url)["up"] is False, timeout=20, message="canary down")
         assert _verdict(obs)["verdict"] != "pass"
         engines.canary.restart(timeout=420)
