@@ -175,11 +175,11 @@ def embed_cosine(engines: Engines) -> float:
 def canary_verdicts(engines: Engines, tmp: Path) -> dict[str, Any]:
     with run_observer(_config(engines, tmp / "aa"), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
-        aa = [v["verdict"] for v in looks(obs, engines, rounds=3, requests=30)]
+        aa = [v["verdict"] for v in looks(obs, engines, rounds=8, requests=30)]
     engines.respec_canary(replace(CANARY, max_num_seqs=1, core=1))
     with run_observer(_config(engines, tmp / "deg"), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
-        v = looks(obs, engines, rounds=6, requests=24, until="fail")[-1]
+        v = looks(obs, engines, rounds=12, requests=24, until="fail")[-1]
     return {"aa_verdicts": aa, "aa_verdict_fail": "fail" in aa, "degraded_verdict": v.get("verdict"),
             "degraded_reason": str(v.get("reason", ""))[:160]}
 

@@ -110,6 +110,7 @@ async def _judge_from_prometheus(cfg: Any, url: str, canary: str | None, baselin
     async with httpx.AsyncClient() as http:
         import time
 
-        service = CanaryService(cfg, PrometheusSource(url=url, http=http), clock=time.time)
+        service = CanaryService(cfg, PrometheusSource(url=url, http=http, slice_seconds=cfg.canary.slice_seconds),
+                                clock=time.time)
         v = await service.verdict_for(canary, baseline, since=None, weight=None)
     return verdict_body(v)

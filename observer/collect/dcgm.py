@@ -64,6 +64,7 @@ def parse_dcgm(text: str, *, max_samples: int | None = None) -> DcgmScrape:
             pod=_pick(g.labels, "pod", "exported_pod"),
             namespace=_pick(g.labels, "namespace", "exported_namespace"),
             model_name=_pick(g.labels, "modelName"),
+            driver_version=_pick(g.labels, "DCGM_FI_DRIVER_VERSION", "driver_version"),
             **{attr: g.values.get(attr) for attr in FIELDS.values()},
         ))
     records.sort(key=lambda r: (r.hostname or "", r.gpu, r.uuid))

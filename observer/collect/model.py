@@ -62,6 +62,7 @@ class GpuMetrics:
     pod: str | None = None
     namespace: str | None = None
     model_name: str | None = None
+    driver_version: str | None = None
     gpu_util_percent: float | None = None
     fb_used_mib: float | None = None
     fb_free_mib: float | None = None

@@ -95,6 +95,22 @@ def default_metrics() -> list[CanaryMetricSpec]:
     ]
 
 
+class FairnessSpec(Spec):
+    """Checks that the two arms are comparable before latency or anything else is judged."""
+
+    per_pod_load_tolerance: float | None = Field(
+        1.0, gt=0, description="Largest relative difference of requests per pod between the arms (1.0: "
+                               "2×). A canary pod busier than that makes a latency Fail inconclusive; an "
+                               "idler one, a latency Pass. null: off (e.g. latency that does not depend on load).")
+    warmup_hit_ratio_gap: float | None = Field(
+        0.2, gt=0, le=1, description="A canary prefix-cache hit ratio this far below the baseline's means it "
+                                     "is still warming up: its latency is inconclusive. null: off.")
+    same_environment: list[str] = Field(
+        default_factory=lambda: ["gpu_model", "gpu_driver", "engine_args"],
+        description="Facts that must match between arms (DCGM modelName and driver, vLLM cache_config_info); "
+                    "a difference makes the whole verdict inconclusive. Remove one when it is what rolls out.")
+
+
 class CanarySpec(Spec):
     """Canary-vs-baseline judge and Argo templates (issue 6)."""
 
@@ -105,8 +121,13 @@ class CanarySpec(Spec):
     window_seconds: float = Field(
         1800.0, gt=0, description="Data window of a look (set it to at least the canary step length: "
                                   "looks within one window are cumulative, which the sequential test needs).")
+    slice_seconds: float = Field(
+        60.0, ge=1, le=600, description="Each window is cut into slices this long: the bad-event tests treat "
+                                         "requests within one slice as possibly dependent (one pod's queue, "
+                                         "a stall, a restart) and slices as independent.")
+    fairness: FairnessSpec = Field(default_factory=FairnessSpec, description="Comparability checks.")
     interval_seconds: float = Field(30.0, gt=0, description="Seconds between judge runs (gauges refresh).")
-    alpha: float = Field(0.02, gt=0, lt=0.5, description="False-fail budget of one canary step over all "
+    alpha: float = Field(0.01, gt=0, lt=0.5, description="False-fail budget of one canary step over all "
                                                           "looks; split over the critical metrics.")
     power: float = Field(0.8, gt=0.5, lt=1, description="Power at the configured effect sizes (sample sizes).")
     pass_score: float = Field(95.0, ge=0, le=100, description="Score at or above which the canary passes.")

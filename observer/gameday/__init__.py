@@ -152,7 +152,7 @@ class Plan:
     scrape_interval: float
 
 
-SHORT = Plan(stable_rps=60.0, canary_rps=15.0, round_seconds=30.0, max_rounds=14, scrape_interval=1.0)
+SHORT = Plan(stable_rps=60.0, canary_rps=15.0, round_seconds=30.0, max_rounds=16, scrape_interval=1.0)
 FULL = Plan(stable_rps=80.0, canary_rps=20.0, round_seconds=60.0, max_rounds=30, scrape_interval=1.0)
 
 
@@ -180,7 +180,13 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
                    "window_seconds": 60},
         # Loopback only, and the game day mirrors samples into ingest itself: no token to hand around.
         "server": {"host": "127.0.0.1", "port": ports["observer"], "auth": {"mode": "none"}},
+        # Time is compressed (one round of simulated load per ~1.3 s): one slice per scrape keeps about one
+        # round per slice, as one minute of real traffic is one slice in production.
         "canary": {"interval_seconds": plan.scrape_interval, "window_seconds": 3600, "metrics": metrics,
+                   "slice_seconds": 2.0 * plan.scrape_interval,
+                   # One simulated pod per arm at an 80/20 split, and the simulator's latency does not
+                   # depend on load: the per-pod load check would (rightly) call every pass unfair.
+                   "fairness": {"per_pod_load_tolerance": None},
                    "observer_url": f"http://127.0.0.1:{ports['observer']}",
                    "prometheus_url": f"http://127.0.0.1:{ports.get('prometheus', 9090)}"},
         "sampling": {"enabled": False},
@@ -460,14 +466,17 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 obs = start_observer(config)
                 _ready(obs, "the restarted observer's first scrape")
                 row.verdicts.append(str(_verdict(obs.url)["verdict"]))  # before any new data: never pass
-            fleet.advance("stable", plan.round_seconds)
-            fleet.advance("canary", plan.round_seconds)
+            # Interleaved one simulated second at a time: a scrape mid-round sees both arms equally far
+            # along, so no canary slice holds a round whose baseline half fell into the next slice.
+            for _ in range(int(plan.round_seconds)):
+                fleet.advance("stable", 1.0)
+                fleet.advance("canary", 1.0)
             if s.needs == "drift":
                 # More mirrored canary samples each round: the drift test's power grows with the window.
                 _ingest(fleet, obs.url, "canary", want=250, seconds=5.0)
                 time.sleep(plan.scrape_interval * 5.0)  # the drift job runs every 10 s
             else:
-                time.sleep(plan.scrape_interval * 1.3)
+                time.sleep(plan.scrape_interval * 2.0)  # about one round per two-second slice
             body = _verdict(obs.url)
             row.verdicts.append(str(body["verdict"]))
             if _settled(s, rnd, row.verdicts[-1], body):

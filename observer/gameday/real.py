@@ -41,6 +41,16 @@ CANARY = replace(STABLE, name="canary", core=0)
 START_TIMEOUT = 420.0
 
 
+ROUND_SECONDS = 10.0
+"""One round of bursts per this many seconds, and the canary judge's slice length on the real pair: a
+round's requests queue behind each other (dependent), rounds are the independent units (issue #13)."""
+
+
+def paced(round_start: float) -> None:
+    """Sleep until ROUND_SECONDS after `round_start` (time.monotonic()), so each slice holds one round."""
+    time.sleep(max(0.0, ROUND_SECONDS - (time.monotonic() - round_start)))
+
+
 def drive(urls: Mapping[str, str], *, requests: int, concurrency: int, max_tokens: int = 8,
           prompt_words: int = 12) -> None:
     """`requests` completions to each URL at once, `concurrency` in flight per URL (bounded, loopback)."""
@@ -79,10 +89,10 @@ class RealScenario:
 
 
 SCENARIOS: tuple[RealScenario, ...] = (
-    RealScenario("healthy", "identical servers (A/A) under bursts", "not-fail", rounds=3),
+    RealScenario("healthy", "identical servers (A/A) under bursts", "not-fail", rounds=8),
     # Its own core: sharing stable's would slow stable too and blur the queueing effect under test.
     RealScenario("slow", "canary --max-num-seqs 1: requests queue", "fail",
-                 canary=replace(CANARY, max_num_seqs=1, core=1), rounds=6),
+                 canary=replace(CANARY, max_num_seqs=1, core=1), rounds=12),
     RealScenario("killed", "canary SIGKILLed mid-stream, restarted", "not-pass", rounds=3, kill=True),
     RealScenario("idle", "canary with no traffic", "nodata", rounds=3, canary_traffic=False),
 )
@@ -97,7 +107,8 @@ def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int) -> Observ
         "scrape": {"interval_seconds": 1.0, "timeout_seconds": 1.0, "window_seconds": 600},
         "server": {"host": "127.0.0.1", "port": port},
         "sampling": {"enabled": False}, "quality": {"enabled": False}, "drift": {"enabled": False},
-        "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "observer_url": f"http://127.0.0.1:{port}"},
+        "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "slice_seconds": ROUND_SECONDS,
+                   "observer_url": f"http://127.0.0.1:{port}"},
     })
 
 
@@ -154,6 +165,7 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -
     try:
         _ready(obs, "the observer's first scrape")
         for rnd in range(s.rounds):
+            started = time.monotonic()
             urls = {"stable": stable.url} | ({"canary": canary.url} if s.canary_traffic else {})
             if s.kill and rnd == 1:
                 if not kill_mid_stream(canary):
@@ -163,7 +175,7 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -
                 row.verdicts.append(str(body["verdict"]))
                 canary.restart(timeout=START_TIMEOUT)
             drive(urls, requests=24, concurrency=6)
-            time.sleep(1.5)
+            paced(started)
             body, row.web_gate = _look(obs.url, config)
             row.verdicts.append(str(body["verdict"]))
             if s.expect == "fail" and body["verdict"] == "fail":

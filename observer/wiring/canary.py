@@ -29,8 +29,8 @@ def make_source(ctx: Context, *, signals: SignalsReader | None, quality: Quality
     spec = ctx.config.canary
     if spec.source == "prometheus":
         assert spec.prometheus_url is not None
-        return PrometheusSource(url=spec.prometheus_url, http=ctx.http)
-    return OwnSource(signals=signals, quality=quality, drift=drift)
+        return PrometheusSource(url=spec.prometheus_url, http=ctx.http, slice_seconds=spec.slice_seconds)
+    return OwnSource(signals=signals, quality=quality, drift=drift, slice_seconds=spec.slice_seconds)
 
 
 @dataclass

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> None:
     data, _ = fleet_dict(weights=[0.8, 0.2], interval_seconds=1.0)
     data.update({"sampling": {"enabled": False}, "quality": {"enabled": False}, "drift": {"enabled": False},
-                 "canary": {"interval_seconds": 1.0}})
+                 "canary": {"interval_seconds": 1.0, "slice_seconds": 1.0}})  # time compressed ~23×
     from observer.config import parse_config
 
     cfg = parse_config(config_yaml(data), environ={})
@@ -35,7 +35,7 @@ def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> 
             fleet.advance("canary", 30)
             time.sleep(1.3)
             verdict = httpx.get(obs.url + "/api/v1/canary/verdict", timeout=10).json()["verdict"]
-        assert verdict == "fail"
+        assert verdict == "fail", httpx.get(obs.url + "/api/v1/canary/verdict", timeout=10).json()["reason"]
         path = tmp_path / "observer.yaml"
         path.write_text(config_yaml(data))
         runner = CliRunner()

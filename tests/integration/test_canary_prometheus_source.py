@@ -36,6 +36,7 @@ canary:
   source: prometheus
   prometheus_url: %s
   window_seconds: 120
+  slice_seconds: 2   # time compressed: one round of traffic per second, scraped every second
 """
 
 
@@ -79,7 +80,8 @@ def rig() -> Iterator[tuple[Exporter, str]]:
 async def _judge(prom_url: str, *, since: float) -> tuple[CanaryService, object]:
     async with httpx.AsyncClient() as http:
         service = CanaryService(parse_config(CONFIG % prom_url, environ={}),
-                                PrometheusSource(url=prom_url, http=http), clock=time.time)
+                                PrometheusSource(url=prom_url, http=http, slice_seconds=2.0),
+                                clock=time.time)
         v = await service.verdict_for("canary", "stable", since=since, weight=None)
     return service, v
 
@@ -98,9 +100,9 @@ async def _judge_until(url: str, *, since: float, want: str, timeout: float = 20
 async def test_prometheus_source_sees_a_worse_canary(rig: tuple[Exporter, str], tmp_path: Path) -> None:
     exp, url = rig
     since = time.time()
-    for _ in range(6):
-        exp.traffic("stable", 1500, error_rate=0.01, ttft_median=0.3)
-        exp.traffic("canary", 500, error_rate=0.08, ttft_median=0.3)
+    for _ in range(22):  # ≥ 10 two-second slices: the ratio test's minimum on sliced data
+        exp.traffic("stable", 600, error_rate=0.01, ttft_median=0.3)
+        exp.traffic("canary", 200, error_rate=0.08, ttft_median=0.3)
         time.sleep(1.0)
     _, v = await _judge_until(url, since=since, want="fail")
     assert v.verdict.value == "fail", v.reason  # type: ignore[attr-defined]

@@ -1,28 +1,33 @@
 """Simulated canary and baseline request streams, for A/A calibration runs and the benchmark.
 
-Not a model of vLLM: a seeded per-second draw of requests split by traffic weight, their finished
-reasons, and TTFT / end-to-end latencies binned on vLLM's default bucket edges. The judge sees them
-exactly as it sees the observer's windowed deltas (ArmData), so A/A false-fail rates measured here are
-the judge's own, with no simulator or scraper in between.
+Two traffic models feed the same per-second arrays: `simulate_step` is the `iid` one (every request an
+independent draw: Poisson arrivals, log-normal latencies), `pod_step` the dependent ones of
+observer.sim.pods (per-pod queues, bursts, stalls, restarts, a ramp). Requests, finished reasons and
+TTFT / end-to-end latencies are binned on vLLM's default bucket edges; the judge sees them exactly as it
+sees the observer's windowed deltas (ArmData with one-minute slices), so A/A false-fail rates measured
+here are the judge's own, with no simulator or scraper in between.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats as sps
 
 from observer.analyse.canary.judge import ArmData
 from observer.collect.model import Histogram
+from observer.conventions import vllm
+from observer.sim import pods
 
-TTFT_EDGES: tuple[float, ...] = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-E2E_EDGES: tuple[float, ...] = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                                60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-REASONS: tuple[str, ...] = ("stop", "length", "abort", "error")
+SLICE_SECONDS = 60
+"""Slice length the judge's sources use (canary.slice_seconds)."""
+
+TTFT_EDGES: tuple[float, ...] = vllm.TTFT_EDGES
+E2E_EDGES: tuple[float, ...] = vllm.REQUEST_EDGES
+REASONS: tuple[str, ...] = pods.REASONS
 
 
 @dataclass(frozen=True)
@@ -58,13 +63,35 @@ class ArmStream:
     reasons: np.ndarray  # (T, 4) in REASONS order
     ttft: np.ndarray  # (T, len(TTFT_EDGES)+1)
     e2e: np.ndarray  # (T, len(E2E_EDGES)+1)
+    pods: int | None = None
+    prefix_hits: np.ndarray | None = None
+    prefix_queries: np.ndarray | None = None
+    _cache: dict[tuple[int, int], ArmData] = field(default_factory=dict, compare=False, repr=False)
 
-    def window(self, start: int, end: int) -> ArmData:
-        """What the judge would read for seconds [start, end)."""
-        r = self.reasons[start:end].sum(axis=0)
-        return ArmData(requests={k: float(v) for k, v in zip(REASONS, r, strict=True)},
-                       histograms={"ttft": to_histogram(self.ttft[start:end].sum(axis=0), TTFT_EDGES),
-                                   "e2e": to_histogram(self.e2e[start:end].sum(axis=0), E2E_EDGES)})
+    def totals(self, start: int, end: int) -> ArmData:
+        """Requests and histograms for seconds [start, end), no slices (cached)."""
+        key = (start, end)
+        if key not in self._cache:
+            r = self.reasons[start:end].sum(axis=0)
+            self._cache[key] = ArmData(
+                requests={k: float(v) for k, v in zip(REASONS, r, strict=True)},
+                histograms={"ttft": to_histogram(self.ttft[start:end].sum(axis=0), TTFT_EDGES),
+                            "e2e": to_histogram(self.e2e[start:end].sum(axis=0), E2E_EDGES)})
+        return self._cache[key]
+
+    def window(self, start: int, end: int, *, slice_seconds: int | None = SLICE_SECONDS) -> ArmData:
+        """What the judge would read for seconds [start, end): totals, slices, replicas, recent hit ratio."""
+        whole = self.totals(start, end)
+        slices: tuple[ArmData, ...] = ()
+        if slice_seconds:
+            slices = tuple(self.totals(a, min(a + slice_seconds, end)) for a in range(start, end, slice_seconds))
+        hit = None
+        if self.prefix_hits is not None and self.prefix_queries is not None:
+            lo = max(start, end - 120)
+            q = float(self.prefix_queries[lo:end].sum())
+            hit = float(self.prefix_hits[lo:end].sum()) / q if q > 0 else None
+        return ArmData(requests=whole.requests, histograms=whole.histograms, slices=slices,
+                       replicas=self.pods, prefix_cache_hit_ratio=hit)
 
 
 def to_histogram(counts: np.ndarray, edges: tuple[float, ...]) -> Histogram:
@@ -92,10 +119,12 @@ class Step:
     baseline: ArmStream
     seconds: int
 
-    def looks(self, every: int) -> Iterator[tuple[int, ArmData, ArmData]]:
+    def looks(self, every: int, *, slice_seconds: int | None = SLICE_SECONDS
+              ) -> Iterator[tuple[int, ArmData, ArmData]]:
         """(second, canary data, baseline data) cumulative from the step start, every `every` seconds."""
         for t in range(every, self.seconds + 1, every):
-            yield t, self.canary.window(0, t), self.baseline.window(0, t)
+            yield (t, self.canary.window(0, t, slice_seconds=slice_seconds),
+                   self.baseline.window(0, t, slice_seconds=slice_seconds))
 
     def canary_requests(self, t: int) -> int:
         """Canary requests served in the first `t` seconds."""
@@ -120,3 +149,27 @@ def simulate_step(*, seed: int, seconds: int, total_rps: float, weight: float,
 def lognormal_quantile(q: float, median: float, sigma: float) -> float:
     """The q-quantile of a log-normal with this median and log-sd."""
     return median * math.exp(sigma * float(sps.norm.ppf(q)))
+
+
+def pod_step(*, seed: int, model: str | pods.TrafficModel, seconds: int, total_rps: float, weight: float,
+             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01) -> Step:
+    """One step on the dependent traffic model `model` (a name in observer.sim.pods.MODELS, or one)."""
+    tm = pods.MODELS[model] if isinstance(model, str) else model
+    s = pods.simulate(seed=seed, model=tm, seconds=seconds, total_rps=total_rps, weight=weight,
+                      canary=pods.Regression(ttft_scale=canary_ttft_scale, error_rate=canary_error_rate))
+
+    def arm(a: pods.ArmCounts) -> ArmStream:
+        return ArmStream(requests=a.requests, reasons=a.reasons, ttft=a.ttft, e2e=a.e2e, pods=a.pods,
+                         prefix_hits=a.prefix_hits, prefix_queries=a.prefix_queries)
+
+    return Step(canary=arm(s.canary), baseline=arm(s.baseline), seconds=seconds)
+
+
+def any_step(*, seed: int, model: str, seconds: int, total_rps: float, weight: float,
+             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01) -> Step:
+    """A step on traffic model `model`: `iid` or one of observer.sim.pods.MODELS."""
+    if model == "iid":
+        return simulate_step(seed=seed, seconds=seconds, total_rps=total_rps, weight=weight,
+                             canary=ArmProfile(error_rate=canary_error_rate), canary_ttft_scale=canary_ttft_scale)
+    return pod_step(seed=seed, model=model, seconds=seconds, total_rps=total_rps, weight=weight,
+                    canary_ttft_scale=canary_ttft_scale, canary_error_rate=canary_error_rate)

@@ -30,7 +30,7 @@ fleet:
     - {name: stable, role: stable, expected_traffic_weight: 0.75}
     - {name: canary, role: canary, expected_traffic_weight: 0.25}
 canary:
-  window_seconds: 600
+  window_seconds: 1200
 """
 
 
@@ -80,8 +80,8 @@ def test_verdict_endpoint_pass_and_window() -> None:
     assert set(body["n"]) == {"canary", "baseline"} and body["n"]["canary"] > 0
     assert body["metrics"]["errors"]["result"] == "pass" and body["metrics"]["errors"]["min_n"] > 0
     assert body["split"]["expected"] == 0.25
-    # window capped at canary.window_seconds (600 s before now = 1800)
-    assert src.calls[0] == ("canary", 1200.0, 1800.0)
+    # window capped at canary.window_seconds (1200 s before now = 1800)
+    assert src.calls[0] == ("canary", 600.0, 1800.0)
 
 
 def test_since_narrows_the_window_and_defaults_to_the_only_pair() -> None:

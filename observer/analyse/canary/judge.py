@@ -3,9 +3,12 @@ Kayenta-style weighted score and one verdict. Pure: data in (ArmData per arm), V
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+import numpy as np
 
 from observer.analyse import histogram
 from observer.analyse.canary import stats
@@ -56,6 +59,16 @@ class ArmData:
     drift: Mapping[str, DriftObservation] = field(default_factory=dict)
     note: str = ""
     """Why data is missing (e.g. the source was unreachable), shown in the reason."""
+    slices: tuple[ArmData, ...] = ()
+    """The same window cut into consecutive time slices (requests and histograms only), oldest first.
+    With slices the bad-event tests are cluster-robust (stats.slice_test); without, they assume every
+    request is an independent draw, which dependent traffic breaks (docs/canary.md)."""
+    replicas: int | None = None
+    """Pods serving this arm (ready targets), for the per-pod load fairness check."""
+    prefix_cache_hit_ratio: float | None = None
+    """Prefix-cache hit ratio over the last minutes, for the warm-up fairness check."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    """Facts that must match between arms for a fair comparison (gpu_model, gpu_driver, engine_args…)."""
 
     @property
     def total_requests(self) -> int | None:
@@ -86,6 +99,8 @@ class MetricResult:
     ci_high: float | None = None
     p_value: float | None = None
     detail: str = ""
+    design_effect: float | None = None
+    """Slice variance ÷ binomial variance: how much the dependence in the traffic inflates the noise."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +129,13 @@ class Verdict:
                 return m
         raise KeyError(name)
 
+
+MIN_SLICES_TO_PASS = 10
+"""Slices before a metric may pass: with fewer, no slice test could have failed a bad canary (the
+t-test needs ≥ 5, the pooled ratio test 10), so Pass would be a pass by construction."""
+
+DEFF_PRIOR_SLICES = 10
+"""Slices' worth of weight on "no dependence" (design effect 1) when the sample size is inflated."""
 
 SCORE_FAILURES_TO_FAIL = 2
 """Non-critical metrics fail the canary only through the score *and* only when at least this many failed."""
@@ -155,6 +177,54 @@ def _ratio_outcome(m: CanaryMetricSpec, bad_c: int, n_c: int, bad_b: int, n_b: i
                  baseline=t.rate_baseline, ratio=t.ratio, p_value=t.p_value, detail=detail, **extra)
 
 
+def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm: np.ndarray, *,
+                   alpha: float, power: float, detail: str = "", shift: stats.ShiftTest | None = None,
+                   pooled: bool = False) -> MetricResult:
+    n_c, n_b = round(float(n.sum())), round(float(mm.sum()))
+    if n_c <= 0 or n_b <= 0:
+        arm = "canary" if n_c <= 0 else "baseline"
+        return _base(m, Outcome.NODATA, n_canary=n_c, n_baseline=n_b, detail=f"no {arm} events in the window")
+    bad_c, bad_b = float(x.sum()), float(y.sum())
+    rate_c, rate_b = bad_c / n_c, bad_b / n_b
+    min_n = stats.ratio_sample_size(base_rate=max(rate_b, m.base_rate), effect_ratio=m.effect_ratio,
+                                    alpha=alpha, power=power, allocation=n_b / n_c)
+    t = stats.slice_test(x, n, y, mm, alpha=alpha, pooled=pooled)
+    deff = t.design_effect or 1.0
+    # The sample size grows with the design effect, shrunk towards 1 while few slices measure it.
+    needed = math.ceil(min_n * (1.0 + (deff - 1.0) * t.slices / (t.slices + DEFF_PRIOR_SLICES)))
+    p_value = t.p_value if shift is None else min(1.0, 2.0 * min(t.p_value, shift.p_value))
+    if t.reject or (shift is not None and shift.reject):
+        outcome = Outcome.FAIL
+    elif n_c >= needed and t.slices >= MIN_SLICES_TO_PASS:
+        outcome = Outcome.PASS
+    else:
+        outcome = Outcome.INCONCLUSIVE
+    parts = [p for p in (detail, f"{t.slices} slices, design effect {deff:.3g}") if p]
+    if outcome is Outcome.INCONCLUSIVE and t.slices < MIN_SLICES_TO_PASS:
+        parts.append(f"a pass needs {MIN_SLICES_TO_PASS} slices")
+    if t.reject and t.start_slice > 0:
+        parts.append(f"worse since slice {t.start_slice}")
+    if shift is not None:
+        parts.append(f"distribution shift {shift.shift:+.3f}" + (" (fail)" if shift.reject else ""))
+        if shift.reject and shift.start_slice > 0:
+            parts.append(f"shifted since slice {shift.start_slice}")
+    return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=needed, canary=rate_c, baseline=rate_b,
+                 ratio=rate_c / rate_b if rate_b > 0 else None, p_value=p_value, detail="; ".join(parts),
+                 design_effect=t.design_effect)
+
+
+def _sliced(c: ArmData, b: ArmData) -> list[tuple[ArmData, ArmData]] | None:
+    if not c.slices or not b.slices:
+        return None
+    return list(zip(c.slices, b.slices, strict=False))
+
+
+def _bad(reasons: Sequence[str], a: ArmData) -> tuple[float, float]:
+    if a.requests is None:
+        return 0.0, 0.0
+    return float(sum(a.requests.get(r, 0.0) for r in reasons)), float(sum(a.requests.values()))
+
+
 def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
     if m.live_check is not None:
         cc, bc = c.live_checks.get(m.live_check), b.live_checks.get(m.live_check)
@@ -163,6 +233,12 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
         return _ratio_outcome(m, cc[0], cc[1], bc[0], bc[1], alpha=alpha, power=power)
     if c.requests is None or b.requests is None:
         return _base(m, Outcome.NODATA, detail="no request counters")
+    pairs = _sliced(c, b)
+    if pairs is not None:
+        counts = np.array([(*_bad(m.finished_reasons, sc), *_bad(m.finished_reasons, sb)) for sc, sb in pairs]
+                          ).reshape(-1, 4)
+        return _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], alpha=alpha,
+                              power=power, pooled=True)
     bad_c = round(sum(c.requests.get(r, 0.0) for r in m.finished_reasons))
     bad_b = round(sum(b.requests.get(r, 0.0) for r in m.finished_reasons))
     return _ratio_outcome(m, bad_c, c.total_requests or 0, bad_b, b.total_requests or 0, alpha=alpha,
@@ -191,13 +267,50 @@ def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
     except KeyError:
         return _base(m, Outcome.NODATA, detail=f"no bucket edge le={le!r} in both arms")
     q = stats.quantile_ratio(hc, hb, m.quantile, alpha=alpha)
-    extra: dict[str, object] = {"detail": f"share above le={le}"}
-    res = _ratio_outcome(m, round(above_c), round(n_c), round(above_b), round(n_b), alpha=alpha, power=power,
-                         **extra)
+    pairs = _sliced(c, b)
+    if pairs is not None:
+        # Two views at α/2 each: the share above the SLO edge, and a shift of the whole distribution.
+        counts = np.array([(*_above(sc, m.family, le), *_above(sb, m.family, le)) for sc, sb in pairs]
+                          ).reshape(-1, 4)
+        bins = _bins(pairs, m.family, hb.bounds)
+        shift = None if bins is None else stats.shift_test(bins[0], bins[1], alpha=alpha / 2.0)
+        res = _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3],
+                             alpha=alpha if shift is None else alpha / 2.0, power=power,
+                             detail=f"share above le={le}", shift=shift)
+    else:
+        extra: dict[str, object] = {"detail": f"share above le={le}; requests assumed independent"}
+        res = _ratio_outcome(m, round(above_c), round(n_c), round(above_b), round(n_b), alpha=alpha,
+                             power=power, **extra)
     if q is None:
         return res
     # The metric's ratio is the quantile ratio (what people read); its interval is at the metric's α.
     return MetricResult(**{**res.__dict__, "ratio": q.estimate, "ci_low": q.low, "ci_high": q.high})
+
+
+def _above(a: ArmData, family: str, le: str) -> tuple[float, float]:
+    h = a.histograms.get(family)
+    if h is None or h.count <= 0:
+        return 0.0, 0.0
+    try:
+        above, n = histogram.fraction_above(h, le)
+    except KeyError:
+        return 0.0, 0.0
+    return float(round(above)), float(round(n))
+
+
+def _bins(pairs: Sequence[tuple[ArmData, ArmData]], family: str, bounds: tuple[float, ...]
+          ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Non-cumulative bucket counts per slice of both arms, from slices on the window's bucket layout."""
+    rows_c, rows_b = [], []
+    for sc, sb in pairs:
+        hc, hs = sc.histograms.get(family), sb.histograms.get(family)
+        if hc is None or hs is None or hc.bounds != bounds or hs.bounds != bounds:
+            continue
+        rows_c.append(np.diff(np.asarray(hc.cumulative, dtype=float), prepend=0.0))
+        rows_b.append(np.diff(np.asarray(hs.cumulative, dtype=float), prepend=0.0))
+    if not rows_c:
+        return None
+    return np.clip(np.array(rows_c), 0.0, None), np.clip(np.array(rows_b), 0.0, None)
 
 
 def _judge_quality(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float
@@ -289,6 +402,8 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
 
     results = [judge_metric(m, canary_data, baseline_data, alpha=metric_alpha(spec, m), power=power)
                for m in spec.metrics]
+    unfair = environment_mismatch(spec, canary_data, baseline_data)
+    results = mute_unfair_latency(spec, results, canary_data, baseline_data)
     note = canary_data.note or baseline_data.note
     if n_c is None or n_b is None:
         return verdict(Outcome.NODATA, results, note or "no request counters for "
@@ -302,6 +417,11 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
         split_ok, share = stats.split_check(n_c, n_b, expected=expected_share, tolerance=spec.split_tolerance,
                                             min_requests=spec.split_min_requests)
     value, decided = score(results, spec.groups)
+    if unfair:
+        muted = [MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE})
+                 if r.outcome is not Outcome.NODATA else r for r in results]
+        return verdict(Outcome.INCONCLUSIVE, muted, "arms are not comparable: " + "; ".join(unfair),
+                       score_value=value, share=share)
     if not split_ok:
         muted = [MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE})
                  if r.outcome is not Outcome.NODATA else r for r in results]
@@ -339,6 +459,47 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
     return verdict(Outcome.INCONCLUSIVE, results, f"marginal score {value:.0f}: "
                    + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
                    score_value=value, share=share)
+
+
+def environment_mismatch(spec: CanarySpec, c: ArmData, b: ArmData) -> list[str]:
+    """The `fairness.same_environment` facts both arms report and that differ."""
+    out = []
+    for key in spec.fairness.same_environment:
+        vc, vb = c.environment.get(key), b.environment.get(key)
+        if vc and vb and vc != vb:
+            out.append(f"{key} differs: canary {vc[:80]!r} vs baseline {vb[:80]!r}")
+    return out
+
+
+def mute_unfair_latency(spec: CanarySpec, results: Sequence[MetricResult], c: ArmData, b: ArmData
+                        ) -> list[MetricResult]:
+    """Latency results that unequal per-pod load or a warming canary would bias, made inconclusive."""
+    f = spec.fairness
+    mute: dict[Outcome, str] = {}
+    if f.warmup_hit_ratio_gap is not None and c.prefix_cache_hit_ratio is not None \
+            and b.prefix_cache_hit_ratio is not None \
+            and b.prefix_cache_hit_ratio - c.prefix_cache_hit_ratio > f.warmup_hit_ratio_gap:
+        why = (f"canary still warming up: prefix-cache hit ratio {c.prefix_cache_hit_ratio:.2f} vs baseline "
+               f"{b.prefix_cache_hit_ratio:.2f}")
+        mute[Outcome.FAIL] = mute[Outcome.PASS] = why
+    n_c, n_b = c.total_requests, b.total_requests
+    if f.per_pod_load_tolerance is not None and c.replicas and b.replicas and n_c and n_b \
+            and n_c + n_b >= spec.split_min_requests:
+        ratio = (n_c / c.replicas) / (n_b / b.replicas)
+        load = (f"per-pod load canary {ratio:.2g}× baseline ({n_c} requests on {c.replicas} pod(s) vs {n_b} "
+                f"on {b.replicas})")
+        if ratio > 1.0 + f.per_pod_load_tolerance:
+            mute.setdefault(Outcome.FAIL, load)
+        elif ratio < 1.0 / (1.0 + f.per_pod_load_tolerance):
+            mute.setdefault(Outcome.PASS, load)
+    if not mute:
+        return list(results)
+    out = []
+    for r in results:
+        reason = mute.get(r.outcome) if r.kind == "latency" else None
+        out.append(r if reason is None else MetricResult(
+            **{**r.__dict__, "outcome": Outcome.INCONCLUSIVE, "detail": f"{r.detail}; not judged: {reason}"}))
+    return out
 
 
 def _pending(results: Sequence[MetricResult]) -> str:

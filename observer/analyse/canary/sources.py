@@ -17,6 +17,7 @@ import httpx
 from observer import conventions as names
 from observer.analyse.canary.judge import ArmData, DriftObservation
 from observer.analyse.drift.state import DriftResult
+from observer.analyse.signals import SliceTotals, VersionSignals
 from observer.collect.model import Histogram
 from observer.config.canary import CanaryMetricSpec
 from observer.conventions import vllm
@@ -43,6 +44,11 @@ class SignalsReader(Protocol):
     def labelled_counter_delta(self, version: str, family: str, *, since: float) -> dict[str, float] | None: ...
 
     def served_models(self, version: str) -> dict[str, dict[str, str]]: ...
+
+    def slices(self, version: str, *, since: float, until: float, step: float, histograms: Sequence[str],
+               labelled: Sequence[str]) -> Sequence[SliceTotals] | None: ...
+
+    def latest(self, version: str) -> VersionSignals | None: ...
 
 
 class QualityReader(Protocol):
@@ -86,18 +92,32 @@ class OwnSource:
     name = "own"
 
     def __init__(self, *, signals: SignalsReader | None, quality: QualityReader | None = None,
-                 drift: DriftReader | None = None) -> None:
+                 drift: DriftReader | None = None, slice_seconds: float = 60.0) -> None:
         self.signals = signals
         self.quality = quality
         self.drift = drift
+        self.slice_seconds = slice_seconds
 
     async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
                   with_drift: bool) -> ArmData:
         """Read `version`'s window from the in-process services."""
-        return await asyncio.to_thread(self._arm, version, metrics, since, with_drift)
+        return await asyncio.to_thread(self._arm, version, metrics, since, with_drift, now)
 
-    def _arm(self, version: str, metrics: Sequence[CanaryMetricSpec], since: float, with_drift: bool
-             ) -> ArmData:
+    def _slices(self, version: str, families: set[str], since: float, now: float) -> tuple[ArmData, ...]:
+        assert self.signals is not None
+        raw = self.signals.slices(version, since=since, until=now, step=self.slice_seconds,
+                                  histograms=[OWN_FAMILY[f] for f in sorted(families)],
+                                  labelled=["request_success"])
+        out = []
+        for st in raw or ():
+            req = st.labelled.get("request_success")
+            out.append(ArmData(requests=None if req is None else {str(k): float(x) for k, x in req.items()},
+                               histograms={f: st.histograms[OWN_FAMILY[f]] for f in sorted(families)
+                                           if OWN_FAMILY[f] in st.histograms}))
+        return tuple(out)
+
+    def _arm(self, version: str, metrics: Sequence[CanaryMetricSpec], since: float, with_drift: bool,
+             now: float | None = None) -> ArmData:
         families, golden_sets, checks, fields = _needs(metrics)
         if self.signals is None:
             return ArmData(note="no scrape signals in this observer (collect area disabled)")
@@ -124,7 +144,25 @@ class OwnSource:
                     drift[key] = DriftObservation(drift=bool(r.drift), status=str(r.status),
                                                   p_value=_num(r.p_value), statistic=_num(r.statistic),
                                                   n_current=int(r.n_current))
-        return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift)
+        latest = self.signals.latest(version)
+        slices = self._slices(version, families, since, now) if now is not None and now > since else ()
+        return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
+                       slices=slices, replicas=None if latest is None else latest.replicas_up,
+                       prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,
+                       environment=_environment(latest))
+
+
+def _environment(latest: VersionSignals | None) -> dict[str, str]:
+    """The fairness facts the scrapes give: GPU model(s) and driver(s) from DCGM labels."""
+    gpu = None if latest is None else latest.gpu
+    if gpu is None:
+        return {}
+    out = {}
+    if gpu.models:
+        out["gpu_model"] = ",".join(gpu.models)
+    if gpu.drivers:
+        out["gpu_driver"] = ",".join(gpu.drivers)
+    return out
 
 
 def _num(x: object) -> float | None:
@@ -138,10 +176,56 @@ class PrometheusSource:
 
     name = "prometheus"
 
-    def __init__(self, *, url: str, http: httpx.AsyncClient, timeout: float = 10.0) -> None:
+    def __init__(self, *, url: str, http: httpx.AsyncClient, timeout: float = 10.0,
+                 slice_seconds: float = 60.0) -> None:
         self.url = url.rstrip("/")
         self.http = http
         self.timeout = timeout
+        self.slice_seconds = slice_seconds
+
+    async def query_range(self, promql: str, *, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """Range query; SourceError naming the query on any failure."""
+        try:
+            r = await self.http.get(f"{self.url}/api/v1/query_range",
+                                    params={"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                            "step": f"{step:g}"}, timeout=self.timeout)
+            body = r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise SourceError(f"could not query Prometheus at {self.url}: {e}") from e
+        if r.status_code != 200 or body.get("status") != "success":
+            raise SourceError(f"Prometheus refused {promql!r}: {body.get('error', r.status_code)}")
+        return list(body["data"]["result"])
+
+    async def _slices(self, v: str, families: set[str], since: float, now: float) -> tuple[ArmData, ...]:
+        """One-slice increases ending at since+Δ, since+2Δ, … ≤ now (Prometheus `increase` over [Δ])."""
+        step = self.slice_seconds
+        first = since + step
+        if first > now:
+            return ()
+        rng = f"[{round(step)}s]"
+        ends = [first + i * step for i in range(int((now - first) // step) + 1)]
+        res = await self.query_range(
+            f"sum by ({names.FINISHED_REASON}) (increase({names.REQUESTS}_total{v}{rng}))",
+            start=first, end=ends[-1], step=step)
+        requests: dict[int, dict[str, float]] = {}
+        for series in res:
+            reason = str(series["metric"].get(names.FINISHED_REASON, ""))
+            for ts, value in series.get("values", []):
+                requests.setdefault(round((float(ts) - first) / step), {})[reason] = _finite(value)
+        hists: dict[int, dict[str, Histogram]] = {}
+        for fam in sorted(families):
+            res = await self.query_range(f"sum by (le) (increase({PROM_FAMILY[fam]}_bucket{v}{rng}))",
+                                         start=first, end=ends[-1], step=step)
+            by_slice: dict[int, list[dict[str, Any]]] = {}
+            for series in res:
+                for ts, value in series.get("values", []):
+                    by_slice.setdefault(round((float(ts) - first) / step), []).append(
+                        {"metric": series["metric"], "value": [ts, value]})
+            for i, vector in by_slice.items():
+                h = histogram_from_vector(vector)
+                if h is not None:
+                    hists.setdefault(i, {})[fam] = h
+        return tuple(ArmData(requests=requests.get(i), histograms=hists.get(i, {})) for i in range(len(ends)))
 
     async def query(self, promql: str, *, at: float) -> list[dict[str, Any]]:
         """Instant query at `at`; SourceError naming the query on any failure."""
@@ -208,7 +292,9 @@ class PrometheusSource:
                     continue
                 p = await self._scalar(f"min({names.DRIFT_P_VALUE}{sel})", now)
                 drift[f] = DriftObservation(drift=detected >= 1, status="ok", p_value=p)
-        return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift)
+        slices = await self._slices(v, families, since, now)
+        return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
+                       slices=slices)
 
 
 def _finite(raw: object) -> float:

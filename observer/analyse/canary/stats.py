@@ -199,3 +199,228 @@ def split_check(n_canary: float, n_baseline: float, *, expected: float, toleranc
     p = float(sps.binomtest(round(n_canary), round(total), expected).pvalue)
     return p >= 0.001, observed
 
+
+
+RESTART_EVERY_SLICES = 5
+"""Slices between the fresh starts of the change test (5 one-minute slices: a change mid-step is tested
+on the data since the last start at or before it, not diluted by the healthy data before)."""
+
+
+@dataclass(frozen=True)
+class SliceTest:
+    """Canary vs baseline bad-event rate on time slices, robust to dependence within a slice.
+
+    Per slice j the canary's excess bad events X_j = x_j − p0_j·(x_j + y_j), p0_j its share of the slice's
+    requests. The X_j are tested for a positive mean with an anytime-valid t-test: their spread is
+    estimated from the slices themselves, so requests that go bad together (a stalled pod, a queue behind
+    a long prompt, a restart) enter as one large slice, not as many independent pieces of evidence."""
+
+    slices: int
+    excess: float
+    """S: canary bad events above its share, summed over slices."""
+    variance: float
+    """Σ (X_j − X̄)²: the slices' own (cluster-robust) spread."""
+    design_effect: float | None
+    """Slice-to-slice variance ÷ the binomial variance of independent requests (≥ 1)."""
+    p_value: float
+    """Always-valid p-value over all starts (1 / e-value, α-share adjusted, capped at 1)."""
+    start_slice: int
+    """The start (slice index) whose test gave `p_value`: 0 is the step start, later ones a change."""
+    reject: bool
+
+
+G_FACTORS: tuple[float, ...] = (1.0, 10.0)
+"""The e-value is the average over these multiples of slice_g (an average of e-values is one): the first
+is tight for an effect just detectable in a step, the second lets a large one fail in 4–5 slices."""
+
+PLANNED_SLICES = 15
+"""Slices at which the t-test's mixture is tuned to be tightest (Argo's default count of 15 one-minute
+measurements: the end of one analysis step)."""
+
+
+def slice_g(alpha: float, planned: int = PLANNED_SLICES) -> float:
+    """Prior variance of the standardised effect δ = mean/sd of X_j: the δ that is just detectable at
+    `planned` slices, δ² ≈ 2·log(1/α)/planned."""
+    return 2.0 * math.log(1.0 / alpha) / planned
+
+
+def log_t_evalue(s: float, v: float, j: int, g: float) -> float:
+    """log e-value of the anytime-valid t-test of "mean ≤ 0" on j values with sum s and sum of squares v.
+
+    It is the Bayes factor with a N(0, g) prior on δ = μ/σ and the right-Haar prior 1/σ on σ (Rouder et al.
+    2009; anytime-valid by group invariance, Pérez-Ortiz, Lardy, de Heide & Grünwald 2024):
+    (1 + j·g)^(−1/2) · (v / (v − s²·g/(1 + j·g)))^(j/2). Two-sided, so it is conservative one-sided."""
+    if j < 2 or v <= 0 or s <= 0:
+        return 0.0
+    shrink = s * s * g / (1.0 + j * g)
+    return -0.5 * math.log1p(j * g) + 0.5 * j * (math.log(v) - math.log(max(v - shrink, v * 1e-300)))
+
+
+MAX_RESTARTS = 8
+"""Fresh starts after the step start (every RESTART_EVERY_SLICES: the first 40 minutes of a step)."""
+
+
+def _log_t_evalues(s: np.ndarray, v: np.ndarray, j: np.ndarray, g: float) -> np.ndarray:
+    """log_t_evalue over arrays (0 where s ≤ 0 or v ≤ 0)."""
+    ok = (s > 0) & (v > 0)
+    v_safe = np.where(ok, v, 1.0)
+    shrink = np.where(ok, s * s * g / (1.0 + j * g), 0.0)
+    rest = np.maximum(v_safe - shrink, v_safe * 1e-300)
+    out = -0.5 * np.log1p(j * g) + 0.5 * j * (np.log(v_safe) - np.log(rest))
+    return np.where(ok, np.maximum(out, 0.0), 0.0)
+
+
+def start_alpha(k: int, alpha: float) -> float:
+    """α share of the k-th start: α/2 for the step start, α/(2·MAX_RESTARTS) for each restart (sums to α);
+    0 after the last restart."""
+    if k == 0:
+        return alpha / 2.0
+    return alpha / (2.0 * MAX_RESTARTS) if k <= MAX_RESTARTS else 0.0
+
+
+def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVERY_SLICES,
+               planned: int = PLANNED_SLICES) -> tuple[float, int, bool]:
+    """(p-value, start slice, reject) of the anytime-valid t-test of "mean ≤ 0" on slice values `xs`,
+    from the step start (α/2) and from every `restart_every`-th slice (the other α/2, see start_alpha)."""
+    gs = tuple(f * slice_g(alpha, planned) for f in G_FACTORS)
+    cs = np.concatenate(([0.0], np.cumsum(xs)))
+    cv = np.concatenate(([0.0], np.cumsum(xs * xs)))
+    best_p, best_start, reject = 1.0, 0, False
+    for i, start in enumerate(range(0, max(len(xs) - 1, 1), max(restart_every, 1))):
+        if i > MAX_RESTARTS:
+            break
+        # Every slice end since `start` is a look a continuous monitor could have made: the window's
+        # verdict is the running maximum (valid by Ville's inequality), so one more slice cannot undo a fail.
+        s_all = cs[start + 2:] - cs[start]
+        v_all = cv[start + 2:] - cv[start]
+        j_all = np.arange(2, len(xs) - start + 1, dtype=float)
+        if s_all.size == 0:
+            continue
+        logs = np.stack([_log_t_evalues(s_all, v_all, j_all, g) for g in gs])
+        top = logs.max(axis=0)
+        mixed = top + np.log(np.mean(np.exp(logs - top), axis=0))
+        log_e = float(mixed.max())
+        if log_e <= 0:
+            continue
+        a_k = start_alpha(i, alpha)
+        p = min(1.0, math.exp(-log_e) * alpha / a_k)
+        if p < best_p:
+            best_p, best_start = p, start
+        reject = reject or log_e >= math.log(1.0 / a_k)
+    return best_p, best_start, reject
+
+
+@dataclass(frozen=True)
+class ShiftTest:
+    """Is the canary's whole latency distribution shifted up? A per-slice rank (ridit) test on buckets."""
+
+    slices: int
+    shift: float
+    """P(canary request slower than a baseline one of its slice) − ½, request-weighted mean."""
+    p_value: float
+    start_slice: int
+    reject: bool
+
+
+def shift_test(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, alpha: float,
+               restart_every: int = RESTART_EVERY_SLICES, planned: int = PLANNED_SLICES) -> ShiftTest:
+    """Per slice j, X_j = Σ over the canary's requests of (ridit against the slice's baseline − ½), ridits
+    from non-cumulative bucket counts (ties count ½: both arms share the buckets). X_j has mean 0 when
+    the arms' latencies are alike and is positive when the canary is slower everywhere; tested with
+    t_sequence under the same assumption as slice_test."""
+    c = np.asarray(canary_bins, dtype=float)
+    b = np.asarray(baseline_bins, dtype=float)
+    if c.shape != b.shape or c.ndim != 2:
+        raise ValueError("bucket arrays must both be (slices, buckets)")
+    nc, nb = c.sum(axis=1), b.sum(axis=1)
+    used = (nc > 0) & (nb > 0)
+    c, b, nc, nb = c[used], b[used], nc[used], nb[used]
+    below = np.cumsum(b, axis=1) - b
+    ridit = (below + 0.5 * b) / nb[:, None]
+    xs = np.sum(c * (ridit - 0.5), axis=1)
+    p, start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned)
+    shift = float(xs.sum() / nc.sum()) if nc.size else 0.0
+    return ShiftTest(slices=int(used.sum()), shift=shift, p_value=p, start_slice=start, reject=reject)
+
+
+POOLED_MIN_SLICES = 10
+"""Slices before the design effect is trusted to deflate pooled counts (fewer: it is too noisy)."""
+
+
+def _fitted_deff(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray) -> float:
+    """Design effect around the fitted rate ratio θ̂ (≥ 1): residual x − p(θ̂)·k over slices ÷ binomial."""
+    bx, by = float(x.sum()), float(y.sum())
+    theta = (bx / float(n.sum())) / (by / float(m.sum())) if bx > 0 and by > 0 else 1.0
+    p0 = n / (n + m)
+    p = p0 * theta / (p0 * theta + 1.0 - p0)
+    k = x + y
+    binom = float(np.sum(p * (1.0 - p) * k))
+    j = len(x)
+    if binom <= 0 or j < 2:
+        return 1.0
+    return max(1.0, float(np.sum((x - p * k) ** 2)) * j / (j - 1) / binom)
+
+
+def _deflated_ratio(bad_c: float, n_c: float, bad_b: float, n_b: float, *, deff: float, alpha: float
+                    ) -> tuple[float, bool]:
+    """(p, reject) of the conditional mixture test on counts ÷ `deff` (events per independent cluster)."""
+    events = bad_c + bad_b
+    if n_c <= 0 or n_b <= 0 or events <= 0:
+        return 1.0, False
+    p0 = n_c / (n_c + n_b)
+    r = np.asarray(RATIO_GRID, dtype=float)
+    p1 = p0 * r / (p0 * r + 1.0 - p0)
+    log_lr = (bad_c / deff) * np.log(p1 / p0) + (bad_b / deff) * np.log((1.0 - p1) / (1.0 - p0))
+    log_lambda = _logsumexp(log_lr) - math.log(len(r))
+    return (1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda))), log_lambda >= math.log(1.0 / alpha)
+
+
+def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.ndarray, n_baseline: np.ndarray,
+               *, alpha: float, restart_every: int = RESTART_EVERY_SLICES, planned: int = PLANNED_SLICES,
+               pooled: bool = False) -> SliceTest:
+    """Test "canary bad-event rate > baseline's" on per-slice counts, at any number of looks.
+
+    `pooled` (rare events such as errors, a few per slice, where a t-test on slices is weak): from
+    POOLED_MIN_SLICES slices on, the exact conditional test also runs on the counts divided by the
+    measured design effect, each test at α/2.
+
+    Assumption (docs/canary.md): requests may be dependent *within* a slice (one minute) in any way; the
+    slices' excesses X_j are independent of each other, with mean ≤ 0 for a canary no worse than the
+    baseline and not skewed towards the canary. The t-test's e-value is exact for Gaussian X_j; clusters
+    of bad events on the canary make X_j right-skewed, which makes it conservative. The step-start test
+    gets α/2; fresh tests from every `restart_every`-th slice share the other α/2, so a change mid-step is
+    tested on the data since it, not diluted by the healthy minutes before."""
+    x = np.asarray(bad_canary, dtype=float)
+    n = np.asarray(n_canary, dtype=float)
+    y = np.asarray(bad_baseline, dtype=float)
+    m = np.asarray(n_baseline, dtype=float)
+    if not (len(x) == len(n) == len(y) == len(m)):
+        raise ValueError("slice arrays must have the same length")
+    if np.any((x < 0) | (y < 0) | (x > n) | (y > m)):
+        raise ValueError("bad events must be within 0..requests in every slice")
+    used = (n > 0) & (m > 0)
+    x, n, y, m = x[used], n[used], y[used], m[used]
+    p0 = n / (n + m)
+    k = x + y
+    xs = x - p0 * k
+    binom = p0 * (1.0 - p0) * k
+    best_p, best_start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned)
+    cs = np.concatenate(([0.0], np.cumsum(xs)))
+    cv = np.concatenate(([0.0], np.cumsum(xs * xs)))
+    j = len(xs)
+    total_s = float(cs[-1])
+    centred = float(cv[-1]) - (total_s * total_s / j if j else 0.0)
+    b = float(binom.sum())
+    deff = max(1.0, centred * j / max(j - 1, 1) / b) if b > 0 and j >= 2 else None
+    if pooled:
+        # Rare events (a few per slice, where a t-test on slices is weak): the exact conditional test on
+        # the counts divided by the measured design effect (Kish's effective sample size), once there
+        # are POOLED_MIN_SLICES slices to measure it on; the t-test's changes-since starts remain, at α/2.
+        p_pool, reject_pool = 1.0, False
+        if deff is not None and j >= POOLED_MIN_SLICES:
+            d = _fitted_deff(x, n, y, m)
+            p_pool, reject_pool = _deflated_ratio(float(x.sum()), float(n.sum()), float(y.sum()),
+                                                  float(m.sum()), deff=d, alpha=alpha)
+        reject, best_p = reject_pool, p_pool
+    return SliceTest(slices=j, excess=total_s, variance=max(centred, 0.0), design_effect=deff,
+                     p_value=best_p, start_slice=best_start, reject=reject)
