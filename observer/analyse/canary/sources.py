@@ -185,10 +185,13 @@ class PrometheusSource:
 
     async def query_range(self, promql: str, *, start: float, end: float, step: float) -> list[dict[str, Any]]:
         """Range query; SourceError naming the query on any failure."""
+        return await self._get("query_range", promql, {"start": f"{start:.3f}", "end": f"{end:.3f}",
+                                                       "step": f"{step:g}"})
+
+    async def _get(self, endpoint: str, promql: str, params: Mapping[str, str]) -> list[dict[str, Any]]:
         try:
-            r = await self.http.get(f"{self.url}/api/v1/query_range",
-                                    params={"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                                            "step": f"{step:g}"}, timeout=self.timeout)
+            r = await self.http.get(f"{self.url}/api/v1/{endpoint}", params={"query": promql, **params},
+                                    timeout=self.timeout)
             body = r.json()
         except (httpx.HTTPError, ValueError) as e:
             raise SourceError(f"could not query Prometheus at {self.url}: {e}") from e
@@ -229,15 +232,7 @@ class PrometheusSource:
 
     async def query(self, promql: str, *, at: float) -> list[dict[str, Any]]:
         """Instant query at `at`; SourceError naming the query on any failure."""
-        try:
-            r = await self.http.get(f"{self.url}/api/v1/query", params={"query": promql, "time": f"{at:.3f}"},
-                                    timeout=self.timeout)
-            body = r.json()
-        except (httpx.HTTPError, ValueError) as e:
-            raise SourceError(f"could not query Prometheus at {self.url}: {e}") from e
-        if r.status_code != 200 or body.get("status") != "success":
-            raise SourceError(f"Prometheus refused {promql!r}: {body.get('error', r.status_code)}")
-        return list(body["data"]["result"])
+        return await self._get("query", promql, {"time": f"{at:.3f}"})
 
     async def _scalar(self, promql: str, at: float) -> float | None:
         res = await self.query(promql, at=at)

@@ -231,7 +231,7 @@ class SliceTest:
 
 G_FACTORS: tuple[float, ...] = (1.0, 10.0)
 """The e-value is the average over these multiples of slice_g (an average of e-values is one): the first
-is tight for an effect just detectable in a step, the second lets a large one fail in 4–5 slices."""
+is tight for an effect just detectable in a step, the second lets a large one fail in 5–6 slices."""
 
 PLANNED_SLICES = 15
 """Slices at which the t-test's mixture is tuned to be tightest (Argo's default count of 15 one-minute
