@@ -13,7 +13,6 @@ object swapped in at the end of each cycle (the /metrics route runs in a worker 
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import threading
@@ -158,6 +157,21 @@ def quantiles(h: Histogram | None) -> Quantiles | None:
 
 MAX_SLICES = 240
 """Most slices one window is cut into (4 h of one-minute slices)."""
+
+
+def _histogram_between(new: Totals, old: Totals, family: str) -> Histogram | None:
+    """Bucket increase of `family` from snapshot `old` to `new` (None when `new` lacks it)."""
+    h = new.histogram(family)
+    return None if h is None else hmath.delta(h, old.histogram(family))
+
+
+def _labelled_between(new: Totals, old: Totals, family: str) -> dict[str, float] | None:
+    """Per-label increase of `family` from snapshot `old` to `new` (None when `new` lacks it)."""
+    lab = new.labelled(family)
+    if lab is None:
+        return None
+    prev = old.labelled(family) or {}
+    return {k: x - prev.get(k, 0.0) for k, x in lab.items()}
 
 
 @dataclass(frozen=True)
@@ -408,10 +422,7 @@ class SignalStore:
 
     def _histogram_delta(self, v: _Version, family: str, since: float) -> Histogram | None:
         pair = self._pair(v, since)
-        if pair is None:
-            return None
-        new = pair[0].histogram(family)
-        return None if new is None else hmath.delta(new, pair[1].histogram(family))
+        return None if pair is None else _histogram_between(*pair, family)
 
     def _counter_delta(self, v: _Version, family: str, since: float) -> float | None:
         pair = self._pair(v, since)
@@ -425,13 +436,7 @@ class SignalStore:
 
     def _labelled_delta(self, v: _Version, family: str, since: float) -> dict[str, float] | None:
         pair = self._pair(v, since)
-        if pair is None:
-            return None
-        new = pair[0].labelled(family)
-        if new is None:
-            return None
-        old = pair[1].labelled(family) or {}
-        return {k: x - old.get(k, 0.0) for k, x in new.items()}
+        return None if pair is None else _labelled_between(*pair, family)
 
     # --- contract 2 ------------------------------------------------------------------------------
 
@@ -471,36 +476,23 @@ class SignalStore:
             raise ValueError(f"step must be > 0, got {step}")
         with self._lock:
             v = self._versions.get(version)
-            pts = [] if v is None else list(v.totals.points())
-        if not pts:
-            return None
-        times = [p[0] for p in pts]
-
-        def at(t: float) -> Totals:
-            return pts[max(bisect.bisect_right(times, t) - 1, 0)][1]
-
+            oldest = None if v is None else next(iter(v.totals.points()), None)
+            if v is None or oldest is None:
+                return None
+            if oldest[0] > since:  # nothing to cut before the first snapshot: start at the slice holding it
+                since += math.floor((oldest[0] - since) / step) * step
+            if (until - since) / step > MAX_SLICES:  # a long window: coarser slices, never a partial window
+                step = (until - since) / MAX_SLICES
+            bounds = [since]
+            while bounds[-1] < until - 1e-9 and len(bounds) <= MAX_SLICES + 1:
+                bounds.append(min(bounds[-1] + step, until))
+            snaps = [t for _, t in v.totals.at_each(bounds)]
         out: list[SliceTotals] = []
-        if times[0] > since:  # nothing to cut before the first snapshot: start at the slice holding it
-            since += math.floor((times[0] - since) / step) * step
-        if (until - since) / step > MAX_SLICES:  # a long window: coarser slices, never a partial window
-            step = (until - since) / MAX_SLICES
-        a = since
-        while a < until - 1e-9 and len(out) < MAX_SLICES + 1:
-            b = min(a + step, until)
-            old, new = at(a), at(b)
-            hists: dict[str, Histogram] = {}
-            for fam in histograms:
-                h = new.histogram(fam)
-                if h is not None:
-                    hists[fam] = hmath.delta(h, old.histogram(fam))
-            counters: dict[str, dict[str, float]] = {}
-            for fam in labelled:
-                lab = new.labelled(fam)
-                if lab is not None:
-                    prev = old.labelled(fam) or {}
-                    counters[fam] = {k: max(x - prev.get(k, 0.0), 0.0) for k, x in lab.items()}
+        for a, b, old, new in zip(bounds, bounds[1:], snaps, snaps[1:], strict=False):
+            hists = {fam: h for fam in histograms if (h := _histogram_between(new, old, fam)) is not None}
+            counters = {fam: {k: max(x, 0.0) for k, x in lab.items()} for fam in labelled
+                        if (lab := _labelled_between(new, old, fam)) is not None}
             out.append(SliceTotals(start=a, end=b, histograms=hists, labelled=counters))
-            a = b
         return out
 
     def served_models(self, version: str) -> dict[str, dict[str, str]]:

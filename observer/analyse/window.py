@@ -17,7 +17,7 @@ import math
 from array import array
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -302,11 +302,16 @@ class History(Generic[T]):
 
     def at(self, ts: float) -> tuple[float, T] | None:
         """The newest point at or before `ts`; the oldest point when all are newer; None when empty."""
+        found = self.at_each([ts])
+        return found[0] if found else None
+
+    def at_each(self, stamps: Sequence[float]) -> list[tuple[float, T]]:
+        """`at` for each of `stamps`, with one pass over the points; [] when empty."""
         pts = list(self.points())
         if not pts:
-            return None
-        i = bisect_right([p[0] for p in pts], ts)
-        return pts[max(i - 1, 0)]
+            return []
+        times = [p[0] for p in pts]
+        return [pts[max(bisect_right(times, t) - 1, 0)] for t in stamps]
 
     def since(self, ts: float) -> list[tuple[float, T]]:
         """Points with a timestamp at or after `ts`."""

@@ -180,8 +180,8 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
                    "window_seconds": 60},
         # Loopback only, and the game day mirrors samples into ingest itself: no token to hand around.
         "server": {"host": "127.0.0.1", "port": ports["observer"], "auth": {"mode": "none"}},
-        # Time is compressed (one round of simulated load per ~1.3 s): one slice per scrape keeps about one
-        # round per slice, as one minute of real traffic is one slice in production.
+        # Time is compressed (one round of simulated load per ~2 s): two-second slices keep about one round
+        # per slice, as one minute of real traffic is one slice in production.
         "canary": {"interval_seconds": plan.scrape_interval, "window_seconds": 3600, "metrics": metrics,
                    "slice_seconds": 2.0 * plan.scrape_interval,
                    # One simulated pod per arm at an 80/20 split, and the simulator's latency does not

@@ -418,15 +418,11 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
                                             min_requests=spec.split_min_requests)
     value, decided = score(results, spec.groups)
     if unfair:
-        muted = [MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE})
-                 if r.outcome is not Outcome.NODATA else r for r in results]
-        return verdict(Outcome.INCONCLUSIVE, muted, "arms are not comparable: " + "; ".join(unfair),
+        return verdict(Outcome.INCONCLUSIVE, _muted(results), "arms are not comparable: " + "; ".join(unfair),
                        score_value=value, share=share)
     if not split_ok:
-        muted = [MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE})
-                 if r.outcome is not Outcome.NODATA else r for r in results]
-        return verdict(Outcome.INCONCLUSIVE, muted, f"traffic split off: canary share {share:.3g}, expected "
-                       f"{expected_share:.3g}", score_value=value, split_ok=False, share=share)
+        return verdict(Outcome.INCONCLUSIVE, _muted(results), f"traffic split off: canary share {share:.3g}, "
+                       f"expected {expected_share:.3g}", score_value=value, split_ok=False, share=share)
     scored = [r for r in results if not r.advisory]
     critical = [r for r in scored if r.critical]
     failed_critical = [r for r in critical if r.outcome is Outcome.FAIL]
@@ -459,6 +455,12 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
     return verdict(Outcome.INCONCLUSIVE, results, f"marginal score {value:.0f}: "
                    + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
                    score_value=value, share=share)
+
+
+def _muted(results: Sequence[MetricResult]) -> list[MetricResult]:
+    """Every decided result made inconclusive (the arms cannot be compared), nodata kept."""
+    return [MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE}) if r.outcome is not Outcome.NODATA
+            else r for r in results]
 
 
 def environment_mismatch(spec: CanarySpec, c: ArmData, b: ArmData) -> list[str]:

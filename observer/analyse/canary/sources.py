@@ -117,7 +117,7 @@ class OwnSource:
         return tuple(out)
 
     def _arm(self, version: str, metrics: Sequence[CanaryMetricSpec], since: float, with_drift: bool,
-             now: float | None = None) -> ArmData:
+             now: float) -> ArmData:
         families, golden_sets, checks, fields = _needs(metrics)
         if self.signals is None:
             return ArmData(note="no scrape signals in this observer (collect area disabled)")
@@ -145,7 +145,7 @@ class OwnSource:
                                                   p_value=_num(r.p_value), statistic=_num(r.statistic),
                                                   n_current=int(r.n_current))
         latest = self.signals.latest(version)
-        slices = self._slices(version, families, since, now) if now is not None and now > since else ()
+        slices = self._slices(version, families, since, now) if now > since else ()
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
                        slices=slices, replicas=None if latest is None else latest.replicas_up,
                        prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,

@@ -18,6 +18,7 @@ Sequential validity (documented in docs/canary.md):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,15 @@ def _logsumexp(x: np.ndarray) -> float:
     return m + math.log(float(np.sum(np.exp(x - m))))
 
 
+def _log_mixture_lr(bad_canary: float, bad_baseline: float, p0: float, grid: Sequence[float]) -> float:
+    """log of the mean over worse-by ratios r of the likelihood ratio "a bad event is in the canary with
+    probability p0·r/(p0·r + 1 − p0)" against p0."""
+    r = np.asarray(grid, dtype=float)
+    p1 = p0 * r / (p0 * r + 1.0 - p0)
+    log_lr = bad_canary * np.log(p1 / p0) + bad_baseline * np.log((1.0 - p1) / (1.0 - p0))
+    return _logsumexp(log_lr) - math.log(len(r))
+
+
 def ratio_test(bad_canary: int, n_canary: int, bad_baseline: int, n_baseline: int, *, alpha: float,
                effect_ratio: float | None = None) -> RatioTest:
     """Test "canary bad-event rate > baseline's" on counts, valid under repeated looks and unequal splits."""
@@ -82,10 +92,7 @@ def ratio_test(bad_canary: int, n_canary: int, bad_baseline: int, n_baseline: in
         return RatioTest(bad_canary, n_canary, bad_baseline, n_baseline, rate_c, rate_b, ratio, 1.0, 1.0, False)
     p0 = n_canary / (n_canary + n_baseline)
     grid = sorted({*RATIO_GRID, *(() if effect_ratio is None else (effect_ratio,))})
-    r = np.asarray(grid, dtype=float)
-    p1 = p0 * r / (p0 * r + 1.0 - p0)
-    log_lr = bad_canary * np.log(p1 / p0) + bad_baseline * np.log((1.0 - p1) / (1.0 - p0))
-    log_lambda = _logsumexp(log_lr) - math.log(len(grid))
+    log_lambda = _log_mixture_lr(bad_canary, bad_baseline, p0, grid)
     p_av = 1.0 if log_lambda <= 0 else math.exp(-log_lambda)
     p_fixed = 1.0 if bad_canary == 0 else float(special.bdtrc(bad_canary - 1, events, p0))
     return RatioTest(bad_canary, n_canary, bad_baseline, n_baseline, rate_c, rate_b, ratio,
@@ -244,24 +251,17 @@ def slice_g(alpha: float, planned: int = PLANNED_SLICES) -> float:
     return 2.0 * math.log(1.0 / alpha) / planned
 
 
-def log_t_evalue(s: float, v: float, j: int, g: float) -> float:
-    """log e-value of the anytime-valid t-test of "mean ≤ 0" on j values with sum s and sum of squares v.
-
-    It is the Bayes factor with a N(0, g) prior on δ = μ/σ and the right-Haar prior 1/σ on σ (Rouder et al.
-    2009; anytime-valid by group invariance, Pérez-Ortiz, Lardy, de Heide & Grünwald 2024):
-    (1 + j·g)^(−1/2) · (v / (v − s²·g/(1 + j·g)))^(j/2). Two-sided, so it is conservative one-sided."""
-    if j < 2 or v <= 0 or s <= 0:
-        return 0.0
-    shrink = s * s * g / (1.0 + j * g)
-    return -0.5 * math.log1p(j * g) + 0.5 * j * (math.log(v) - math.log(max(v - shrink, v * 1e-300)))
-
-
 MAX_RESTARTS = 8
 """Fresh starts after the step start (every RESTART_EVERY_SLICES: the first 40 minutes of a step)."""
 
 
-def _log_t_evalues(s: np.ndarray, v: np.ndarray, j: np.ndarray, g: float) -> np.ndarray:
-    """log_t_evalue over arrays (0 where s ≤ 0 or v ≤ 0)."""
+def log_t_evalues(s: np.ndarray, v: np.ndarray, j: np.ndarray, g: float) -> np.ndarray:
+    """log e-values of the anytime-valid t-test of "mean ≤ 0" on j values with sum s and sum of squares v
+    (elementwise; 0 where s ≤ 0 or v ≤ 0, and never below 0).
+
+    Each is the Bayes factor with a N(0, g) prior on δ = μ/σ and the right-Haar prior 1/σ on σ (Rouder et
+    al. 2009; anytime-valid by group invariance, Pérez-Ortiz, Lardy, de Heide & Grünwald 2024):
+    (1 + j·g)^(−1/2) · (v / (v − s²·g/(1 + j·g)))^(j/2). Two-sided, so it is conservative one-sided."""
     ok = (s > 0) & (v > 0)
     v_safe = np.where(ok, v, 1.0)
     shrink = np.where(ok, s * s * g / (1.0 + j * g), 0.0)
@@ -296,7 +296,7 @@ def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVE
         j_all = np.arange(2, len(xs) - start + 1, dtype=float)
         if s_all.size == 0:
             continue
-        logs = np.stack([_log_t_evalues(s_all, v_all, j_all, g) for g in gs])
+        logs = np.stack([log_t_evalues(s_all, v_all, j_all, g) for g in gs])
         top = logs.max(axis=0)
         mixed = top + np.log(np.mean(np.exp(logs - top), axis=0))
         log_e = float(mixed.max())
@@ -367,11 +367,7 @@ def _deflated_ratio(bad_c: float, n_c: float, bad_b: float, n_b: float, *, deff:
     events = bad_c + bad_b
     if n_c <= 0 or n_b <= 0 or events <= 0:
         return 1.0, False
-    p0 = n_c / (n_c + n_b)
-    r = np.asarray(RATIO_GRID, dtype=float)
-    p1 = p0 * r / (p0 * r + 1.0 - p0)
-    log_lr = (bad_c / deff) * np.log(p1 / p0) + (bad_b / deff) * np.log((1.0 - p1) / (1.0 - p0))
-    log_lambda = _logsumexp(log_lr) - math.log(len(r))
+    log_lambda = _log_mixture_lr(bad_c / deff, bad_b / deff, n_c / (n_c + n_b), RATIO_GRID)
     return (1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda))), log_lambda >= math.log(1.0 / alpha)
 
 
@@ -380,16 +376,16 @@ def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.nd
                pooled: bool = False) -> SliceTest:
     """Test "canary bad-event rate > baseline's" on per-slice counts, at any number of looks.
 
-    `pooled` (rare events such as errors, a few per slice, where a t-test on slices is weak): from
-    POOLED_MIN_SLICES slices on, the exact conditional test also runs on the counts divided by the
-    measured design effect, each test at α/2.
+    `pooled` (rare events such as errors, a few per slice, where a t-test on slices is weak): instead of
+    the t-test, the exact conditional test on the window's counts divided by the measured design effect,
+    at α, from POOLED_MIN_SLICES slices on (no fresh starts: `start_slice` is 0).
 
     Assumption (docs/canary.md): requests may be dependent *within* a slice (one minute) in any way; the
     slices' excesses X_j are independent of each other, with mean ≤ 0 for a canary no worse than the
     baseline and not skewed towards the canary. The t-test's e-value is exact for Gaussian X_j; clusters
     of bad events on the canary make X_j right-skewed, which makes it conservative. The step-start test
     gets α/2; fresh tests from every `restart_every`-th slice share the other α/2, so a change mid-step is
-    tested on the data since it, not diluted by the healthy minutes before."""
+    tested on the data since it, not diluted by the healthy minutes before (t-test only)."""
     x = np.asarray(bad_canary, dtype=float)
     n = np.asarray(n_canary, dtype=float)
     y = np.asarray(bad_baseline, dtype=float)
@@ -403,24 +399,17 @@ def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.nd
     p0 = n / (n + m)
     k = x + y
     xs = x - p0 * k
-    binom = p0 * (1.0 - p0) * k
-    best_p, best_start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned)
-    cs = np.concatenate(([0.0], np.cumsum(xs)))
-    cv = np.concatenate(([0.0], np.cumsum(xs * xs)))
     j = len(xs)
-    total_s = float(cs[-1])
-    centred = float(cv[-1]) - (total_s * total_s / j if j else 0.0)
-    b = float(binom.sum())
+    total_s = float(xs.sum())
+    centred = float(np.sum(xs * xs)) - (total_s * total_s / j if j else 0.0)
+    b = float(np.sum(p0 * (1.0 - p0) * k))
     deff = max(1.0, centred * j / max(j - 1, 1) / b) if b > 0 and j >= 2 else None
     if pooled:
-        # Rare events (a few per slice, where a t-test on slices is weak): the exact conditional test on
-        # the counts divided by the measured design effect (Kish's effective sample size), once there
-        # are POOLED_MIN_SLICES slices to measure it on; the t-test's changes-since starts remain, at α/2.
-        p_pool, reject_pool = 1.0, False
+        best_p, best_start, reject = 1.0, 0, False
         if deff is not None and j >= POOLED_MIN_SLICES:
-            d = _fitted_deff(x, n, y, m)
-            p_pool, reject_pool = _deflated_ratio(float(x.sum()), float(n.sum()), float(y.sum()),
-                                                  float(m.sum()), deff=d, alpha=alpha)
-        reject, best_p = reject_pool, p_pool
+            best_p, reject = _deflated_ratio(float(x.sum()), float(n.sum()), float(y.sum()), float(m.sum()),
+                                             deff=_fitted_deff(x, n, y, m), alpha=alpha)
+    else:
+        best_p, best_start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned)
     return SliceTest(slices=j, excess=total_s, variance=max(centred, 0.0), design_effect=deff,
                      p_value=best_p, start_slice=best_start, reject=reject)
