@@ -86,7 +86,7 @@ class Service:
         job_metrics = JobMetrics.create(registry)
         registry.register(GuardsCollector(lambda: tuple(ctx.connection_guards)))
         routers = [r for c in components for r in c.routers()]
-        app = create_app(registry=registry, routers=routers, ready=lambda: all(c() for c in ctx.ready_checks))
+        app = create_app(registry=registry, routers=routers, not_ready=ctx.not_ready)
         tracer = build_tracer(config.telemetry, exporter=span_exporter)
         return cls(config=config, context=ctx, services=services, components=components, registry=registry, app=app,
                    tracer=tracer, job_metrics=job_metrics)

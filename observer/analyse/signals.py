@@ -13,6 +13,7 @@ object swapped in at the end of each cycle (the /metrics route runs in a worker 
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import threading
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from observer.analyse import histogram as hmath
-from observer.analyse.window import History, TargetTotals, Totals, sum_totals
+from observer.analyse.window import History, ModelTotals, TargetTotals, Totals, sum_totals
 from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
 from observer.config.fleet import VersionSpec
@@ -174,6 +175,9 @@ def _labelled_between(new: Totals, old: Totals, family: str) -> dict[str, float]
     return {k: x - prev.get(k, 0.0) for k, x in lab.items()}
 
 
+_MAX_DEPARTED = 16  # frozen per-pod totals kept apart; more are summed into one
+
+
 @dataclass(frozen=True)
 class SliceTotals:
     """Increases of one version's histograms and labelled counters over one time slice [start, end)."""
@@ -195,6 +199,7 @@ class _Version:
     models_seen: set[str] = field(default_factory=set)
     ignored: set[tuple[Target, str]] = field(default_factory=set)
     xid_seen: int = 0
+    departed: list[ModelTotals] = field(default_factory=list)  # frozen counts of pods that left
 
 
 class SignalStore:
@@ -211,24 +216,59 @@ class SignalStore:
         self.window_seconds = window_seconds
         self.stale_after_seconds = stale_after_seconds
         self._lock = threading.RLock()
+        self._history = (max(window_seconds * 1.5, fine_seconds), retention_seconds, coarse_step_seconds)
+        self._max_models = max_models_per_target
         self._versions: dict[str, _Version] = {}
-        for v in versions:
-            self._versions[v.name] = _Version(
-                spec=v,
-                vllm=tuple(dict.fromkeys(Target(TargetKind.VLLM, u) for u in v.vllm)),
-                dcgm=tuple(dict.fromkeys(Target(TargetKind.DCGM, u) for u in v.dcgm)),
-                totals=History(fine_seconds=max(window_seconds * 1.5, fine_seconds),
-                               retention_seconds=retention_seconds, coarse_step_seconds=coarse_step_seconds),
-                gauges=History(fine_seconds=window_seconds, retention_seconds=window_seconds),
-            )
-        self._target_totals: dict[Target, TargetTotals] = {
-            t: TargetTotals(max_models=max_models_per_target) for v in self._versions.values() for t in v.vllm}
+        self._target_totals: dict[Target, TargetTotals] = {}
         self._last_ok: dict[Target, ScrapeResult] = {}
         self._xid_last: dict[str, float] = {}
         self._cycles = 0
         self._last_cycle_ts: float | None = None
         self._served_info: dict[str, dict[str, dict[str, str]]] = {}
         self.snapshot = Snapshot(ts=None, cycles=0, window_seconds=window_seconds)
+        self.set_versions(versions)
+
+    # --- the fleet -------------------------------------------------------------------------------
+
+    def set_versions(self, versions: Sequence[VersionSpec]) -> None:
+        """Watch exactly `versions` from the next cycle on (discovery calls this as pods come and go).
+
+        A version that stays keeps its history, whatever its role or targets become (a promoted canary
+        keeps its windows). A pod that leaves a version leaves its counts behind, frozen, so the version's
+        totals never go down; one that joins starts from a baseline. A version that is gone is dropped:
+        its series end with the next snapshot."""
+        with self._lock:
+            fine, retention, coarse = self._history
+            kept: dict[str, _Version] = {}
+            for spec in versions:
+                vllm = tuple(dict.fromkeys(Target(TargetKind.VLLM, u) for u in spec.vllm))
+                dcgm = tuple(dict.fromkeys(Target(TargetKind.DCGM, u) for u in spec.dcgm))
+                v = self._versions.get(spec.name)
+                if v is None:
+                    v = _Version(spec=spec, vllm=vllm, dcgm=dcgm,
+                                 totals=History(fine_seconds=fine, retention_seconds=retention,
+                                                coarse_step_seconds=coarse),
+                                 gauges=History(fine_seconds=self.window_seconds,
+                                                retention_seconds=self.window_seconds))
+                else:
+                    for t in v.vllm:
+                        if t not in vllm and t in self._target_totals:
+                            v.departed.extend(copy.deepcopy(m) for name, m in self._target_totals[t].models.items()
+                                              if v.spec.model is None or name == v.spec.model)
+                    if len(v.departed) > _MAX_DEPARTED:
+                        v.departed = [ModelTotals(*sum_totals(v.departed))]
+                    v.spec, v.vllm, v.dcgm = spec, vllm, dcgm
+                kept[spec.name] = v
+            self._versions = kept
+            used = {t for v in kept.values() for t in v.vllm}
+            for t in used - self._target_totals.keys():
+                self._target_totals[t] = TargetTotals(max_models=self._max_models)
+            for t in self._target_totals.keys() - used:
+                del self._target_totals[t]
+            bound = used | {t for v in kept.values() for t in v.dcgm}
+            for t in self._last_ok.keys() - bound:
+                del self._last_ok[t]
+            self._served_info = {k: i for k, i in self._served_info.items() if k in kept}
 
     # --- feeding ---------------------------------------------------------------------------------
 
@@ -266,7 +306,7 @@ class SignalStore:
     def _update_version(self, name: str, v: _Version, results: Mapping[Target, ScrapeResult], ts: float,
                         gpu_owners: Mapping[str, tuple[GpuMetrics, set[str]]]) -> VersionExport:
         up = [results[t] for t in v.vllm if t in results and results[t].ok]
-        model_totals = []
+        model_totals = list(v.departed)
         for t in v.vllm:
             tt = self._target_totals[t]
             for model, mt in tt.models.items():

@@ -363,6 +363,12 @@ class TargetHealth:
         self._health: dict[Target, _Health] = {t: _Health() for _, t in self._bindings}
         self._statuses = self._build_statuses()
 
+    def rebind(self, bindings: Sequence[tuple[str, Target]]) -> None:
+        """Scrape `bindings` from now on; targets that stay keep their health and error counts."""
+        self._bindings = tuple(bindings)
+        self._health = {t: self._health.get(t) or _Health() for _, t in self._bindings}
+        self._statuses = self._build_statuses()
+
     @property
     def targets(self) -> list[Target]:
         """Distinct targets to scrape."""

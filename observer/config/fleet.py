@@ -45,6 +45,8 @@ class VersionSpec(Spec):
         None, ge=0, le=1, description="Expected share of traffic (canary split sanity check)."
     )
     retired: bool = Field(False, description="A retired version must receive no traffic (hygiene alert).")
+    group: str | None = Field(None, description="The model (discovery) this version belongs to: canaries are "
+                                                "paired with the stable version of their own group.")
 
     @field_validator("name")
     @classmethod

@@ -7,6 +7,7 @@ from pydantic import Field
 from observer.config.base import Spec
 from observer.config.canary import CanarySpec
 from observer.config.dashboards import DashboardsSpec
+from observer.config.discovery import DiscoverySpec
 from observer.config.drift import DriftSpec
 from observer.config.fleet import FleetSpec, ScrapeSpec, ServerSpec, TelemetrySpec
 from observer.config.quality import QualitySpec
@@ -18,6 +19,7 @@ class ObserverConfig(Spec):
     """The whole observer configuration (YAML root)."""
 
     fleet: FleetSpec = Field(default_factory=FleetSpec, description="Versions and their endpoints.")
+    discovery: DiscoverySpec = Field(default_factory=DiscoverySpec, description="Target discovery (Kubernetes).")
     scrape: ScrapeSpec = Field(default_factory=ScrapeSpec, description="Scraping and signal window.")
     server: ServerSpec = Field(default_factory=ServerSpec, description="The observer's HTTP server.")
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec, description="Own traces.")

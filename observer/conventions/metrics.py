@@ -148,3 +148,24 @@ HIST_DECODE = "observer_decode_time_seconds"
 HIST_PROMPT_LENGTH = "observer_request_prompt_tokens"
 HIST_GENERATION_LENGTH = "observer_request_generation_tokens"
 HIST_MAX_GENERATION_TOKENS = "observer_request_max_generation_tokens"
+
+# --- Kubernetes discovery (issue 14) ---------------------------------------------------------------
+VERSION_ROLE = "observer_version_role"  # {version, group, role} = 1: the role each watched version has now
+DISCOVERY_SYNCED = "observer_discovery_synced"  # {resource}: 1 once listed, 0 before
+DISCOVERY_ERRORS = "observer_discovery_errors"  # counter {resource, reason}
+DISCOVERY_RELISTS = "observer_discovery_relists"  # counter {resource, reason}: start, gone, resync, error
+DISCOVERY_EVENTS = "observer_discovery_events"  # counter {resource, type}
+DISCOVERY_PROBLEMS = "observer_discovery_problems"  # counter {group, problem}: pods/rollouts skipped and why
+DISCOVERY_PODS = "observer_discovery_pods"  # {version, group, role}: serving pods counted
+ROLLOUT_CANARY_WEIGHT = "observer_rollout_canary_weight_ratio"  # {group}: canary share from the Rollout step
+ROLLOUT_CANARY_REPLICA_SHARE = "observer_rollout_canary_replica_share_ratio"  # {group}: canary pods share
+ROLLOUT_STALE_REVISION_PODS = "observer_rollout_stale_revision_pods"  # {group}: pods neither stable nor canary
+ROLLOUT_AUTOSCALER_CONFLICT = "observer_rollout_autoscaler_conflict"  # {group, autoscaler}: HPA/KEDA aims past
+GROUP = "group"
+RESOURCE = "resource"
+PROBLEM = "problem"
+ROLE = "role"
+ALERT_REPLICA_SHARE = "ObserverCanaryReplicasOffWeight"
+ALERT_STALE_REVISION = "ObserverOldRevisionStillServing"
+ALERT_AUTOSCALER_CONFLICT = "ObserverAutoscalerTargetsRolloutReplicaSet"
+ALERT_DISCOVERY_FAILING = "ObserverDiscoveryFailing"

@@ -13,8 +13,9 @@ from observer.export import errors
 
 
 def create_app(*, registry: CollectorRegistry, routers: Sequence[APIRouter],
-               ready: Callable[[], bool]) -> FastAPI:
-    """Build the FastAPI app; `ready` answers /readyz (config loaded and first scrape cycle done)."""
+               not_ready: Callable[[], str | None]) -> FastAPI:
+    """Build the FastAPI app; `not_ready` answers /readyz: None when ready (first scrape cycle done,
+    discovery synced), else why not."""
     app = FastAPI(title="observer", version=__version__,
                   description="Observability, drift and canary analysis for LLM serving.")
     errors.install(app)
@@ -28,15 +29,16 @@ def create_app(*, registry: CollectorRegistry, routers: Sequence[APIRouter],
         """Liveness: cheap, never touches a target."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], responses={503: {"description": "Not ready yet: the first scrape "
-                                                                        "cycle has not finished.",
+    @app.get("/readyz", tags=["health"], responses={503: {"description": "Not ready yet, and why (the first "
+                                                                        "scrape cycle, discovery not synced).",
                                                          "content": {"application/json": {}}}})
     def readyz(response: Response) -> dict[str, str]:
-        """Readiness: config loaded and the first scrape cycle done."""
-        if ready():
+        """Readiness: config loaded, the first scrape cycle done, discovery (if any) synced."""
+        reason = not_ready()
+        if reason is None:
             return {"status": "ready"}
         response.status_code = 503
-        return {"status": "starting"}
+        return {"status": "starting", "reason": reason}
 
     for router in routers:
         app.include_router(router)

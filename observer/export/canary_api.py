@@ -105,8 +105,10 @@ def router(provider: VerdictProvider) -> APIRouter:
 
     @r.get("/verdict")
     async def verdict(
-        canary: Annotated[str | None, Query(max_length=63, description="Canary version name.")] = None,
-        baseline: Annotated[str | None, Query(max_length=63, description="Baseline version name.")] = None,
+        canary: Annotated[str | None, Query(max_length=63, description="Canary version name, or the role: "
+                                                         "`canary`, `GROUP:canary` (discovered versions).")] = None,
+        baseline: Annotated[str | None, Query(max_length=63, description="Baseline version name, or the role: "
+                                                           "`stable`, `GROUP:stable`.")] = None,
         since: Annotated[float | None, Query(ge=0, description="Unix time the analysis started; the window "
                                                                "is capped at canary.window_seconds.")] = None,
         weight: Annotated[str | None, Query(max_length=20, description="Expected canary traffic share: 0.05, "

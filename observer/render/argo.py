@@ -15,6 +15,7 @@ Limits are deliberate (Argo defaults are failureLimit 0, inconclusiveLimit 0, co
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -193,15 +194,29 @@ def templates(config: ObserverConfig, *, cluster: bool) -> list[dict[str, Any]]:
             _template(kind, PROMETHEUS, prometheus_spec(config), ns)]
 
 
-def rollout(config: ObserverConfig) -> dict[str, Any]:
-    """An example Rollout: 5% → 25% → 50% with a gate after each weight and a background guardrail."""
-    from observer.analyse.canary.pairs import resolve_pairs
+WEIGHTS = (5, 25, 50)
+ROLE_LABEL = "observer.dev/role"  # the one label key: Argo's stable/canaryMetadata set it, discovery reads it
 
-    pairs = resolve_pairs(config)
-    canary, baseline = (pairs[0].canary, pairs[0].baseline) if pairs else ("canary", "stable")
-    args = [{"name": "canary", "value": canary}, {"name": "baseline", "value": baseline}]
+
+def replicas_for(weights: Sequence[int]) -> int:
+    """The fewest replicas for which Argo's basic canary (no traffic routing: the split is the share of
+    pods, ceil(weight × replicas) canary pods) gives every weight exactly: the least common multiple of
+    100/gcd(w, 100)."""
+    return math.lcm(*(100 // math.gcd(w, 100) for w in weights))
+
+
+def rollout(config: ObserverConfig) -> dict[str, Any]:
+    """An example Rollout: 5% → 25% → 50% with a gate after each weight and a background guardrail.
+
+    No traffic routing, so the replica count is chosen to make the canary's pod share equal each setWeight
+    (20 pods: 1, 5, 10). The analysis args are the pod-template hashes (`podTemplateHashValue`: Latest is
+    the canary, Stable the stable), which are the version names Kubernetes discovery gives — so the web
+    gate and its Prometheus twin name the same series, and promotion needs no rename."""
+    args: list[dict[str, Any]] = [
+        {"name": "canary", "valueFrom": {"podTemplateHashValue": "Latest"}},
+        {"name": "baseline", "valueFrom": {"podTemplateHashValue": "Stable"}}]
     steps: list[dict[str, Any]] = []
-    for weight in (5, 25, 50):
+    for weight in WEIGHTS:
         steps.append({"setWeight": weight})
         steps.append({"analysis": {"templates": [{"templateName": GATE}],
                                    "args": [*args, {"name": WEIGHT_ARG, "value": str(weight)}]}})
@@ -210,7 +225,7 @@ def rollout(config: ObserverConfig) -> dict[str, Any]:
         "apiVersion": API, "kind": "Rollout",
         "metadata": {"name": "llm", "namespace": config.canary.argo_namespace, "labels": dict(LABELS)},
         "spec": {
-            "replicas": 4,
+            "replicas": replicas_for(WEIGHTS),
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": labels},
             "template": {
@@ -218,13 +233,15 @@ def rollout(config: ObserverConfig) -> dict[str, Any]:
                 "spec": {"containers": [{
                     "name": "vllm",
                     "image": "vllm/vllm-openai:v0.33.0",
-                    "args": ["--model", "/models/current", "--served-model-name", "llm", "--port", "8000"],
+                    "args": ["--model", "/models/current", "--served-model-name", "llm", "--host", "0.0.0.0",
+                             "--port", "8000"],
                     "ports": [{"name": "http", "containerPort": 8000}],
+                    "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5},
                 }]},
             },
             "strategy": {"canary": {
-                "canaryMetadata": {"labels": {"observer.dev/version": canary}},
-                "stableMetadata": {"labels": {"observer.dev/version": baseline}},
+                "canaryMetadata": {"labels": {ROLE_LABEL: "canary"}},
+                "stableMetadata": {"labels": {ROLE_LABEL: "stable"}},
                 "analysis": {"templates": [{"templateName": GUARDRAIL}], "args": args, "startingStep": 1},
                 "steps": steps,
             }},

@@ -244,4 +244,52 @@ def hygiene_group(a: Alerting) -> Group:
                               (Series(selector(req, {_V: old, names.MODEL: "m", names.FINISHED_REASON: "stop"}),
                                       f"0+60x{steps}"),), at, interval, (Firing(((_V, old),), 60 / interval),)),),
         ))
+    rules.extend(_discovery_hygiene(a))
     return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
+
+
+def _discovery_hygiene(a: Alerting) -> list[Alert]:
+    """Rollout hygiene from Kubernetes discovery's gauges (series exist only when discovery runs)."""
+    interval, at, steps = _timing(a, a.limits.leading_for)
+    g = names.GROUP
+    share, weight = names.ROLLOUT_CANARY_REPLICA_SHARE, names.ROLLOUT_CANARY_WEIGHT
+    stale, conflict = names.ROLLOUT_STALE_REVISION_PODS, names.ROLLOUT_AUTOSCALER_CONFLICT
+    key: Labels = ((g, "llm"),)
+    return [
+        Alert(name=names.ALERT_REPLICA_SHARE, expr=f"abs({share} - on ({g}) {weight}) > 0.1",
+              severity="warning", for_seconds=a.limits.leading_for,
+              summary="{{ $labels.group }}: canary pods do not match the Rollout's weight",
+              description=("The canary of {{ $labels.group }} has a pod share {{ printf \"%.2f\" $value }} away "
+                           "from its step's setWeight: without traffic routing Argo splits by pods, so the canary "
+                           "gets another share than the gate expects (or an autoscaler resized it)."),
+              runbook="canary-replicas",
+              examples=(Example(f"{names.ALERT_REPLICA_SHARE} fires at 25% pods for 5%",
+                                (Series(selector(share, {g: "llm"}), f"0.25x{steps}"),
+                                 Series(selector(weight, {g: "llm"}), f"0.05x{steps}")), at, interval,
+                                (Firing(key, 0.2),)),
+                        Example(f"{names.ALERT_REPLICA_SHARE} quiet when they match",
+                                (Series(selector(share, {g: "llm"}), f"0.05x{steps}"),
+                                 Series(selector(weight, {g: "llm"}), f"0.05x{steps}")), at, interval))),
+        Alert(name=names.ALERT_STALE_REVISION, expr=f"{stale} > 0", severity="warning",
+              for_seconds=a.limits.leading_for,
+              summary="{{ $labels.group }}: an old revision still serves",
+              description=("{{ printf \"%.0f\" $value }} pod(s) of {{ $labels.group }} belong to a revision that "
+                           "is neither the Rollout's stable nor its canary: old pods still serve after promotion."),
+              runbook="old-revision-serving",
+              examples=(Example(f"{names.ALERT_STALE_REVISION} fires", (Series(selector(stale, {g: "llm"}),
+                                                                            f"2x{steps}"),), at, interval,
+                                (Firing(key, 2.0),)),
+                        Example(f"{names.ALERT_STALE_REVISION} quiet", (Series(selector(stale, {g: "llm"}),
+                                                                          f"0x{steps}"),), at, interval))),
+        Alert(name=names.ALERT_AUTOSCALER_CONFLICT, expr=f"{conflict} > 0", severity="warning",
+              for_seconds=a.limits.leading_for,
+              summary="{{ $labels.autoscaler }} scales what the Rollout of {{ $labels.group }} owns",
+              description=("{{ $labels.autoscaler }} targets a ReplicaSet or Deployment owned by the Rollout of "
+                           "{{ $labels.group }} instead of the Rollout: it resizes the canary behind Argo's back "
+                           "(the canary un-canaried by the autoscaler)."),
+              runbook="autoscaler-conflict",
+              examples=(Example(f"{names.ALERT_AUTOSCALER_CONFLICT} fires",
+                                (Series(selector(conflict, {g: "llm", "autoscaler": "HorizontalPodAutoscaler/llm"}),
+                                        f"1x{steps}"),), at, interval,
+                                (Firing(((g, "llm"), ("autoscaler", "HorizontalPodAutoscaler/llm")), 1.0),)),)),
+    ]

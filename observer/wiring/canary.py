@@ -46,7 +46,7 @@ class CanaryComponent(BaseComponent):
         s = self.service
         return (CanaryCollector(verdicts=s.verdicts, counters=lambda: dict(s.evaluations),
                                 source_errors=lambda: dict(s.source_errors)),
-                VersionInfoCollector(self.ctx.config, self.signals))
+                VersionInfoCollector(self.ctx.fleet, self.signals))
 
     def routers(self) -> Sequence[APIRouter]:
         assert self.service is not None
@@ -54,7 +54,8 @@ class CanaryComponent(BaseComponent):
 
     def jobs(self) -> Sequence[Job]:
         assert self.service is not None
-        if not self.service.pairs:
+        discovering = self.ctx is not None and self.ctx.config.discovery.kubernetes is not None
+        if not self.service.pairs and not discovering:
             return ()
         return (Job(name="canary-judge", interval_seconds=self.ctx.config.canary.interval_seconds
                     if self.ctx else 30.0, func=self.service.run_once, run_at_start=False),)
@@ -66,5 +67,5 @@ def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader
     if not ctx.config.canary.enabled:
         return None
     source = make_source(ctx, signals=signals, quality=quality, drift=drift)
-    service = CanaryService(ctx.config, source, clock=ctx.clock)
+    service = CanaryService(ctx.config, source, clock=ctx.clock, fleet=ctx.fleet)
     return CanaryComponent(name="canary", service=service, ctx=ctx, signals=signals)

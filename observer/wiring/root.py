@@ -2,7 +2,8 @@
 
 Services first, components second, in data-path order, each dependency passed by name:
 
-    scrape   → SignalStore (signals)                    collect
+    discover → the context's LiveFleet (fleet)          discover
+    scrape   → SignalStore (signals), follows the fleet collect
     sample   → SampleStore (store)                      store
     quality  → QualityState, reads store                analyse
     drift    → DriftState, reads store                  analyse
@@ -23,18 +24,20 @@ from observer.analyse.drift.state import DriftState
 from observer.analyse.embed import Embedder
 from observer.analyse.quality.state import QualityState
 from observer.analyse.signals import SignalStore
+from observer.fleetview import LiveFleet
 from observer.store.base import SampleStore
-from observer.wiring import canary, drift, quality, sampling, scrape
+from observer.wiring import canary, discovery, drift, quality, sampling, scrape
 from observer.wiring.runtime import Component, Context
 
-Area = Literal["scrape", "sample", "quality", "drift", "canary"]
-AREAS: tuple[Area, ...] = ("scrape", "sample", "quality", "drift", "canary")
+Area = Literal["discover", "scrape", "sample", "quality", "drift", "canary"]
+AREAS: tuple[Area, ...] = ("discover", "scrape", "sample", "quality", "drift", "canary")
 
 
 @dataclass
 class Services:
     """What the root built, by name (None where the area is off or left out)."""
 
+    fleet: LiveFleet | None = None
     signals: SignalStore | None = None
     store: SampleStore | None = None
     quality: QualityState | None = None
@@ -50,8 +53,10 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
     unknown = selected - set(AREAS)
     if unknown:
         raise ValueError(f"unknown area(s) {sorted(unknown)}; known: {', '.join(AREAS)}")
-    out = Services()
+    out = Services(fleet=ctx.fleet)
 
+    if "discover" in selected and (di := discovery.build(ctx)) is not None:
+        out.components.append(di)
     if "scrape" in selected:
         sc = scrape.build(ctx)
         out.signals = sc.store

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from observer import env
 from observer.config.spec import ObserverConfig
 from observer.export.auth import bearer_guard
+from observer.fleetview import LiveFleet
 from observer.httpserve import ConnectionGuard
 
 Clock = Callable[[], float]
@@ -76,14 +77,25 @@ class BaseComponent:
 @dataclass
 class Context:
     """What every area's wiring may use: the config, one HTTP client, the clock, the private routes' bearer
-    token (resolved once by the root: the environment wins over the config), the readiness checks."""
+    token (resolved once by the root: the environment wins over the config), the readiness checks, and
+    the live fleet (configured versions plus discovered ones)."""
 
     config: ObserverConfig
     http: httpx.AsyncClient
     clock: Clock = time.time
     auth_token: str | None = None
-    ready_checks: list[Callable[[], bool]] = field(default_factory=list)
+    # Each answers why the service is not ready yet (None: ready as far as it knows); /readyz joins them.
+    ready_checks: list[Callable[[], str | None]] = field(default_factory=list)
     connection_guards: list[ConnectionGuard] = field(default_factory=list)  # one per HTTP server, exported
+    fleet: LiveFleet = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fleet = LiveFleet(self.config.fleet.versions)
+
+    def not_ready(self) -> str | None:
+        """Why /readyz answers 503, or None."""
+        reasons = [r for check in self.ready_checks if (r := check())]
+        return "; ".join(reasons) or None
 
     def private_guard(self) -> Callable[..., None]:
         """The dependency guarding private routes: the bearer token, or (server.auth.mode: none) nothing."""

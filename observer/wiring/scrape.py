@@ -3,7 +3,8 @@
 Builds the scraper and the SignalStore from `fleet` and `scrape`, runs a `scrape` job every
 `scrape.interval_seconds` (never overlapping itself), exports the signals and self-metrics, serves
 /api/v1/signals and /api/v1/targets, and becomes ready once the first cycle is done. Its SignalStore is
-the `signals` service the canary area reads.
+the `signals` service the canary area reads. It follows the live fleet: discovered pods become targets
+at the next cycle, and leave it the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from observer.collect.vllm import parse_vllm
 from observer.config.fleet import VersionSpec
 from observer.export import signals_api
 from observer.export.collector import ScrapeCollector
+from observer.fleetview import FleetView
 from observer.wiring.runtime import BaseComponent, Clock, Context, Job
 
 log = logging.getLogger("observer.scrape")
@@ -40,7 +42,7 @@ class ScrapeComponent(BaseComponent):
     health: TargetHealth | None = None
     interval_seconds: float = 15.0
     clock: Clock = time.time
-    versions: Sequence[VersionSpec] = ()
+    fleet: FleetView | None = None
     http: httpx.AsyncClient | None = None
     timeout_seconds: float = 5.0
     first_cycle_done: bool = False
@@ -56,15 +58,15 @@ class ScrapeComponent(BaseComponent):
 
     def jobs(self) -> Sequence[Job]:
         jobs = [Job(name="scrape", interval_seconds=self.interval_seconds, func=self.cycle)]
-        if self.http is not None and any(v.openai for v in self.versions):
+        if self.http is not None and self.fleet is not None and any(v.openai for v in self.fleet.versions()):
             jobs.append(Job(name="served-models", interval_seconds=max(60.0, self.interval_seconds),
                             func=self.served_models))
         return jobs
 
     async def served_models(self) -> None:
         """Read each version's /v1/models (vLLM reports max_model_len there) for the version inventory."""
-        assert self.store is not None and self.http is not None
-        for v in self.versions:
+        assert self.store is not None and self.http is not None and self.fleet is not None
+        for v in self.fleet.versions():
             if not v.openai:
                 continue
             url = v.openai.rstrip("/") + "/models"
@@ -96,7 +98,7 @@ class ScrapeComponent(BaseComponent):
 def build(ctx: Context) -> ScrapeComponent:
     """Return the scrape component for `ctx.config` (also with no versions: it then serves empty signals)."""
     cfg = ctx.config.scrape
-    store = SignalStore(ctx.config.fleet.versions, window_seconds=cfg.window_seconds,
+    store = SignalStore(ctx.fleet.versions(), window_seconds=cfg.window_seconds,
                         stale_after_seconds=2 * cfg.interval_seconds + cfg.timeout_seconds)
     health = TargetHealth(store.bindings())
     scraper = Scraper(client=ctx.http,
@@ -107,7 +109,13 @@ def build(ctx: Context) -> ScrapeComponent:
                       concurrency=cfg.concurrency, clock=ctx.clock)
     component = ScrapeComponent(scraper=scraper, store=store, health=health,
                                 interval_seconds=cfg.interval_seconds, clock=ctx.clock,
-                                versions=ctx.config.fleet.versions, http=ctx.http, timeout_seconds=cfg.timeout_seconds)
+                                fleet=ctx.fleet, http=ctx.http, timeout_seconds=cfg.timeout_seconds)
+
+    def follow(versions: Sequence[VersionSpec]) -> None:
+        store.set_versions(versions)
+        health.rebind(store.bindings())
+
+    ctx.fleet.subscribe(follow)
     component._collectors.append(ScrapeCollector(store, health))
-    ctx.ready_checks.append(lambda: component.first_cycle_done)
+    ctx.ready_checks.append(lambda: None if component.first_cycle_done else "the first scrape cycle has not finished")
     return component

@@ -115,8 +115,8 @@ def test_rollout_steps_and_background(rendered: dict[str, str]) -> None:
     assert weights == [5, 25, 50]
     gates = [s for s in canary["steps"] if "analysis" in s]
     assert len(gates) == 3 and all(g["analysis"]["templates"][0]["templateName"] == argo.GATE for g in gates)
-    assert gates[0]["analysis"]["args"] == [{"name": "canary", "value": "canary"},
-                                            {"name": "baseline", "value": "stable"},
+    assert gates[0]["analysis"]["args"] == [{"name": "canary", "valueFrom": {"podTemplateHashValue": "Latest"}},
+                                            {"name": "baseline", "valueFrom": {"podTemplateHashValue": "Stable"}},
                                             {"name": argo.WEIGHT_ARG, "value": "5"}]
     assert gates[1]["analysis"]["args"][-1] == {"name": argo.WEIGHT_ARG, "value": "25"}
     assert canary["analysis"]["args"] == gates[0]["analysis"]["args"][:2]  # guardrail: weight=any
@@ -136,3 +136,17 @@ canary:
     (_, _, prom) = argo.templates(cfg, cluster=False)
     assert [x["name"] for x in prom["spec"]["metrics"]] == ["verdict", "errors", "drift"]
     assert "dryRun" not in prom["spec"]
+
+
+def test_the_example_rollouts_canary_pod_share_matches_every_set_weight(rendered: dict[str, str]) -> None:
+    """Without traffic routing Argo's basic canary splits by pods: ceil(weight × replicas) canary pods."""
+    import math
+
+    (ro,) = docs(rendered["deploy/argo/rollout-example.yaml"])
+    replicas = ro["spec"]["replicas"]
+    assert "trafficRouting" not in ro["spec"]["strategy"]["canary"]
+    for step in ro["spec"]["strategy"]["canary"]["steps"]:
+        if "setWeight" in step:
+            w = step["setWeight"]
+            assert math.ceil(w * replicas / 100) / replicas == w / 100, (w, replicas)
+    assert argo.replicas_for([5, 25, 50]) == 20 and argo.replicas_for([10, 50]) == 10

@@ -22,6 +22,7 @@ from observer.config.canary import CanaryMetricSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
 from observer.export import canary_api as api
+from observer.fleetview import LiveFleet
 from tests.support.canary_streams import ArmProfile, simulate_step
 
 CONFIG = """
@@ -172,7 +173,7 @@ async def test_gauges_never_nan_and_counters() -> None:
 def test_pairs_from_roles_and_explicit() -> None:
     cfg = parse_config(CONFIG, environ={})
     assert [(p.canary, p.baseline) for p in resolve_pairs(cfg)] == [("canary", "stable")]
-    assert expected_share(cfg, "canary", "stable") == pytest.approx(0.25)
+    assert expected_share(LiveFleet(cfg.fleet.versions).version, "canary", "stable") == pytest.approx(0.25)
     bad = CONFIG + "  pairs: [{canary: canary, baseline: ghost}]\n"
     with pytest.raises(ConfigError, match="ghost"):
         resolve_pairs(parse_config(bad, environ={}))

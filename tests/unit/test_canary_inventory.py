@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from observer import conventions as names
 from observer.analyse.canary.inventory import VersionInfoCollector, inventory
 from observer.config import parse_config
+from observer.fleetview import LiveFleet
 
 CONFIG = """
 fleet:
@@ -30,7 +31,7 @@ class Served:
 
 def _series(config_text: str, served: Served) -> list[dict[str, str]]:
     registry = CollectorRegistry()
-    registry.register(VersionInfoCollector(parse_config(config_text, environ={}), served))
+    registry.register(VersionInfoCollector(LiveFleet(parse_config(config_text, environ={}).fleet.versions), served))
     fams = text_string_to_metric_families(generate_latest(registry).decode())
     return [s.labels for f in fams if f.name == names.VERSION_INFO for s in f.samples]
 
@@ -51,8 +52,8 @@ def test_fingerprints_show_template_rollback_and_old_pods() -> None:
 
 def test_fingerprint_is_stable_and_depends_on_every_fact() -> None:
     cfg = parse_config(CONFIG, environ={})
-    a = inventory(cfg, Served({"stable": {"llm": {"max_model_len": "8192"}}}))[0]
-    b = inventory(cfg, Served({"stable": {"llm": {"max_model_len": "8192"}}}))[0]
-    c = inventory(cfg, Served({"stable": {"llm": {"max_model_len": "4096"}}}))[0]
+    a = inventory(LiveFleet(cfg.fleet.versions), Served({"stable": {"llm": {"max_model_len": "8192"}}}))[0]
+    b = inventory(LiveFleet(cfg.fleet.versions), Served({"stable": {"llm": {"max_model_len": "8192"}}}))[0]
+    c = inventory(LiveFleet(cfg.fleet.versions), Served({"stable": {"llm": {"max_model_len": "4096"}}}))[0]
     assert a.fingerprint == b.fingerprint != c.fingerprint and len(a.fingerprint) == 12
-    assert inventory(cfg, None) == []
+    assert inventory(LiveFleet(cfg.fleet.versions), None) == []

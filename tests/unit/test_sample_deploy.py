@@ -14,7 +14,7 @@ from observer.sample.proxy import OWN_PATHS
 from observer.wiring.sampling import check_versions, proxy_upstream
 
 ROOT = Path(__file__).parents[2]
-K8S = ROOT / "deploy" / "k8s" / "vllm-with-observer-sidecar.yaml"
+K8S = ROOT / "deploy" / "k8s" / "sidecar" / "vllm-with-observer-sidecar.yaml"
 
 
 def docs() -> dict[str, Any]:

@@ -17,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
-from observer.config.spec import ObserverConfig
+from observer.fleetview import FleetView
 
 MAX_LABEL = 128
 
@@ -46,10 +46,10 @@ class VersionInfo:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def inventory(config: ObserverConfig, signals: ServedModels | None) -> list[VersionInfo]:
+def inventory(fleet: FleetView, signals: ServedModels | None) -> list[VersionInfo]:
     """One VersionInfo per (version, served model) the scrapes report; nothing for unseen versions."""
     out: list[VersionInfo] = []
-    for v in config.fleet.versions:
+    for v in fleet.versions():
         served: dict[str, dict[str, str]] = {}
         if signals is not None:
             served = dict(signals.served_models(v.name) or {})
@@ -64,8 +64,8 @@ def inventory(config: ObserverConfig, signals: ServedModels | None) -> list[Vers
 class VersionInfoCollector(Collector):
     """Exports VERSION_INFO from the signal store at each scrape of /metrics."""
 
-    def __init__(self, config: ObserverConfig, signals: ServedModels | None) -> None:
-        self.config = config
+    def __init__(self, fleet: FleetView, signals: ServedModels | None) -> None:
+        self.fleet = fleet
         self.signals = signals
 
     def describe(self) -> list[Metric]:
@@ -77,7 +77,7 @@ class VersionInfoCollector(Collector):
                               labels=[names.VERSION, names.MODEL, names.MAX_MODEL_LEN,
                                       names.PROMPT_TEMPLATE_HASH, names.SAMPLING_DEFAULTS_HASH,
                                       names.FINGERPRINT])
-        for i in inventory(self.config, self.signals):
+        for i in inventory(self.fleet, self.signals):
             g.add_metric([i.version, i.model, i.max_model_len, i.prompt_template_hash,
                           i.sampling_defaults_hash, i.fingerprint], 1.0)
         yield g

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from observer.config.fleet import VersionSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
+
+log = logging.getLogger("observer.canary")
+ROLE_ALIASES = ("canary", "stable")
 
 
 @dataclass(frozen=True)
@@ -40,13 +46,43 @@ def resolve_pairs(config: ObserverConfig) -> list[Pair]:
     return [Pair(c, stable[0]) for c in canaries]
 
 
-def expected_share(config: ObserverConfig, canary: str, baseline: str) -> float | None:
-    """Expected canary share of the pair's traffic from fleet.versions[].expected_traffic_weight."""
-    try:
-        wc = config.fleet.version(canary).expected_traffic_weight
-        wb = config.fleet.version(baseline).expected_traffic_weight
-    except KeyError:
+def role_pairs(versions: Sequence[VersionSpec]) -> list[Pair]:
+    """Discovered versions' pairs: within each group (model), every canary against the group's one stable
+    version; a group without exactly one stable version has no pair (until the rollout settles)."""
+    groups: dict[str | None, list[VersionSpec]] = {}
+    for v in versions:
+        groups.setdefault(v.group, []).append(v)
+    pairs: list[Pair] = []
+    for group, members in groups.items():
+        stable = [v.name for v in members if v.role == "stable"]
+        canaries = [v.name for v in members if v.role == "canary"]
+        if canaries and len(stable) == 1:
+            pairs.extend(Pair(c, stable[0]) for c in canaries)
+        elif canaries:
+            log.debug("group %s: %d stable versions, canaries not judged", group, len(stable))
+    return pairs
+
+
+def resolve_alias(name: str, versions: Sequence[VersionSpec]) -> str:
+    """`name` itself when a version has it; else a role (`canary`, `stable`) or `GROUP:ROLE` names the one
+    version holding that role now — so an Argo AnalysisTemplate can say `canary=canary` while versions are
+    pod-template hashes and promotion moves the role. Ambiguous or unknown: `name` unchanged."""
+    if any(v.name == name for v in versions):
+        return name
+    group, _, role = name.rpartition(":")
+    if role not in ROLE_ALIASES:
+        return name
+    hits = [v.name for v in versions if v.role == role and (not group or v.group == group)]
+    return hits[0] if len(hits) == 1 else name
+
+
+def expected_share(lookup: Callable[[str], VersionSpec | None], canary: str, baseline: str) -> float | None:
+    """Expected canary share of the pair's traffic from the versions' expected_traffic_weight (configured,
+    or from the Rollout's current step when discovered)."""
+    c, b = lookup(canary), lookup(baseline)
+    if c is None or b is None:
         return None
+    wc, wb = c.expected_traffic_weight, b.expected_traffic_weight
     if wc is None:
         return None
     if wb is None:

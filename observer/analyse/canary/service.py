@@ -8,9 +8,10 @@ from collections import Counter
 from collections.abc import Callable
 
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict, judge
-from observer.analyse.canary.pairs import Pair, expected_share, resolve_pairs
+from observer.analyse.canary.pairs import Pair, expected_share, resolve_alias, resolve_pairs, role_pairs
 from observer.analyse.canary.sources import CanarySource
 from observer.config.spec import ObserverConfig
+from observer.fleetview import FleetView, LiveFleet
 
 Clock = Callable[[], float]
 log = logging.getLogger("observer.canary")
@@ -19,19 +20,39 @@ log = logging.getLogger("observer.canary")
 class CanaryService:
     """Judges pairs on demand and on a schedule; keeps the latest verdict per pair (bounded by the fleet)."""
 
-    def __init__(self, config: ObserverConfig, source: CanarySource, *, clock: Clock) -> None:
+    def __init__(self, config: ObserverConfig, source: CanarySource, *, clock: Clock,
+                 fleet: FleetView | None = None) -> None:
         self.config = config
         self.spec = config.canary
         self.source = source
         self.clock = clock
-        self.pairs = resolve_pairs(config)
-        self._versions = {v.name for v in config.fleet.versions}
+        self.fleet: FleetView = fleet if fleet is not None else LiveFleet(config.fleet.versions)
+        self._static_pairs = resolve_pairs(config)  # validates configured pairs and roles at start
+        self._pairs_at: tuple[int, list[Pair]] = (-1, [])
         self._latest: dict[Pair, Verdict] = {}
         # The split the gate last asked about, per pair (Argo passes the step's setWeight): the periodic
         # judgment exported to Prometheus uses it too, so the gate's web and Prometheus metrics agree.
         self._asked_share: dict[Pair, float | None] = {}
         self.evaluations: Counter[tuple[str, str, str]] = Counter()
         self.source_errors: Counter[tuple[str, str]] = Counter()
+
+    @property
+    def pairs(self) -> list[Pair]:
+        """Configured pairs (or static roles), plus discovered canaries against their group's stable version;
+        recomputed when the fleet changes (a promotion ends a pair, a new revision starts one)."""
+        gen = self.fleet.generation
+        if self._pairs_at[0] != gen:
+            static = {v.name for v in self.config.fleet.versions}
+            discovered = [v for v in self.fleet.versions() if v.name not in static]
+            pairs = list(self._static_pairs)
+            if not self.config.canary.pairs:
+                pairs += [p for p in role_pairs(discovered) if p not in pairs]
+            self._pairs_at = (gen, pairs)
+            for gone in [p for p in self._latest  # a pair whose version left: its verdict series end
+                         if self.fleet.version(p.canary) is None or self.fleet.version(p.baseline) is None]:
+                del self._latest[gone]
+                self._asked_share.pop(gone, None)
+        return self._pairs_at[1]
 
     def latest(self, canary: str, baseline: str) -> Verdict | None:
         """The last verdict for the pair, or None before its first judgement."""
@@ -51,7 +72,7 @@ class CanaryService:
         metrics = self.spec.metrics
         c = await self.source.arm(canary, metrics, since=start, now=now, with_drift=True)
         b = await self.source.arm(baseline, metrics, since=start, now=now, with_drift=False)
-        share = weight if weight is not None else expected_share(self.config, canary, baseline)
+        share = weight if weight is not None else expected_share(self.fleet.version, canary, baseline)
         if not check_split:
             share = None
         v = judge(self.spec, canary=canary, baseline=baseline, canary_data=c, baseline_data=b,
@@ -67,13 +88,17 @@ class CanaryService:
         """The API's answer: a fresh verdict, nodata (with the reason) for unknown or missing names.
 
         `weight`: the canary's expected traffic share as a fraction (0.05) or an Argo percentage (5);
-        empty or absent: from fleet.versions[].expected_traffic_weight; `any`: no split check."""
+        empty or absent: from the versions' expected_traffic_weight (configured, or the Rollout's step);
+        `any`: no split check. `canary`/`baseline` may be a role (`canary`, `stable`, `GROUP:ROLE`)."""
+        versions = self.fleet.versions()
+        canary = None if canary is None else resolve_alias(canary, versions)
+        baseline = None if baseline is None else resolve_alias(baseline, versions)
         if canary is None and baseline is None and len(self.pairs) == 1:
             canary, baseline = self.pairs[0].canary, self.pairs[0].baseline
         if canary is None or baseline is None:
             known = ", ".join(f"canary={p.canary}&baseline={p.baseline}" for p in self.pairs) or "none"
             return self._nodata(canary or "", baseline or "", f"pass canary and baseline; configured: {known}")
-        unknown = [n for n in (canary, baseline) if n not in self._versions]
+        unknown = [n for n in (canary, baseline) if self.fleet.version(n) is None]
         if unknown:
             return self._nodata(canary[:63], baseline[:63], f"unknown version(s): {', '.join(unknown)}")
         if canary == baseline:

@@ -1,0 +1,115 @@
+"""The `discovery` section: versions found from the Kubernetes API instead of listed by hand."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator, model_validator
+
+from observer.config.base import Spec
+
+_MODEL_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _check_selector(v: dict[str, str]) -> dict[str, str]:
+    for key in v:
+        if not _LABEL_KEY.match(key):
+            raise ValueError(f"{key!r} is not a Kubernetes label key")
+    return v
+
+
+class DcgmDiscovery(Spec):
+    """Where the DCGM-exporter pods are (usually a DaemonSet of the GPU operator)."""
+
+    namespace: str = Field("gpu-operator", description="Namespace of the dcgm-exporter pods.")
+    selector: dict[str, str] = Field(default_factory=lambda: {"app": "nvidia-dcgm-exporter"},
+                                     description="Equality label selector of the dcgm-exporter pods.")
+    port: int | str = Field(9400, description="Metrics port: a number or a container port name.")
+    metrics_path: str = Field("/metrics", description="Path of the metrics endpoint.")
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, v: dict[str, str]) -> dict[str, str]:
+        return _check_selector(v)
+
+
+class ModelDiscovery(Spec):
+    """One served model: its pods (by label selector) and, optionally, the Argo Rollout that owns them."""
+
+    name: str = Field(description="Short model name: the `group` of its versions. [a-z0-9-], ≤ 40.")
+    version_prefix: str = Field(
+        "", max_length=20,
+        description="Put before the identity to make the version name. Empty (the default): the version is the "
+                    "pod-template hash itself, which Argo passes to analysis as `podTemplateHashValue`.")
+    selector: dict[str, str] = Field(description="Equality label selector of the model's vLLM pods.")
+    rollout: str | None = Field(
+        None, description="Argo Rollout owning the pods: roles from its status (stableRS, currentPodHash) and "
+                          "the canary's expected weight from its current step. None: roles from `role_label`.")
+    identity_label: str = Field("rollouts-pod-template-hash",
+                                description="Pod label whose value names the version (one per ReplicaSet).")
+    role_label: str = Field(
+        "observer.dev/role",
+        description="Pod label carrying stable/canary (set by the Rollout's stableMetadata/canaryMetadata); "
+                    "used when there is no Rollout or its status does not name the pod's hash.")
+    port: int | str = Field("http", description="vLLM port: a number or a container port name.")
+    metrics_path: str = Field("/metrics", description="Path of vLLM's metrics endpoint.")
+    served_model: str | None = Field(None, description="Served model name to count; default: every model.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _MODEL_NAME.match(v):
+            raise ValueError(f"model name {v!r} must match {_MODEL_NAME.pattern}")
+        return v
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, v: dict[str, str]) -> dict[str, str]:
+        if not v:
+            raise ValueError("a selector must name at least one label (an empty one matches every pod)")
+        return _check_selector(v)
+
+    @field_validator("identity_label", "role_label")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        if not _LABEL_KEY.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes label key")
+        return v
+
+
+class KubernetesDiscovery(Spec):
+    """List and watch pods (and Argo Rollouts) in one namespace; read-only."""
+
+    namespace: str = Field("llm-serving", description="Namespace of the vLLM pods and Rollouts.")
+    kubeconfig: str | None = Field(
+        None, description="Path of a kubeconfig; None: the in-cluster service account, else $KUBECONFIG or "
+                          "~/.kube/config.")
+    context: str | None = Field(None, description="kubeconfig context; None: its current context.")
+    models: list[ModelDiscovery] = Field(default_factory=list, description="The models to discover.")
+    dcgm: DcgmDiscovery | None = Field(default_factory=DcgmDiscovery,
+                                       description="DCGM-exporter pods, joined to vLLM pods by node; None: no GPUs.")
+    max_pods_per_version: int = Field(64, ge=1, le=10_000, description="More ready pods: the rest are ignored "
+                                                                        "(counted) — a scale-out never floods us.")
+    max_versions_per_model: int = Field(4, ge=2, le=64,
+                                        description="Most live versions per model (ReplicaSets with ready pods).")
+    watch_timeout_seconds: int = Field(290, ge=5, le=3600,
+                                       description="Server-side timeout of one watch; it is then resumed.")
+    relist_seconds: float = Field(1800.0, ge=10, description="Full relist (resync) at least this often.")
+    backoff_seconds: float = Field(1.0, gt=0, le=60, description="First back-off after an API error.")
+    max_backoff_seconds: float = Field(60.0, gt=0, le=600, description="Longest back-off after API errors.")
+    remove_after_seconds: float = Field(
+        30.0, ge=0, le=3600, description="A version with no ready pod left is removed (its series end) after this.")
+
+    @model_validator(mode="after")
+    def _unique(self) -> KubernetesDiscovery:
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate model names in discovery.kubernetes.models: {names}")
+        return self
+
+
+class DiscoverySpec(Spec):
+    """Target discovery; `fleet.versions` (static URLs) stays the simplest mode and may be combined."""
+
+    kubernetes: KubernetesDiscovery | None = Field(None, description="Discovery from the Kubernetes API.")

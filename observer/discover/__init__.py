@@ -1,0 +1,1 @@
+"""Target discovery: the Kubernetes API (pods, Argo Rollouts, autoscalers) → versions of the fleet."""

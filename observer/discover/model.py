@@ -1,0 +1,267 @@
+"""From pods and Argo Rollouts to versions: identity, role, expected weight, targets, the DCGM join.
+
+Pure functions over the raw API objects the reflectors keep, so every rule here is tested without a
+server. Identity is the pod-template hash (one per ReplicaSet, as Argo Rollouts names revisions): a
+promotion moves the *role*, never the identity, so the promoted canary keeps its windows and counters.
+Roles come from the Rollout's status (`stableRS`, `currentPodHash`, `abort`) and, without a Rollout,
+from the pod label Argo's `stableMetadata`/`canaryMetadata` set. The canary's expected traffic weight is
+the last `setWeight` at or before the current step (or the weight Argo reports with traffic routing).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from observer.config.discovery import DcgmDiscovery, KubernetesDiscovery, ModelDiscovery
+from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
+
+Role = Literal["stable", "canary", "other"]
+# Bounded values of the `problem` label of observer_discovery_problems_total.
+PROBLEMS = ("malformed_pod", "no_ip", "no_identity", "invalid_identity", "no_port", "pods_over_cap",
+            "versions_over_cap", "role_conflict", "malformed_rollout")
+
+
+def _dict(obj: Any, key: str) -> Mapping[str, Any]:
+    v = obj.get(key) if isinstance(obj, Mapping) else None
+    return v if isinstance(v, Mapping) else {}
+
+
+def _list(obj: Any, key: str) -> Sequence[Any]:
+    v = obj.get(key) if isinstance(obj, Mapping) else None
+    return v if isinstance(v, list) else []
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """What discovery needs of a pod."""
+
+    namespace: str
+    name: str
+    ip: str | None
+    node: str | None
+    ready: bool
+    deleting: bool
+    labels: Mapping[str, str]
+    ports: Mapping[str, int]  # container port name → number
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, Any]) -> PodInfo:
+        """Read a Pod object; ValueError when it lacks a name or its labels are not strings."""
+        meta, spec, status = _dict(obj, "metadata"), _dict(obj, "spec"), _dict(obj, "status")
+        name, ns = meta.get("name"), meta.get("namespace", "")
+        labels = meta.get("labels") or {}
+        if not isinstance(name, str) or not isinstance(ns, str) or not isinstance(labels, Mapping):
+            raise ValueError("pod without a name, or with labels that are not a mapping")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            raise ValueError(f"pod {name}: labels must be strings")
+        ports: dict[str, int] = {}
+        for c in _list(spec, "containers"):
+            for p in _list(c, "ports"):
+                number = p.get("containerPort") if isinstance(p, Mapping) else None
+                pname = p.get("name") if isinstance(p, Mapping) else None
+                if isinstance(number, int) and isinstance(pname, str):
+                    ports.setdefault(pname, number)
+        ready = any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in _list(status, "conditions"))
+        ip = status.get("podIP")
+        node = spec.get("nodeName")
+        return cls(namespace=ns, name=name, ip=ip if isinstance(ip, str) and ip else None,
+                   node=node if isinstance(node, str) and node else None,
+                   ready=ready and status.get("phase", "Running") == "Running",
+                   deleting=bool(meta.get("deletionTimestamp")), labels=dict(labels), ports=ports)
+
+    @property
+    def serving(self) -> bool:
+        """Ready, not terminating, with an IP."""
+        return self.ready and not self.deleting and self.ip is not None
+
+    def url(self, port: int | str, path: str) -> str | None:
+        """http://IP:PORT/PATH, the port given by number or by container port name; None if unknown."""
+        number = port if isinstance(port, int) else self.ports.get(port)
+        if number is None or self.ip is None:
+            return None
+        host = f"[{self.ip}]" if ":" in self.ip else self.ip
+        return f"http://{host}:{number}{path}"
+
+
+@dataclass(frozen=True)
+class RolloutInfo:
+    """What discovery needs of an Argo Rollout's spec and status."""
+
+    name: str
+    stable_hash: str | None
+    current_hash: str | None
+    step_index: int | None
+    steps: int
+    weight: float | None   # the canary's expected traffic share now; None: no canary in progress
+    aborted: bool
+    replicas: int | None
+    workload: str | None = None  # spec.workloadRef's Deployment name, when the Rollout adopts one
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, Any]) -> RolloutInfo:
+        meta, spec, status = _dict(obj, "metadata"), _dict(obj, "spec"), _dict(obj, "status")
+        name = meta.get("name")
+        if not isinstance(name, str):
+            raise ValueError("rollout without a name")
+        steps = _list(_dict(_dict(spec, "strategy"), "canary"), "steps")
+        stable = status.get("stableRS")
+        current = status.get("currentPodHash")
+        idx = status.get("currentStepIndex")
+        aborted = bool(status.get("abort"))
+        stable = stable if isinstance(stable, str) and stable else None
+        current = current if isinstance(current, str) and current else None
+        idx = idx if isinstance(idx, int) and idx >= 0 else None
+        replicas = spec.get("replicas")
+        weight: float | None = None
+        if current is not None and current != stable:
+            routed = _dict(_dict(_dict(status, "canary"), "weights"), "canary").get("weight")
+            if aborted:
+                weight = 0.0
+            elif isinstance(routed, int | float) and not isinstance(routed, bool):
+                weight = float(routed) / 100.0
+            elif idx is not None and idx >= len(steps):
+                weight = 1.0
+            else:
+                w = 0.0
+                for step in steps[: (idx or 0) + 1]:
+                    sw = step.get("setWeight") if isinstance(step, Mapping) else None
+                    if isinstance(sw, int | float) and not isinstance(sw, bool):
+                        w = float(sw)
+                weight = w / 100.0
+        ref = _dict(spec, "workloadRef")
+        workload = ref.get("name") if ref.get("kind", "Deployment") == "Deployment" else None
+        return cls(name=name, stable_hash=stable, current_hash=current, step_index=idx, steps=len(steps),
+                   weight=weight, aborted=aborted, replicas=replicas if isinstance(replicas, int) else None,
+                   workload=workload if isinstance(workload, str) else None)
+
+
+def autoscaler_conflicts(rollout: RolloutInfo, autoscalers: Iterable[Mapping[str, Any]]) -> list[str]:
+    """`Kind/name` of each HPA or KEDA ScaledObject that scales what the Rollout owns instead of the Rollout:
+    one of its ReplicaSets (`<rollout>-<hash>`) or the Deployment it adopts via workloadRef. Such an
+    autoscaler grows the canary ReplicaSet behind Argo's back — the canary un-canaried."""
+    out = []
+    for obj in autoscalers:
+        ref = _dict(_dict(obj, "spec"), "scaleTargetRef")
+        kind, target = ref.get("kind", "Deployment"), ref.get("name")
+        if not isinstance(target, str):
+            continue
+        owned = ((kind == "ReplicaSet" and target.startswith(f"{rollout.name}-"))
+                 or (kind == "Deployment" and target == rollout.workload))
+        if owned:
+            meta = _dict(obj, "metadata")
+            out.append(f"{obj.get('kind', 'HorizontalPodAutoscaler')}/{meta.get('name', '?')}")
+    return sorted(out)
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """One model's discovered versions, plus the rollout facts the hygiene gauges export."""
+
+    model: str
+    versions: tuple[VersionSpec, ...]
+    pods: Mapping[str, int]                # version → serving pods counted
+    canary_weight: float | None            # from the Rollout's step
+    canary_replica_share: float | None     # canary pods / (canary + stable) pods
+    stale_revision_pods: int               # serving pods of a revision that is neither stable nor canary
+    autoscaler_conflicts: tuple[str, ...] = ()  # HPA/KEDA objects scaling the Rollout's ReplicaSets
+
+
+def parse_all(objs: Iterable[Mapping[str, Any]], problems: Counter[str], kind: Literal["pod", "rollout"]
+              ) -> list[Any]:
+    out: list[Any] = []
+    for obj in objs:
+        try:
+            out.append(PodInfo.parse(obj) if kind == "pod" else RolloutInfo.parse(obj))
+        except ValueError:
+            problems[f"malformed_{kind}"] += 1
+    return out
+
+
+def dcgm_by_node(spec: DcgmDiscovery | None, pods: Iterable[PodInfo]) -> dict[str, list[str]]:
+    """node → the dcgm-exporter metrics URL(s) on it."""
+    out: dict[str, list[str]] = {}
+    if spec is None:
+        return out
+    for p in pods:
+        url = p.url(spec.port, spec.metrics_path) if p.serving else None
+        if url is not None and p.node is not None:
+            out.setdefault(p.node, []).append(url)
+    return out
+
+
+def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo],
+                rollout: RolloutInfo | None, dcgm: Mapping[str, Sequence[str]], problems: Counter[str],
+                autoscalers: Iterable[Mapping[str, Any]] = ()) -> ModelState:
+    """The versions of model `m` from its pods (already selected by `m.selector`)."""
+    groups: dict[str, list[tuple[PodInfo, str]]] = {}
+    for p in sorted(pods, key=lambda p: p.name):
+        if not p.ready or p.deleting:
+            continue
+        if p.ip is None:
+            problems["no_ip"] += 1
+            continue
+        identity = p.labels.get(m.identity_label)
+        if not identity:
+            problems["no_identity"] += 1
+            continue
+        name = f"{m.version_prefix}{identity}"
+        if not VERSION_NAME.match(name):
+            problems["invalid_identity"] += 1
+            continue
+        url = p.url(m.port, m.metrics_path)
+        if url is None:
+            problems["no_port"] += 1
+            continue
+        groups.setdefault(name, []).append((p, identity))
+    roles: dict[str, Role] = {}
+    for name, members in groups.items():
+        identity = members[0][1]
+        role: Role = "other"
+        if rollout is not None and identity in (rollout.stable_hash, rollout.current_hash):
+            role = "stable" if identity == rollout.stable_hash else "canary"
+        else:
+            labelled = {p.labels.get(m.role_label) for p, _ in members} & {"stable", "canary"}
+            if len(labelled) > 1:
+                problems["role_conflict"] += 1
+            elif labelled:
+                role = "stable" if "stable" in labelled else "canary"
+        roles[name] = role
+    if list(roles.values()).count("stable") > 1 or list(roles.values()).count("canary") > 1:
+        problems["role_conflict"] += 1
+    order = {"stable": 0, "canary": 1, "other": 2}
+    ranked = sorted(groups, key=lambda n: (order[roles[n]], -len(groups[n]), n))
+    if len(ranked) > spec.max_versions_per_model:
+        problems["versions_over_cap"] += len(ranked) - spec.max_versions_per_model
+        ranked = ranked[: spec.max_versions_per_model]
+    weight = rollout.weight if rollout is not None else None
+    versions: list[VersionSpec] = []
+    counted: dict[str, int] = {}
+    for name in ranked:
+        members = groups[name]
+        if len(members) > spec.max_pods_per_version:
+            problems["pods_over_cap"] += len(members) - spec.max_pods_per_version
+            members = members[: spec.max_pods_per_version]
+        counted[name] = len(members)
+        urls = [u for p, _ in members if (u := p.url(m.port, m.metrics_path)) is not None]
+        nodes = sorted({p.node for p, _ in members if p.node is not None})
+        expected: float | None = None
+        if weight is not None and roles[name] == "canary":
+            expected = weight
+        elif weight is not None and roles[name] == "stable":
+            expected = 1.0 - weight
+        versions.append(VersionSpec(
+            name=name, role=roles[name], model=m.served_model, vllm=urls,
+            dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
+            pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name) for p, _ in members],
+            expected_traffic_weight=expected, group=m.name))
+    canary_pods = sum(counted[n] for n in counted if roles[n] == "canary")
+    stable_pods = sum(counted[n] for n in counted if roles[n] == "stable")
+    share = canary_pods / (canary_pods + stable_pods) if canary_pods and stable_pods else None
+    stale = sum(len(groups[n]) for n in groups if roles[n] == "other") if rollout is not None else 0
+    conflicts = tuple(autoscaler_conflicts(rollout, autoscalers)) if rollout is not None else ()
+    return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
+                      canary_replica_share=share, stale_revision_pods=stale, autoscaler_conflicts=conflicts)

@@ -1,0 +1,147 @@
+"""The shipped manifests deploy: every kustomize overlay renders with `kubectl kustomize` (no cluster needed)
+and every object validates strictly — Kubernetes' own OpenAPI schemas (kubernetes-validate, unknown fields
+refused) for built-in kinds, the Argo Rollouts and PrometheusRule CRDs from tests/fixtures/crds for theirs.
+One label key and one observer address everywhere; the central config parses."""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from observer.config import parse_config
+from tests.golden.test_argo_templates import CRDS, strict
+from tests.golden.test_argo_templates import validator as argo_validator
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = ["deploy", "deploy/k8s/central", "deploy/k8s/sidecar", "deploy/argo"]
+K8S_VERSION = "1.32.0"
+ADDRESS = "http://observer.observability.svc:9464"
+BUILTIN = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+           "ConfigMap", "Service", "Deployment", "PersistentVolumeClaim", "Secret"}
+
+# The prometheus-operator monitor CRDs are not in tests/fixtures; these schemas hold the subset of
+# ServiceMonitor / PodMonitor fields we use, written from the operator's API docs, unknown fields refused.
+_ENDPOINT = {"type": "object", "additionalProperties": False,
+             "properties": {"port": {"type": "string"}, "path": {"type": "string"},
+                            "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"}}, "required": ["port"]}
+_SELECTOR = {"type": "object", "additionalProperties": False,
+             "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}}
+_MONITOR_META = {"type": "object", "required": ["name"],
+                 "properties": {"name": {"type": "string"}, "namespace": {"type": "string"},
+                                "labels": {"type": "object"}}, "additionalProperties": False}
+MONITORS = {
+    "ServiceMonitor": {"type": "object", "additionalProperties": False, "required": ["spec"],
+                       "properties": {"apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {},
+                                      "metadata": _MONITOR_META,
+                                      "spec": {"type": "object", "additionalProperties": False,
+                                               "required": ["selector", "endpoints"],
+                                               "properties": {"selector": _SELECTOR,
+                                                              "endpoints": {"type": "array", "items": _ENDPOINT}}}}},
+    "PodMonitor": {"type": "object", "additionalProperties": False, "required": ["spec"],
+                   "properties": {"apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {},
+                                  "metadata": _MONITOR_META,
+                                  "spec": {"type": "object", "additionalProperties": False,
+                                           "required": ["selector", "podMetricsEndpoints"],
+                                           "properties": {"selector": _SELECTOR,
+                                                          "podTargetLabels": {"type": "array",
+                                                                              "items": {"type": "string"}},
+                                                          "podMetricsEndpoints": {"type": "array",
+                                                                                  "items": _ENDPOINT}}}}},
+}
+
+
+@functools.cache
+def kustomize(overlay: str) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed (it renders kustomize overlays without a cluster)")
+    out = subprocess.run([kubectl, "kustomize", str(ROOT / overlay)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"kubectl kustomize {overlay} failed: {out.stderr}"
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@functools.cache
+def prometheusrule_validator() -> jsonschema.Draft7Validator:
+    crd = yaml.safe_load((CRDS / "monitoring.coreos.com_prometheusrules.yaml").read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    return jsonschema.Draft7Validator(strict(version["schema"]["openAPIV3Schema"]))
+
+
+def validate(obj: dict[str, Any]) -> None:
+    kind = obj["kind"]
+    if kind in BUILTIN:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    elif kind in ("Rollout", "AnalysisTemplate", "ClusterAnalysisTemplate"):
+        argo_validator(kind).validate(obj)
+    elif kind == "PrometheusRule":
+        prometheusrule_validator().validate(obj)
+    elif kind in MONITORS:
+        jsonschema.Draft7Validator(MONITORS[kind]).validate(obj)
+    else:
+        raise AssertionError(f"no schema for kind {kind}: add one before shipping it")
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_renders_and_every_object_validates_strictly(overlay: str) -> None:
+    objs = kustomize(overlay)
+    assert objs
+    for obj in objs:
+        validate(obj)
+
+
+def test_strict_validation_refuses_an_unknown_field() -> None:
+    deployment = next(o for o in kustomize("deploy/k8s/central") if o["kind"] == "Deployment")
+    bad = {**deployment, "spec": {**deployment["spec"], "replica": 2}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(bad)
+    monitor = next(o for o in kustomize("deploy/k8s/central") if o["kind"] == "ServiceMonitor")
+    with pytest.raises(jsonschema.ValidationError):
+        validate({**monitor, "spec": {**monitor["spec"], "endpoint": []}})
+
+
+def test_the_whole_install_has_what_the_central_observer_needs() -> None:
+    objs = kustomize("deploy")
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    for want in [("Deployment", "observer"), ("Service", "observer"), ("ServiceAccount", "observer"),
+                 ("Role", "observer-discovery"), ("RoleBinding", "observer-discovery"),
+                 ("PersistentVolumeClaim", "observer-data"), ("ServiceMonitor", "observer"),
+                 ("PrometheusRule", "observer-slo"), ("Rollout", "llm")]:
+        assert want in kinds, want
+    assert all(o["metadata"].get("namespace") for o in objs if o["kind"] not in ("Namespace",)), \
+        [o["metadata"]["name"] for o in objs if not o["metadata"].get("namespace")]
+    role = next(o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "observer-discovery")
+    verbs = {v for rule in role["rules"] for v in rule["verbs"]}
+    assert verbs == {"get", "list", "watch"}  # read-only
+
+
+def test_the_central_config_parses_and_discovers_the_example_rollout() -> None:
+    objs = kustomize("deploy")
+    cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("observer-config"))
+    cfg = parse_config(cm["data"]["observer.yaml"], environ={})
+    rollout = next(o for o in objs if o["kind"] == "Rollout")
+    assert cfg.discovery.kubernetes is not None
+    model = cfg.discovery.kubernetes.models[0]
+    assert model.rollout == rollout["metadata"]["name"]
+    assert cfg.discovery.kubernetes.namespace == rollout["metadata"]["namespace"]
+    assert model.selector.items() <= rollout["spec"]["template"]["metadata"]["labels"].items()
+    assert model.role_label in rollout["spec"]["strategy"]["canary"]["canaryMetadata"]["labels"]
+    ports = {p["name"] for c in rollout["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+    assert model.port in ports
+    assert cfg.canary.observer_url == ADDRESS
+
+
+def test_one_label_key_and_one_address_everywhere() -> None:
+    texts = {p: p.read_text() for p in (ROOT / "deploy").rglob("*.yaml")}
+    for path, text in texts.items():
+        assert "observer/version" not in text and "observer.dev/version" not in text, path
+        for url in re.findall(r"https?://observer[.\w-]*(?::\d+)?", text):
+            assert url == ADDRESS, (path, url)
