@@ -9,7 +9,7 @@ after each change, on the caller's thread; listeners must be quick (they re-bind
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from observer.config.fleet import VersionSpec
@@ -82,3 +82,19 @@ class LiveFleet:
         for listener in listeners:
             listener(snapshot)
         return True
+
+
+class VersionNames(Collection[str]):
+    """The fleet's version names now, as a collection (`name in names` asks the live fleet)."""
+
+    def __init__(self, fleet: FleetView) -> None:
+        self.fleet = fleet
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.fleet.version(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([v.name for v in self.fleet.versions()])
+
+    def __len__(self) -> int:
+        return len(self.fleet.versions())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -18,7 +19,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("proxy")
     def proxy(
-        version: str = typer.Option(..., "--version", help="Fleet version this proxy fronts."),
+        version: str | None = typer.Option(None, "--version", help="Fleet version this proxy fronts."),
+        version_from: Path | None = typer.Option(
+            None, "--version-from", help="Read the version (and role) from this downward-API labels file, and "
+                                         "follow it: for pods of an Argo Rollout. Instead of --version."),
+        version_label: str = typer.Option("rollouts-pod-template-hash", help="Pod label naming the version "
+                                                                              "(with --version-from)."),
+        version_prefix: str = typer.Option("", help="Put before the label's value (as discovery's "
+                                                    "version_prefix)."),
+        version_refresh_seconds: float = typer.Option(5.0, min=0.1, help="How often the labels file is re-read."),
         config: ConfigOption = None,
         listen: str | None = typer.Option(None, help="HOST:PORT to listen on (default: from the config)."),
         upstream: str | None = typer.Option(None, help="Base URL of the vLLM server (default: its openai URL)."),
@@ -28,12 +37,15 @@ def register(app: typer.Typer) -> None:
         log_level: str = typer.Option("INFO", help="Logging level."),
     ) -> None:
         """Forward OpenAI-compatible traffic to one version and sample its replies."""
-        from observer.wiring.sidecar import run_proxy
+        from observer.wiring.sidecar import VersionFile, run_proxy
 
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
         cfg = load(config)
         try:
-            _run(run_proxy(cfg, version=version, listen=listen, upstream=upstream, ingest_url=ingest_url))
+            vf = (VersionFile(version_from, label=version_label, prefix=version_prefix,
+                              refresh_seconds=version_refresh_seconds) if version_from else None)
+            _run(run_proxy(cfg, version=version, listen=listen, upstream=upstream, ingest_url=ingest_url,
+                           version_file=vf))
         except ObserverError as e:
             fail(str(e))
         except OSError as e:

@@ -21,7 +21,7 @@ from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
 Role = Literal["stable", "canary", "other"]
 # Bounded values of the `problem` label of observer_discovery_problems_total.
 PROBLEMS = ("malformed_pod", "no_ip", "no_identity", "invalid_identity", "no_port", "pods_over_cap",
-            "versions_over_cap", "role_conflict", "malformed_rollout")
+            "versions_over_cap", "role_conflict", "malformed_rollout", "duplicate_identity")
 
 
 def _dict(obj: Any, key: str) -> Mapping[str, Any]:

@@ -285,8 +285,9 @@ def _discovery_hygiene(a: Alerting) -> list[Alert]:
               for_seconds=a.limits.leading_for,
               summary="{{ $labels.autoscaler }} scales what the Rollout of {{ $labels.group }} owns",
               description=("{{ $labels.autoscaler }} targets a ReplicaSet or Deployment owned by the Rollout of "
-                           "{{ $labels.group }} instead of the Rollout: it resizes the canary behind Argo's back "
-                           "(the canary un-canaried by the autoscaler)."),
+                           "{{ $labels.group }} instead of the Rollout ({{ printf \"%.0f\" $value }} such "
+                           "autoscaler): it resizes the canary behind Argo's back (the canary un-canaried by "
+                           "the autoscaler)."),
               runbook="autoscaler-conflict",
               examples=(Example(f"{names.ALERT_AUTOSCALER_CONFLICT} fires",
                                 (Series(selector(conflict, {g: "llm", "autoscaler": "HorizontalPodAutoscaler/llm"}),

@@ -88,7 +88,10 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
                   max_batch_samples: int, clock: Callable[[], float]) -> APIRouter:
     """The ingest and admin routes of this area."""
     router = APIRouter(prefix="/api/v1", tags=["samples"], dependencies=[Depends(guard)])
-    known = sorted(versions)
+
+    def known() -> str:  # the fleet may change while we run (discovery)
+        names = sorted(versions)
+        return f"{names[:20]}" + (f" and {len(names) - 20} more" if len(names) > 20 else "")
 
     @router.post("/samples", summary="Ingest a batch of mirrored samples (acknowledged after commit).",
                  response_model=IngestAccepted,
@@ -129,7 +132,7 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
         for i, s in enumerate(batch.samples):
             if s.version not in versions:
                 return _error(422, "unknown_version", f"samples.{i}.version",
-                              f"unknown version {s.version!r}; configured: {known}")
+                              f"unknown version {s.version!r}; configured: {known()}")
             if s.ts is not None and s.ts > now + FUTURE_SLACK_SECONDS:
                 return _error(400, "invalid_sample", f"samples.{i}.ts",
                               f"samples.{i}.ts: {s.ts:.0f} is more than a day ahead of the observer's clock "
@@ -165,7 +168,7 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
     async def list_samples(version: str, limit: int = Query(50, ge=1, le=1000),
                            since: float | None = None, source: str | None = None) -> JSONResponse:
         if version not in versions:
-            return _error(422, "unknown_version", "version", f"unknown version {version!r}; configured: {known}")
+            return _error(422, "unknown_version", "version", f"unknown version {version!r}; configured: {known()}")
         rows = await asyncio.to_thread(store.samples, version, since=since, limit=limit, source=source)
         return JSONResponse({"samples": [_public(r) for r in rows]})
 

@@ -156,7 +156,13 @@ class DiscoveryComponent(BaseComponent):
         kept = found + [v for v, _ in self._gone.values()]
         self._published = {v.name: v for v in found}
         self._published.update({n: v for n, (v, _) in self._gone.items()})
-        if self.fleet.replace(SOURCE, kept):
+        changed = self.fleet.replace(SOURCE, kept)
+        shadowed = Counter({"duplicate_identity": len(self.fleet.shadowed)}) if self.fleet.shadowed else Counter()
+        if shadowed and changed:
+            log.warning("kubernetes discovery: version(s) %s also configured in fleet.versions; the configured "
+                        "one is watched, the discovered one ignored", ", ".join(sorted(self.fleet.shadowed)))
+        self._count_problems("*", shadowed)
+        if changed:
             log.info("kubernetes discovery: %s", ", ".join(f"{v.name} ({v.role}, {len(v.vllm)} pod(s)"
                                                            + (f", weight {v.expected_traffic_weight:g}"
                                                               if v.expected_traffic_weight is not None else "")

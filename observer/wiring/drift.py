@@ -78,7 +78,7 @@ class DriftComponent(BaseComponent):
 
     async def run_once(self) -> None:
         """Check every non-retired version (in a worker thread: embedding and the test are CPU-bound)."""
-        versions = [v.name for v in self.context.config.fleet.versions if not v.retired]
+        versions = [v.name for v in self.context.fleet.versions() if not v.retired]
         self.state.forget(set(versions))
         for version in versions:
             await asyncio.to_thread(self.check_version, version)

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from observer.config.sampling import SamplingSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
+from observer.fleetview import VersionNames
 from observer.httpserve import ConnectionGuard
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
@@ -108,7 +109,7 @@ class SamplingComponent:
     def routers(self) -> Sequence[APIRouter]:
         config = self.ctx.config
         return (ingest_router(store=self.store, metrics=self.metrics, redactor=self.pipeline.redactor,
-                              versions={v.name for v in config.fleet.versions},
+                              versions=VersionNames(self.ctx.fleet),
                               guard=self.ctx.private_guard(),
                               max_request_bytes=config.server.max_request_bytes,
                               max_batch_samples=self.spec.max_batch_samples, clock=self.ctx.clock),)

@@ -2,16 +2,25 @@
 
 Samples go to the observer's ingest API when an ingest URL is set (the usual sidecar set-up: raw text
 is redacted before it leaves the pod), otherwise to the local SQLite store.
+
+In a Rollout's pod the version is not known when the manifest is written: `--version-from` reads it
+(and the role) from a downward-API `labels` file, and re-reads it, because Argo relabels pods at
+promotion and the kubelet rewrites the file — an environment variable would keep the old value.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import re
 import signal
+from dataclasses import dataclass
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from observer.config.fleet import VERSION_NAME
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
 from observer.httpserve import GuardsCollector
@@ -24,16 +33,82 @@ from observer.wiring.runtime import resolve_auth_token
 from observer.wiring.sampling import build_pipeline, check_versions, proxy_guard, proxy_upstream
 
 log = logging.getLogger("observer.proxy")
+_LINE = re.compile(r'^([^=\s]+)="((?:[^"\\]|\\.)*)"$')
+ROLE_LABEL = "observer.dev/role"
 
 
-async def run_proxy(config: ObserverConfig, *, version: str, listen: str | None = None,
-                    upstream: str | None = None, ingest_url: str | None = None) -> None:
-    """Serve the proxy of `version` until SIGINT/SIGTERM, then drain queued samples."""
+def parse_labels(text: str) -> dict[str, str]:
+    """The kubelet's downward-API labels file: one `key="value"` per line, value with Go-escaped quotes."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line.strip())
+        if m:
+            out[m.group(1)] = re.sub(r"\\(.)", r"\1", m.group(2))
+    return out
+
+
+@dataclass
+class VersionFile:
+    """Where the proxy's version comes from in a Rollout's pod: a label of the pod, via the downward API."""
+
+    path: Path
+    label: str = "rollouts-pod-template-hash"
+    prefix: str = ""
+    refresh_seconds: float = 5.0
+
+    def read(self) -> tuple[str, str | None]:
+        """(version, role); ConfigError naming the file and the label when it cannot be read."""
+        try:
+            labels = parse_labels(self.path.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError(f"cannot read the pod's labels from {self.path}: {e.strerror} (mount the "
+                              "downward API: volumes[].downwardAPI.items[].fieldRef.fieldPath: "
+                              "metadata.labels)") from e
+        value = labels.get(self.label)
+        if not value:
+            raise ConfigError(f"the pod has no label {self.label!r} in {self.path} (labels: "
+                              f"{', '.join(sorted(labels)) or 'none'})")
+        version = f"{self.prefix}{value}"
+        if not VERSION_NAME.match(version):
+            raise ConfigError(f"label {self.label}={value!r} does not make a valid version name "
+                              f"({VERSION_NAME.pattern})")
+        return version, labels.get(ROLE_LABEL)
+
+    async def follow(self, app: ProxyApp, role: str | None) -> None:
+        """Re-read every `refresh_seconds`; a changed version applies to the next request's sample."""
+        while True:
+            await asyncio.sleep(self.refresh_seconds)
+            try:
+                version, new_role = self.read()
+            except ConfigError as e:
+                log.warning("keeping version %s: %s", app.version, e)
+                continue
+            if version != app.version or new_role != role:
+                log.info("pod labels changed: version %s → %s, role %s → %s", app.version, version, role,
+                         new_role)
+                app.version, role = version, new_role
+
+
+async def run_proxy(config: ObserverConfig, *, version: str | None = None, listen: str | None = None,
+                    upstream: str | None = None, ingest_url: str | None = None,
+                    version_file: VersionFile | None = None) -> None:
+    """Serve the proxy of `version` (or the one `version_file` names, followed) until SIGINT/SIGTERM, then
+    drain queued samples."""
     check_versions(config)
     spec = config.sampling
     names = [v.name for v in config.fleet.versions]
-    if version not in names:
+    if (version is None) == (version_file is None):
+        raise ConfigError("pass exactly one of --version and --version-from")
+    role: str | None = None
+    if version_file is not None:
+        version, role = version_file.read()
+        log.info("version %s (role %s) from the pod's labels in %s", version, role, version_file.path)
+        if upstream is None and version not in names:
+            raise ConfigError("--version-from needs --upstream (the vLLM server in this pod, e.g. "
+                              "http://127.0.0.1:8000)")
+    elif version not in names:
         raise ConfigError(f"unknown version {version!r}; configured: {names}", path="fleet.versions")
+    assert version is not None
     override = spec.versions.get(version)
     address = listen or (override.listen if override is not None and override.listen else spec.proxy.listen)
     host, _, port = address.rpartition(":")
@@ -63,6 +138,8 @@ async def run_proxy(config: ObserverConfig, *, version: str, listen: str | None 
                    registry=registry, max_idle_connections=spec.proxy.max_connections,
                    max_request_bytes=spec.proxy.max_request_bytes)
     await pipeline.start()
+    follower = (asyncio.create_task(version_file.follow(app, role), name="pod labels")
+                if version_file is not None else None)
     log.info("sampling proxy for %s on %s → %s (fraction %.3g, samples to %s)", version, address, target,
              spec.fraction_for(version), remote or spec.store.path)
     # Our own signal handling: uvicorn's re-raises SIGTERM after its shutdown, which would kill the
@@ -78,6 +155,10 @@ async def run_proxy(config: ObserverConfig, *, version: str, listen: str | None 
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        if follower is not None:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
         await pipeline.stop()
         app.close()
         await client.aclose()

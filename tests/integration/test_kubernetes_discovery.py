@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,73 @@ def test_serve_starts_when_the_api_server_is_down_and_readyz_says_why(tmp_path: 
             api.forbidden.clear()
             obs.wait_ready(timeout=15)
     assert json.dumps  # keep import used when trimming asserts
+
+
+def test_a_rollout_pods_sidecar_takes_its_version_from_the_downward_api_and_the_central_ingest_knows_it(
+        tmp_path: Path) -> None:
+    """The sidecar reads `rollouts-pod-template-hash` from the labels file (no version in its manifest), the
+    central observer discovered that hash as a version, so the samples are accepted; Argo's relabelling at
+    promotion (role canary → stable) is picked up from the file, not from an environment variable."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.prom import wait_http
+    from tests.support.scripted_openai import ScriptedUpstream
+
+    api = ScriptedKubeApi()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(api.kubeconfig()), encoding="utf-8")
+    labels = tmp_path / "labels"
+    labels.write_text('app="llm"\nobserver.dev/role="canary"\nrollouts-pod-template-hash="bbb"\n')
+    data = yaml.safe_load(yaml.safe_dump(_observer_config(kubeconfig).model_dump(mode="json", exclude_none=True)))
+    data["server"]["auth_token"] = "tok"
+    central = parse_config(yaml.safe_dump(data), environ={})
+    with api.running(), ScriptedUpstream() as upstream:
+        api.put(PODS, _pod("bbb", 0, upstream.port))
+        with run_observer(central, areas=["discover", "sample"]) as obs:
+            obs.wait_ready(timeout=20)
+            port = free_port()
+            config = tmp_path / "proxy.yaml"
+            config.write_text(f"sampling: {{fraction: 1.0, reservoir: {{window_seconds: 0.2}}, "
+                              f"store: {{path: '{tmp_path / 'unused.db'}'}}}}\n")
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "observer", "proxy", "--config", str(config), "--version-from", str(labels),
+                 "--version-refresh-seconds", "0.2", "--upstream", upstream.url, "--listen", f"127.0.0.1:{port}",
+                 "--ingest-url", obs.url, "--log-level", "INFO"],
+                env={**os.environ, "OBSERVER_AUTH_TOKEN": "tok"}, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True)
+            try:
+                wait_http(f"http://127.0.0.1:{port}/healthz", timeout=30)
+                r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "hi"}, timeout=10)
+                assert r.status_code == 200
+                labels.write_text('app="llm"\nobserver.dev/role="stable"\nrollouts-pod-template-hash="bbb"\n')
+
+                def stored() -> int:
+                    rows = httpx.get(obs.url + "/api/v1/samples", params={"version": "bbb"},
+                                     headers={"Authorization": "Bearer tok"}, timeout=5).json()["samples"]
+                    return len(rows)
+                wait_until(lambda: stored() >= 1, timeout=15)
+                time.sleep(0.6)
+            finally:
+                proc.terminate()
+                out, _ = proc.communicate(timeout=30)
+            assert "version bbb (role canary) from the pod's labels" in out, out
+            assert "role canary → stable" in out, out
+            assert "Traceback" not in out
+
+
+def test_the_sidecar_names_a_missing_label_and_the_mount_it_needs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config = tmp_path / "c.yaml"
+    config.write_text("sampling: {}\n")
+    labels = tmp_path / "labels"
+    labels.write_text('app="llm"\n')
+    base = [sys.executable, "-m", "observer", "proxy", "--config", str(config), "--upstream", "http://127.0.0.1:9"]
+    out = subprocess.run([*base, "--version-from", str(labels)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "no label 'rollouts-pod-template-hash'" in out.stderr, out.stderr
+    out = subprocess.run([*base, "--version-from", str(tmp_path / "nope")], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and "downwardAPI" in out.stderr, out.stderr
