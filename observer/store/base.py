@@ -1,7 +1,7 @@
 """The sample store interface (contract 3): records, stored samples, scores and the SampleStore protocol.
 
-Synchronous by design (SQLite underneath); async callers wrap calls in `asyncio.to_thread`. A server
-database can be added later by implementing `SampleStore`.
+Synchronous by design; async callers wrap calls in `asyncio.to_thread`. Two implementations: SQLite (one
+file, the embedded default) and PostgreSQL (a fleet, several replicas); `open_store` picks by config.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from observer.errors import StoreError
 Source = Literal["proxy", "ingest", "golden"]
 SOURCES: tuple[Source, ...] = ("proxy", "ingest", "golden")
 
-__all__ = ["SOURCES", "SampleRecord", "SampleStore", "Score", "Source", "StoreError", "StoredSample"]
+__all__ = ["SOURCES", "ManagedStore", "SampleRecord", "SampleStore", "Score", "Source", "StoreError", "StoredSample",
+           "stored_sample"]
 
 
 @dataclass(frozen=True)
@@ -102,3 +103,36 @@ class SampleStore(Protocol):
     def close(self) -> None:
         """Close the store; later calls fail."""
         ...
+
+
+
+@runtime_checkable
+class ManagedStore(SampleStore, Protocol):
+    """A SampleStore the service runs: per-version counts, size and retention (SQLite and PostgreSQL)."""
+
+    def counts(self) -> dict[str, int]:
+        """The number of stored samples per version."""
+        ...
+
+    def size_bytes(self) -> int:
+        """Bytes the store takes on disk."""
+        ...
+
+    def prune(self, *, max_age_seconds: float, max_rows_per_version: int) -> int:
+        """Delete samples older than `max_age_seconds` and beyond the newest `max_rows_per_version`."""
+        ...
+
+    def not_ready(self) -> str | None:
+        """Why the store cannot serve yet (a database down at start), or None."""
+        ...
+
+
+def stored_sample(row: Sequence[Any], scores: Mapping[str, Score]) -> StoredSample:
+    """A StoredSample from a row of the stores' common column order (id, version, ts, source, model, prompt,
+    output, finish_reason, prompt_tokens, output_tokens, latency_s, ttft_s, tenant_tier, content_hash)."""
+    (sid, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, latency_s,
+     ttft_s, tenant_tier, chash) = row
+    return StoredSample(version=version, prompt=prompt, output=output, ts=ts, model=model,
+                        finish_reason=finish_reason, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                        latency_s=latency_s, ttft_s=ttft_s, tenant_tier=tenant_tier, source=source,
+                        id=int(sid), content_hash=chash, scores=MappingProxyType(dict(scores)))

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from observer.store.base import SampleRecord, Score, StoredSample, StoreError
+from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
 
 # Each entry migrates the schema from version i to i + 1; never edit a released entry, append one.
 MIGRATIONS: tuple[str, ...] = (
@@ -200,7 +200,7 @@ class SqliteStore:
                 scores = self._scores(db, [int(r[0]) for r in rows])
             except sqlite3.Error as e:
                 raise StoreError(f"could not read samples from {self.path}: {e}") from e
-        return [_sample(r, scores.get(int(r[0]), {})) for r in rows]
+        return [stored_sample(r, scores.get(int(r[0]), {})) for r in rows]
 
     @staticmethod
     def _scores(db: sqlite3.Connection, ids: list[int]) -> dict[int, dict[str, Score]]:
@@ -286,6 +286,10 @@ class SqliteStore:
                 db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         return int(deleted)
 
+    def not_ready(self) -> str | None:
+        """Always ready: a file that cannot be opened fails at start instead."""
+        return None
+
     def close(self) -> None:
         """Checkpoint and close the database; later calls raise StoreError."""
         with self._lock:
@@ -323,11 +327,3 @@ def _rollback(db: sqlite3.Connection) -> None:
     if db.in_transaction:
         db.execute("ROLLBACK")
 
-
-def _sample(row: Sequence[Any], scores: Mapping[str, Score]) -> StoredSample:
-    (sid, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, latency_s,
-     ttft_s, tenant_tier, chash) = row
-    return StoredSample(version=version, prompt=prompt, output=output, ts=ts, model=model,
-                        finish_reason=finish_reason, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                        latency_s=latency_s, ttft_s=ttft_s, tenant_tier=tenant_tier, source=source,
-                        id=int(sid), content_hash=chash, scores=MappingProxyType(dict(scores)))

@@ -23,7 +23,8 @@ from observer.sample.pipeline import SamplePipeline, Sink, StoreSink
 from observer.sample.proxy import ProxyApp, build_client, default_upstream
 from observer.sample.redact import Redactor
 from observer.sample.server import RunningServer, start_server
-from observer.store.sqlite import SqliteStore
+from observer.store.base import ManagedStore
+from observer.store.open import open_store
 from observer.wiring.runtime import Clock, Context, Job
 
 log = logging.getLogger("observer.sample")
@@ -87,7 +88,7 @@ class SamplingComponent:
     """Store + ingest router + sampling pipeline + the proxies configured with a `listen` address."""
 
     ctx: Context
-    store: SqliteStore
+    store: ManagedStore
     pipeline: SamplePipeline
     metrics: SamplingMetrics
     name: str = "sample"
@@ -176,7 +177,8 @@ def build(ctx: Context) -> SamplingComponent | None:
     if not spec.enabled:
         return None
     check_versions(ctx.config)
-    store = SqliteStore(spec.store.path, busy_timeout_seconds=spec.store.busy_timeout_seconds, clock=ctx.clock)
+    store = open_store(spec.store, clock=ctx.clock, wait=False)
+    ctx.ready_checks.append(store.not_ready)
     metrics = SamplingMetrics()
     pipeline = build_pipeline(spec, StoreSink(store), metrics, clock=ctx.clock)
     guards = {name: proxy_guard(spec, name) for name, o in spec.versions.items() if o.listen}

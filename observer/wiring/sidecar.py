@@ -28,7 +28,8 @@ from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.pipeline import RemoteSink, Sink, StoreSink
 from observer.sample.proxy import ProxyApp, build_client
 from observer.sample.server import EmbeddedServer, server_config
-from observer.store.sqlite import SqliteStore
+from observer.store.base import ManagedStore
+from observer.store.open import open_store
 from observer.wiring.runtime import resolve_auth_token
 from observer.wiring.sampling import build_pipeline, check_versions, proxy_guard, proxy_upstream
 
@@ -116,13 +117,13 @@ async def run_proxy(config: ObserverConfig, *, version: str | None = None, liste
         raise ConfigError(f"listen address {address!r} must be HOST:PORT", path="sampling.proxy.listen")
     target = upstream or proxy_upstream(config, version)
     remote = ingest_url or spec.proxy.ingest_url
-    store: SqliteStore | None = None
+    store: ManagedStore | None = None
     sink: Sink
     if remote:
         sink = RemoteSink(remote, token=resolve_auth_token(config),
                           max_request_bytes=config.server.max_request_bytes)
     else:
-        store = SqliteStore(spec.store.path, busy_timeout_seconds=spec.store.busy_timeout_seconds)
+        store = open_store(spec.store)
         sink = StoreSink(store)
     metrics = SamplingMetrics()
     pipeline = build_pipeline(spec, sink, metrics)

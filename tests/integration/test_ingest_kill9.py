@@ -1,5 +1,6 @@
 """Durability: ingest under load into an observer subprocess, SIGKILL it, reopen the store — every
-acknowledged sample is there, unchanged, under the id it was acknowledged with."""
+acknowledged sample is there, unchanged, under the id it was acknowledged with. On SQLite and on a real
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from observer.store.base import ManagedStore
+from observer.store.postgres import PostgresStore
 from observer.store.sqlite import SqliteStore
+from tests.support import postgres
 from tests.support.prom import free_port, wait_http
 
 pytestmark = pytest.mark.integration
@@ -37,15 +41,20 @@ asyncio.run(main())
 """
 
 
-def test_every_acknowledged_sample_survives_kill_9(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.skipif(
+    not postgres.available(), reason="Debian package postgresql missing"))])
+def test_every_acknowledged_sample_survives_kill_9(tmp_path: Path, backend: str,
+                                                   request: pytest.FixtureRequest) -> None:
     port = free_port()
     db = tmp_path / "samples.db"
+    url = request.getfixturevalue("postgres_server").database() if backend == "postgres" else None
+    store_line = f'url: "{url}"' if url else f'path: "{db}"'
     config = tmp_path / "observer.yaml"
     config.write_text(f"""
 fleet:
   versions: [{{name: stable}}, {{name: canary}}]
 server: {{host: 127.0.0.1, port: {port}, auth_token: t0k}}
-sampling: {{store: {{path: "{db}"}}}}
+sampling: {{store: {{{store_line}}}}}
 """)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(config)], env=env,
@@ -92,8 +101,12 @@ sampling: {{store: {{path: "{db}"}}}}
         if proc.stderr is not None:
             proc.stderr.close()
     assert len(acked) >= 2000, "load did not reach 2,000 acknowledged samples before the deadline"
-    assert Path(f"{db}-wal").exists()  # the process never checkpointed: recovery goes through the WAL
-    store = SqliteStore(db)
+    store: ManagedStore
+    if url is None:
+        assert Path(f"{db}-wal").exists()  # the process never checkpointed: recovery goes through the WAL
+        store = SqliteStore(db)
+    else:
+        store = PostgresStore(url)
     try:
         rows = {s.id: (s.version, s.prompt) for v in ("stable", "canary") for s in store.samples(v)}
         missing = {sid for sid in acked if sid not in rows}

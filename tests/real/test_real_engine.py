@@ -206,6 +206,56 @@ def test_an_aa_pair_of_real_servers_never_fails(engines: Engines, observer: Obse
     assert last["metrics"]["ttft"]["result"] != "nodata" and last["metrics"]["errors"]["result"] != "nodata", last
 
 
+def test_discovery_follows_a_rollout_of_the_real_pair(engines: Engines, tmp_path: Path) -> None:
+    """The real servers as the pods of two ReplicaSets on the scripted Kubernetes API (a stand-in:
+    tests/support/kubeapi.py): discovery names the versions by pod-template hash, the Rollout's status gives
+    roles and the 50% step's weight, the gate's `canary=canary&baseline=stable` resolves to the hashes, and
+    after promotion the canary's request counter continues under its new role instead of restarting."""
+    import yaml
+
+    from tests.support.kubeapi import ScriptedKubeApi, pod, rollout
+
+    api = ScriptedKubeApi()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(api.kubeconfig()), encoding="utf-8")
+    steps: list[dict[str, Any]] = [{"setWeight": 50}, {"pause": {}}]
+    pods, rollouts = "llm-serving/pods", "llm-serving/rollouts.argoproj.io"
+    for h, server in (("aaa", engines.stable), ("bbb", engines.canary)):
+        api.put(pods, pod(f"llm-{h}-0", labels={"app": "llm", "rollouts-pod-template-hash": h}, port=server.port))
+    api.put(rollouts, rollout("llm", steps=steps, stable="aaa", current="bbb", step=1))
+    cfg = ObserverConfig.model_validate({
+        "discovery": {"kubernetes": {"kubeconfig": str(kubeconfig), "dcgm": None,
+                                     "models": [{"name": "llm", "selector": {"app": "llm"}, "rollout": "llm"}]}},
+        "scrape": {"interval_seconds": 1.0, "timeout_seconds": 1.0, "window_seconds": 600},
+        "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "slice_seconds": ROUND_SECONDS},
+        "sampling": {"enabled": False}, "quality": {"enabled": False}, "drift": {"enabled": False}})
+    urls = {"stable": engines.stable.url, "canary": engines.canary.url}
+
+    def requests(obs: ObserverProcess, version: str) -> float:
+        text = obs.get("/metrics").text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("observer_requests_total{") and f'version="{version}"' in line)
+
+    with api.running(), run_observer(cfg, areas=["discover", "scrape", "canary"]) as obs:
+        obs.wait_ready(timeout=30)
+        for _ in range(3):
+            started = time.monotonic()
+            drive(urls, requests=12, concurrency=6)
+            paced(started)
+        v = obs.get("/api/v1/canary/verdict", params={"canary": "canary", "baseline": "stable"}).json()
+        assert (v["canary"], v["baseline"]) == ("bbb", "aaa"), v
+        assert v["split"]["expected"] == 0.5 and v["n"]["canary"] > 0 and v["n"]["baseline"] > 0, v
+        assert v["verdict"] != "fail", v["reason"]
+        before = requests(obs, "bbb")
+        assert before > 0
+        api.put(rollouts, rollout("llm", steps=steps, stable="bbb", current="bbb", step=2))
+        wait_until(lambda: 'observer_version_role{group="llm",role="stable",version="bbb"} 1.0'
+                   in obs.get("/metrics").text, timeout=15)
+        drive({"canary": engines.canary.url}, requests=6, concurrency=3)
+        wait_until(lambda: requests(obs, "bbb") >= before + 6, timeout=15,
+                   message=lambda: f"bbb requests {requests(obs, 'bbb')} after {before}")
+
+
 def looks(obs: ObserverProcess, engines: Engines, *, rounds: int, requests: int,
           until: str | None = None) -> list[dict[str, Any]]:
     """Bursts to both arms, a verdict after each (weight=any); stop early at verdict `until`."""

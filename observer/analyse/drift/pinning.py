@@ -10,7 +10,7 @@ from observer.analyse.drift.check import Checker, model_key, select
 from observer.analyse.drift.embedder import make_embedder
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
-from observer.store.sqlite import SqliteStore
+from observer.store.open import open_store
 
 SOURCES = ("proxy", "ingest", "golden")
 
@@ -28,7 +28,7 @@ class Pinned:
 
 def open_checker(cfg: ObserverConfig) -> Checker:
     """A drift checker on the configured sample store, baseline folder and embedder."""
-    store = SqliteStore(cfg.sampling.store.path, busy_timeout_seconds=cfg.sampling.store.busy_timeout_seconds)
+    store = open_store(cfg.sampling.store)
     return Checker(config=cfg, store=store, repo=BaselineRepo(cfg.drift.baseline_dir),
                    embedder_factory=lambda: make_embedder(cfg.drift.embedder))
 
