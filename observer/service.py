@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
@@ -46,6 +47,22 @@ class JobMetrics:
             last_success=Gauge(names.JOB_LAST_SUCCESS, "Unix time of the last successful job run.", ["job"],
                                registry=registry),
         )
+
+
+class _LeaderCollector(Collector):
+    """observer_leader: which replica runs the singleton jobs (shared store)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily(names.LEADER, "1 on the replica that runs the singleton jobs (prune, drift, golden "
+                                            "replays, live checks), 0 on the others.")
+        g.add_metric([], 1.0 if self.ctx.leader is not None and self.ctx.leader.current() else 0.0)
+        yield g
 
 
 @dataclass
@@ -85,6 +102,8 @@ class Service:
                 registry.register(collector)
         job_metrics = JobMetrics.create(registry)
         registry.register(GuardsCollector(lambda: tuple(ctx.connection_guards)))
+        if ctx.leader is not None:
+            registry.register(_LeaderCollector(ctx))
         routers = [r for c in components for r in c.routers()]
         app = create_app(registry=registry, routers=routers, not_ready=ctx.not_ready)
         tracer = build_tracer(config.telemetry, exporter=span_exporter)
@@ -107,6 +126,10 @@ class Service:
             self.job_metrics.runs.labels(job.name, "skipped_overlap").inc()
             return
         async with lock:
+            leader = self.context.leader
+            if job.singleton and leader is not None and not await asyncio.to_thread(leader.holds):
+                self.job_metrics.runs.labels(job.name, "skipped_not_leader").inc()
+                return
             with self.tracer.start_as_current_span(f"job {job.name}") as span:
                 try:
                     await job.func()
@@ -138,6 +161,8 @@ class Service:
             self.scheduler = None
         for component in reversed(self.components):
             await component.stop()
+        if self.context.leader is not None:
+            await asyncio.to_thread(self.context.leader.close)
         await self.context.http.aclose()
 
     def register(self, collector: Collector) -> None:

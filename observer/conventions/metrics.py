@@ -169,3 +169,6 @@ ALERT_REPLICA_SHARE = "ObserverCanaryReplicasOffWeight"
 ALERT_STALE_REVISION = "ObserverOldRevisionStillServing"
 ALERT_AUTOSCALER_CONFLICT = "ObserverAutoscalerTargetsRolloutReplicaSet"
 ALERT_DISCOVERY_FAILING = "ObserverDiscoveryFailing"
+
+# --- Fleet scale (issue 15) ---------------------------------------------------------------------------
+LEADER = "observer_leader"  # 1 on the replica that runs the singleton jobs, 0 on the others (shared store only)

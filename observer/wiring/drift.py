@@ -63,7 +63,7 @@ class DriftComponent(BaseComponent):
         return len(emb.cache) if isinstance(emb, CachedEmbedder) else None
 
     def jobs(self) -> Sequence[Job]:
-        return (Job("drift", self.context.config.drift.interval_seconds, self.run_once),)
+        return (Job("drift", self.context.config.drift.interval_seconds, self.run_once, singleton=True),)
 
     def routers(self) -> Sequence[APIRouter]:
         # Reports quote sample texts: behind the same bearer guard as the sample read-back.

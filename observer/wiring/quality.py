@@ -60,9 +60,9 @@ class QualityComponent(BaseComponent):
         jobs = []
         if self.runner is not None and self.golden and any(v.openai for v in self.versions):
             jobs.append(Job("quality-golden", self.spec.interval_seconds, self.run_golden,
-                            run_at_start=self.spec.run_at_start))
+                            run_at_start=self.spec.run_at_start, singleton=True))
         if self.live is not None:
-            jobs.append(Job("quality-live", self.spec.live.interval_seconds, self.run_live))
+            jobs.append(Job("quality-live", self.spec.live.interval_seconds, self.run_live, singleton=True))
         return jobs
 
     async def run_golden(self) -> None:

@@ -34,6 +34,23 @@ class Job:
     interval_seconds: float
     func: Callable[[], Awaitable[None]]
     run_at_start: bool = True
+    # Work that must happen once per fleet, not once per replica (prune, drift checks, golden replays,
+    # judge calls): with a shared store it runs only on the replica holding the leadership.
+    singleton: bool = False
+
+
+class Leadership(Protocol):
+    """Which replica runs the singleton jobs (e.g. a PostgreSQL advisory lock); blocking calls."""
+
+    def holds(self) -> bool:
+        """True while this replica is the leader (tries to become it when nobody is)."""
+        ...
+
+    def current(self) -> bool:
+        """The last answer of `holds()`, without I/O (for /metrics)."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class Component(Protocol):
@@ -88,6 +105,7 @@ class Context:
     ready_checks: list[Callable[[], str | None]] = field(default_factory=list)
     connection_guards: list[ConnectionGuard] = field(default_factory=list)  # one per HTTP server, exported
     fleet: LiveFleet = field(init=False)
+    leader: Leadership | None = None  # set by the area that opens a shared store; None: this replica is alone
 
     def __post_init__(self) -> None:
         self.fleet = LiveFleet(self.config.fleet.versions)

@@ -116,7 +116,7 @@ class SamplingComponent:
                               max_batch_samples=self.spec.max_batch_samples, clock=self.ctx.clock),)
 
     def jobs(self) -> Sequence[Job]:
-        return (Job("sample-store-prune", self.spec.store.prune_interval_seconds, self.prune),
+        return (Job("sample-store-prune", self.spec.store.prune_interval_seconds, self.prune, singleton=True),
                 Job("sample-store-stats", 15.0, self.refresh_stats))
 
     async def prune(self) -> None:
@@ -179,6 +179,10 @@ def build(ctx: Context) -> SamplingComponent | None:
     check_versions(ctx.config)
     store = open_store(spec.store, clock=ctx.clock, wait=False)
     ctx.ready_checks.append(store.not_ready)
+    if spec.store.url and ctx.leader is None:
+        from observer.store.postgres import AdvisoryLeader
+
+        ctx.leader = AdvisoryLeader(spec.store.url, connect_timeout_seconds=spec.store.connect_timeout_seconds)
     metrics = SamplingMetrics()
     pipeline = build_pipeline(spec, StoreSink(store), metrics, clock=ctx.clock)
     guards = {name: proxy_guard(spec, name) for name, o in spec.versions.items() if o.listen}
