@@ -50,23 +50,6 @@ with run_fleet(config, {"stable": profile}, seed=1, answer_dir=None):
         time.sleep(3600)
 """
 
-INGEST = """
-import asyncio, sys
-import uvicorn
-from observer.config import load_config
-from observer.service import Service
-
-async def main():
-    config = load_config(sys.argv[1])
-    service = Service.build(config, areas=["sample"])
-    await service.start()
-    server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=config.server.port,
-                                           log_level="warning", lifespan="off", access_log=False))
-    await server.serve()
-
-asyncio.run(main())
-"""
-
 RATE = 200.0
 CHAT = {"messages": [{"role": "user", "content": "Summarise the release notes in one line."}], "max_tokens": 12}
 
@@ -244,7 +227,9 @@ fleet: {{versions: [{{name: stable}}, {{name: canary}}]}}
 server: {{host: 127.0.0.1, port: {port}, auth_token: bench}}
 sampling: {{store: {{path: "{workdir / 'ingest.db'}"}}}}
 """)
-    proc = start([sys.executable, "-c", INGEST, str(config)])
+    from tests.support.serve_areas import spawn
+
+    proc = spawn(config, ["sample"])
     url = f"http://127.0.0.1:{port}"
     rng = random.Random(0)
     acked = 0

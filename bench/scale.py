@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -31,22 +30,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SERVER = """
-import asyncio, sys
-import uvicorn
-from observer.config import load_config
-from observer.service import Service
-
-async def serve():
-    config = load_config(sys.argv[1])
-    service = Service.build(config, areas=["sample"])
-    await service.start()
-    server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=config.server.port,
-                                           log_level="warning", lifespan="off"))
-    await server.serve()
-
-asyncio.run(serve())
-"""
 VERSIONS = [f"v{i}" for i in range(8)]
 
 
@@ -81,6 +64,7 @@ def run_backend(store_yaml: str, count: Callable[[], int], *, clients: int, batc
     import psutil
 
     from tests.support.prom import free_port, wait_http
+    from tests.support.serve_areas import spawn
 
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,9 +73,7 @@ def run_backend(store_yaml: str, count: Callable[[], int], *, clients: int, batc
         config.write_text(f"fleet: {{versions: [{versions}]}}\n"
                           f"server: {{host: 127.0.0.1, port: {port}, auth_token: bench}}\n"
                           f"sampling: {{max_batch_samples: {max(batch, 100)}, store: {store_yaml}}}\n")
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen([sys.executable, "-c", SERVER, str(config)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = spawn(config, ["sample"], stderr=subprocess.PIPE)
         try:
             wait_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
             acked, elapsed = asyncio.run(_load(f"http://127.0.0.1:{port}", clients=clients, batch=batch,

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.sqlite import content_hash
+from observer.store.sql import SqlReads, insert_rows, insert_sql
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -60,8 +60,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 MIGRATION_LOCK = 0x0B5E_0001  # pg_advisory_xact_lock key: one migrator at a time
 
 log = logging.getLogger("observer.store")
-_COLUMNS = ("id, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
-            "latency_s, ttft_s, tenant_tier, content_hash")
 
 
 def redact_dsn(url: str) -> str:
@@ -73,8 +71,10 @@ def redact_dsn(url: str) -> str:
         return "the configured PostgreSQL URL"
 
 
-class PostgresStore:
+class PostgresStore(SqlReads):
     """A `SampleStore` in a PostgreSQL database (`sampling.store.url: postgresql://…`)."""
+
+    MARK = "%s"
 
     def __init__(self, url: str, *, min_connections: int = 1, max_connections: int = 8,
                  connect_timeout_seconds: float = 5.0, clock: Callable[[], float] = time.time,
@@ -176,17 +176,11 @@ class PostgresStore:
         """Store samples in one committed transaction and return their ids, in input order."""
         if not samples:
             return []
-        rows = [(s.version, s.ts, s.source, s.model, s.prompt, s.output, s.finish_reason, s.prompt_tokens,
-                 s.output_tokens, s.latency_s, s.ttft_s, s.tenant_tier, content_hash(s.prompt, s.output))
-                for s in samples]
+        rows = insert_rows(samples)
         ids: list[int] = []
         with self._conn(f"store {len(rows)} sample(s)") as conn, conn.cursor() as cur:
             try:
-                cur.executemany(
-                    "INSERT INTO samples (version, ts, source, model, prompt, output, finish_reason, "
-                    "prompt_tokens, output_tokens, latency_s, ttft_s, tenant_tier, content_hash) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                    rows, returning=True)
+                cur.executemany(insert_sql("%s") + " RETURNING id", rows, returning=True)
             except (ValueError, OverflowError) as e:  # not adaptable (e.g. a NUL in text): rolled back
                 raise StoreError(f"could not store {len(rows)} sample(s) in {self.where}: {e}") from e
             while True:
@@ -194,31 +188,6 @@ class PostgresStore:
                 if not cur.nextset():
                     break
         return ids
-
-    def samples(self, version: str, *, since: float | None = None, until: float | None = None,
-                limit: int | None = None, source: str | None = None) -> list[StoredSample]:
-        """Return a version's samples with since <= ts < until, newest first."""
-        where, args = ["version = %s"], [version]
-        if since is not None:
-            where.append("ts >= %s")
-            args.append(since)  # type: ignore[arg-type]
-        if until is not None:
-            where.append("ts < %s")
-            args.append(until)  # type: ignore[arg-type]
-        if source is not None:
-            where.append("source = %s")
-            args.append(source)
-        sql = f"SELECT {_COLUMNS} FROM samples WHERE {' AND '.join(where)} ORDER BY ts DESC, id DESC"
-        if limit is not None:
-            sql += f" LIMIT {max(0, int(limit))}"
-        return self._read(sql, args)
-
-    def unscored(self, version: str, scorer: str, *, limit: int) -> list[StoredSample]:
-        """Return up to `limit` of a version's samples that `scorer` has not scored, newest first."""
-        sql = (f"SELECT {_COLUMNS} FROM samples s WHERE version = %s AND NOT EXISTS "
-               "(SELECT 1 FROM scores c WHERE c.sample_id = s.id AND c.scorer = %s) "
-               f"ORDER BY ts DESC, id DESC LIMIT {max(0, int(limit))}")
-        return self._read(sql, [version, scorer])
 
     def _read(self, sql: str, args: Sequence[Any]) -> list[StoredSample]:
         with self._conn("read samples") as conn:

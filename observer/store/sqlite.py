@@ -8,7 +8,6 @@ threads (async callers use `asyncio.to_thread`); SQLite serialises writers anywa
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
@@ -20,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
+from observer.store.sql import SqlReads, insert_rows, insert_sql
 
 # Each entry migrates the schema from version i to i + 1; never edit a released entry, append one.
 MIGRATIONS: tuple[str, ...] = (
@@ -59,21 +59,8 @@ MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
-_COLUMNS = ("id, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
-            "latency_s, ttft_s, tenant_tier, content_hash")
 
-
-def content_hash(prompt: str, output: str) -> str:
-    """SHA-256 of the prompt and output (length-prefixed, so the boundary is unambiguous)."""
-    h = hashlib.sha256()
-    for part in (prompt, output):
-        data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "big"))
-        h.update(data)
-    return h.hexdigest()
-
-
-class SqliteStore:
+class SqliteStore(SqlReads):
     """A `SampleStore` in one SQLite file. Opening checks integrity and takes the write lock once."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_seconds: float = 5.0,
@@ -149,49 +136,19 @@ class SqliteStore:
         """Store samples in one committed transaction and return their ids, in input order."""
         if not samples:
             return []
-        rows = [(s.version, s.ts, s.source, s.model, s.prompt, s.output, s.finish_reason, s.prompt_tokens,
-                 s.output_tokens, s.latency_s, s.ttft_s, s.tenant_tier, content_hash(s.prompt, s.output))
-                for s in samples]
+        rows = insert_rows(samples)
         with self._locked() as db:
             try:
                 db.execute("BEGIN IMMEDIATE")
                 ids: list[int] = []
                 for row in rows:
-                    cur = db.execute(
-                        "INSERT INTO samples (version, ts, source, model, prompt, output, finish_reason, "
-                        "prompt_tokens, output_tokens, latency_s, ttft_s, tenant_tier, content_hash) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                    cur = db.execute(insert_sql("?"), row)
                     ids.append(int(cur.lastrowid or 0))
                 db.execute("COMMIT")
             except (sqlite3.Error, OverflowError, ValueError, TypeError) as e:
                 _rollback(db)
                 raise StoreError(f"could not store {len(rows)} sample(s) in {self.path}: {e}") from e
         return ids
-
-    def samples(self, version: str, *, since: float | None = None, until: float | None = None,
-                limit: int | None = None, source: str | None = None) -> list[StoredSample]:
-        """Return a version's samples with since <= ts < until, newest first."""
-        where, args = ["version = ?"], [version]
-        if since is not None:
-            where.append("ts >= ?")
-            args.append(since)  # type: ignore[arg-type]
-        if until is not None:
-            where.append("ts < ?")
-            args.append(until)  # type: ignore[arg-type]
-        if source is not None:
-            where.append("source = ?")
-            args.append(source)
-        sql = f"SELECT {_COLUMNS} FROM samples WHERE {' AND '.join(where)} ORDER BY ts DESC, id DESC"
-        if limit is not None:
-            sql += f" LIMIT {max(0, int(limit))}"
-        return self._read(sql, args)
-
-    def unscored(self, version: str, scorer: str, *, limit: int) -> list[StoredSample]:
-        """Return up to `limit` of a version's samples that `scorer` has not scored, newest first."""
-        sql = (f"SELECT {_COLUMNS} FROM samples s WHERE version = ? AND NOT EXISTS "
-               "(SELECT 1 FROM scores c WHERE c.sample_id = s.id AND c.scorer = ?) "
-               f"ORDER BY ts DESC, id DESC LIMIT {max(0, int(limit))}")
-        return self._read(sql, [version, scorer])
 
     def _read(self, sql: str, args: Sequence[Any]) -> list[StoredSample]:
         with self._locked() as db:

@@ -4,10 +4,8 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,26 +18,9 @@ from observer.store.postgres import PostgresStore
 from observer.store.sqlite import SqliteStore
 from tests.support import postgres
 from tests.support.prom import free_port, wait_http
+from tests.support.serve_areas import spawn
 
 pytestmark = pytest.mark.integration
-
-SERVER = """
-import asyncio, sys
-import uvicorn
-from observer.config import load_config
-from observer.service import Service
-
-async def main():
-    config = load_config(sys.argv[1])
-    service = Service.build(config, areas=["sample"])
-    await service.start()
-    server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=config.server.port,
-                                           log_level="warning", lifespan="off"))
-    await server.serve()
-
-asyncio.run(main())
-"""
-
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.skipif(
     not postgres.available(), reason="Debian package postgresql missing"))])
@@ -56,9 +37,7 @@ fleet:
 server: {{host: 127.0.0.1, port: {port}, auth_token: t0k}}
 sampling: {{store: {{{store_line}}}}}
 """)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(config)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = spawn(config, ["sample"], stderr=subprocess.PIPE)
     acked: dict[int, tuple[str, str]] = {}
     lock = threading.Lock()
     stop = threading.Event()

@@ -4,10 +4,8 @@ job intervals."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,26 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support import postgres
 from tests.support.postgres import Postgres
 from tests.support.prom import free_port, wait_http
+from tests.support.serve_areas import spawn
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not postgres.available(), reason="Debian package postgresql missing")]
 
-SERVER = """
-import asyncio, sys
-import uvicorn
-from observer.config import load_config
-from observer.service import Service
-
-async def serve():
-    config = load_config(sys.argv[1])
-    service = Service.build(config, areas=["sample"])
-    await service.start()
-    server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=config.server.port,
-                                           log_level="warning", lifespan="off"))
-    await server.serve()
-
-asyncio.run(serve())
-"""
 INTERVAL = 1.0
 
 
@@ -55,7 +38,6 @@ def test_one_leader_runs_the_singleton_jobs_and_the_other_takes_over_after_sigki
     url = postgres_server.database()
     procs: list[subprocess.Popen[bytes]] = []
     urls: list[str] = []
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     try:
         for i in range(2):
             port = free_port()
@@ -63,8 +45,7 @@ def test_one_leader_runs_the_singleton_jobs_and_the_other_takes_over_after_sigki
             config.write_text(f"fleet: {{versions: [{{name: stable}}]}}\n"
                               f"server: {{host: 127.0.0.1, port: {port}, auth_token: tok}}\n"
                               f"sampling: {{store: {{url: '{url}', prune_interval_seconds: {INTERVAL}}}}}\n")
-            procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(config)], env=env,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            procs.append(spawn(config, ["sample"]))
             urls.append(f"http://127.0.0.1:{port}")
         for u in urls:
             wait_http(u + "/readyz", timeout=60)

@@ -13,26 +13,15 @@ from observer.errors import StoreError
 from observer.store.base import ManagedStore, SampleRecord, SampleStore
 from observer.store.postgres import SCHEMA_VERSION as PG_SCHEMA
 from observer.store.postgres import PostgresStore
-from observer.store.sqlite import SqliteStore, content_hash
+from observer.store.sql import content_hash
+from observer.store.sqlite import SqliteStore
 from tests.support import postgres
 from tests.support.postgres import Postgres
+from tests.support.store import Clock, rec
 
 pytestmark = pytest.mark.integration
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.skipif(
     not postgres.available(), reason="Debian package postgresql missing (make test installs it)"))]
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def rec(version: str = "stable", i: int = 0, ts: float | None = None, **kw: object) -> SampleRecord:
-    return SampleRecord(version=version, prompt=f"prompt {i}", output=f"output {i}",
-                        ts=1_000_000.0 + i if ts is None else ts, **kw)  # type: ignore[arg-type]
 
 
 def _open(backend: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock) -> ManagedStore:

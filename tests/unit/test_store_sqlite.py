@@ -9,21 +9,10 @@ from pathlib import Path
 import pytest
 
 from observer.errors import StoreError
-from observer.store.base import SampleRecord, SampleStore
-from observer.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore, content_hash
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def rec(version: str = "stable", i: int = 0, ts: float | None = None, **kw: object) -> SampleRecord:
-    return SampleRecord(version=version, prompt=f"prompt {i}", output=f"output {i}",
-                        ts=1_000_000.0 + i if ts is None else ts, **kw)  # type: ignore[arg-type]
+from observer.store.base import SampleStore
+from observer.store.sql import content_hash
+from observer.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore
+from tests.support.store import Clock, rec
 
 
 @pytest.fixture

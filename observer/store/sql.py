@@ -1,0 +1,79 @@
+"""SQL both stores share (SQLite marks parameters `?`, psycopg `%s`): the column list and the read queries."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from observer.store.base import SampleRecord, StoredSample
+
+COLUMNS = ("id, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
+           "latency_s, ttft_s, tenant_tier, content_hash")
+
+
+def samples_query(version: str, *, since: float | None, until: float | None, limit: int | None,
+                  source: str | None, mark: str) -> tuple[str, list[Any]]:
+    """A version's samples with since <= ts < until (of `source`), newest first, at most `limit`."""
+    where: list[str] = [f"version = {mark}"]
+    args: list[Any] = [version]
+    for clause, value in ((f"ts >= {mark}", since), (f"ts < {mark}", until), (f"source = {mark}", source)):
+        if value is not None:
+            where.append(clause)
+            args.append(value)
+    sql = f"SELECT {COLUMNS} FROM samples WHERE {' AND '.join(where)} ORDER BY ts DESC, id DESC"
+    if limit is not None:
+        sql += f" LIMIT {max(0, int(limit))}"
+    return sql, args
+
+
+def unscored_query(version: str, scorer: str, *, limit: int, mark: str) -> tuple[str, list[Any]]:
+    """Up to `limit` of a version's samples `scorer` has not scored, newest first."""
+    sql = (f"SELECT {COLUMNS} FROM samples s WHERE version = {mark} AND NOT EXISTS "
+           f"(SELECT 1 FROM scores c WHERE c.sample_id = s.id AND c.scorer = {mark}) "
+           f"ORDER BY ts DESC, id DESC LIMIT {max(0, int(limit))}")
+    return sql, [version, scorer]
+
+
+def content_hash(prompt: str, output: str) -> str:
+    """SHA-256 of the prompt and output (length-prefixed, so the boundary is unambiguous)."""
+    h = hashlib.sha256()
+    for part in (prompt, output):
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()
+
+INSERT_COLUMNS = ("version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
+                  "latency_s, ttft_s, tenant_tier, content_hash")
+
+
+def insert_sql(mark: str) -> str:
+    """INSERT of one sample row (the values of `insert_rows`)."""
+    return f"INSERT INTO samples ({INSERT_COLUMNS}) VALUES ({', '.join([mark] * 13)})"
+
+
+def insert_rows(samples: Sequence[SampleRecord]) -> list[tuple[Any, ...]]:
+    """The rows of `samples` in INSERT_COLUMNS order, each with its content hash."""
+    return [(s.version, s.ts, s.source, s.model, s.prompt, s.output, s.finish_reason, s.prompt_tokens,
+             s.output_tokens, s.latency_s, s.ttft_s, s.tenant_tier, content_hash(s.prompt, s.output))
+            for s in samples]
+
+
+class SqlReads:
+    """The read methods both stores share; a store sets MARK and implements `_read(sql, args)`."""
+
+    MARK = "?"
+
+    def _read(self, sql: str, args: Sequence[Any]) -> list[StoredSample]:
+        raise NotImplementedError
+
+    def samples(self, version: str, *, since: float | None = None, until: float | None = None,
+                limit: int | None = None, source: str | None = None) -> list[StoredSample]:
+        """Return a version's samples with since <= ts < until, newest first."""
+        return self._read(*samples_query(version, since=since, until=until, limit=limit, source=source,
+                                         mark=self.MARK))
+
+    def unscored(self, version: str, scorer: str, *, limit: int) -> list[StoredSample]:
+        """Return up to `limit` of a version's samples that `scorer` has not scored, newest first."""
+        return self._read(*unscored_query(version, scorer, limit=limit, mark=self.MARK))
