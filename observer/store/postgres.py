@@ -10,7 +10,6 @@ a StoreError naming the host, port and database (never the password) and what to
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -21,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.sql import SqlReads, insert_rows, insert_sql
+from observer.store.sql import SqlReads, encode_meta, insert_rows, insert_sql
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -206,11 +205,7 @@ class PostgresStore(SqlReads):
     def attach_score(self, sample_id: int, *, scorer: str, passed: bool | None, score: float | None,
                      reason: str, meta: Mapping[str, Any]) -> None:
         """Attach (or replace) one scorer's result on a sample; StoreError if the sample does not exist."""
-        try:
-            encoded = json.dumps(dict(meta), sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise StoreError(f"could not attach score {scorer!r} to sample {sample_id}: meta is not "
-                             f"JSON-serialisable: {e}") from e
+        encoded = encode_meta(meta, scorer=scorer, sample_id=sample_id)
         with self._conn(f"attach score {scorer!r} to sample {sample_id}") as conn:
             try:
                 conn.execute(

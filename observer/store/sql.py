@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from observer.store.base import SampleRecord, StoredSample
+from observer.store.base import SampleRecord, StoredSample, StoreError
 
 COLUMNS = ("id, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
            "latency_s, ttft_s, tenant_tier, content_hash")
@@ -77,3 +78,12 @@ class SqlReads:
     def unscored(self, version: str, scorer: str, *, limit: int) -> list[StoredSample]:
         """Return up to `limit` of a version's samples that `scorer` has not scored, newest first."""
         return self._read(*unscored_query(version, scorer, limit=limit, mark=self.MARK))
+
+
+def encode_meta(meta: Mapping[str, Any], *, scorer: str, sample_id: int) -> str:
+    """A score's meta as canonical JSON; StoreError naming the score when it is not JSON-serialisable."""
+    try:
+        return json.dumps(dict(meta), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"could not attach score {scorer!r} to sample {sample_id}: meta is not "
+                         f"JSON-serialisable: {e}") from e

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.sql import SqlReads, insert_rows, insert_sql
+from observer.store.sql import SqlReads, encode_meta, insert_rows, insert_sql
 
 # Each entry migrates the schema from version i to i + 1; never edit a released entry, append one.
 MIGRATIONS: tuple[str, ...] = (
@@ -176,11 +176,7 @@ class SqliteStore(SqlReads):
     def attach_score(self, sample_id: int, *, scorer: str, passed: bool | None, score: float | None,
                      reason: str, meta: Mapping[str, Any]) -> None:
         """Attach (or replace) one scorer's result on a sample; StoreError if the sample does not exist."""
-        try:
-            encoded = json.dumps(dict(meta), sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise StoreError(f"could not attach score {scorer!r} to sample {sample_id}: meta is not "
-                             f"JSON-serialisable: {e}") from e
+        encoded = encode_meta(meta, scorer=scorer, sample_id=sample_id)
         with self._locked() as db:
             try:
                 db.execute("BEGIN IMMEDIATE")
