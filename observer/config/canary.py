@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
+from observer.config.prometheus import PrometheusClientSpec
 from observer.conventions.vllm import LatencyId
 
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -140,6 +141,9 @@ class CanarySpec(Spec):
         "own", description="own: this observer's scrapes; prometheus: query `prometheus_url` for the "
                            "counters/histograms that per-pod observers export (fleet mode).")
     prometheus_url: str | None = Field(None, description="Prometheus base URL when source is prometheus.")
+    prometheus: PrometheusClientSpec = Field(default_factory=PrometheusClientSpec,
+                                             description="Auth, tenant headers, timeouts, retries and limits of "
+                                                         "the PromQL queries (Prometheus, Thanos, Mimir).")
     split_tolerance: float = Field(
         0.5, gt=0, le=10, description="Largest relative deviation of the observed canary share from the "
                                       "expected one (fleet.versions[].expected_traffic_weight).")

@@ -89,6 +89,31 @@ def _args(*extra: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"name": "canary"}, {"name": "baseline"}, *[dict(e) for e in extra]]
 
 
+TOKEN_ARG = "prometheus-token"
+
+
+def prometheus_provider(config: ObserverConfig, query: str) -> dict[str, Any]:
+    """Argo's Prometheus provider for `query`, with the observer's tenant headers, bearer token (from a
+    Secret, via an argument) and timeout, so Argo asks Thanos/Mimir what the judge asks."""
+    client = config.canary.prometheus
+    provider: dict[str, Any] = {"address": "{{args.prometheus-address}}", "query": query,
+                                "timeout": max(1, round(client.timeout_seconds))}
+    headers = [{"key": k, "value": v} for k, v in sorted(client.headers.items())]
+    if client.argo_token_secret is not None:
+        headers.append({"key": "Authorization", "value": "Bearer {{args." + TOKEN_ARG + "}}"})
+    if headers:
+        provider["headers"] = headers
+    return {"prometheus": provider}
+
+
+def _prometheus_args(config: ObserverConfig, address: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"name": "prometheus-address", "value": address}]
+    secret = config.canary.prometheus.argo_token_secret
+    if secret is not None:
+        out.append({"name": TOKEN_ARG, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})
+    return out
+
+
 WEIGHT_ARG = "canary-weight"
 
 
@@ -131,9 +156,9 @@ def gate_spec(config: ObserverConfig) -> dict[str, Any]:
         "failureLimit": 0,
         "inconclusiveLimit": spec.argo_count - 1,
         "consecutiveErrorLimit": 3,
-        "provider": {"prometheus": {"address": "{{args.prometheus-address}}", "query": verdict.query}},
+        "provider": prometheus_provider(config, verdict.query),
     }
-    return {"args": _args({"name": WEIGHT_ARG, "value": ""}, {"name": "prometheus-address", "value": address}),
+    return {"args": _args({"name": WEIGHT_ARG, "value": ""}, *_prometheus_args(config, address)),
             "metrics": [web, twin]}
 
 
@@ -168,9 +193,9 @@ def prometheus_spec(config: ObserverConfig) -> dict[str, Any]:
         if pm.success is not None:
             m["inconclusiveLimit"] = spec.argo_count - 1
         m["consecutiveErrorLimit"] = 3
-        m["provider"] = {"prometheus": {"address": "{{args.prometheus-address}}", "query": pm.query}}
+        m["provider"] = prometheus_provider(config, pm.query)
         metrics.append(m)
-    out: dict[str, Any] = {"args": _args({"name": "prometheus-address", "value": address}), "metrics": metrics}
+    out: dict[str, Any] = {"args": _args(*_prometheus_args(config, address)), "metrics": metrics}
     dry = [{"metricName": pm.name} for pm in prometheus_metrics(config) if pm.dry_run]
     if dry:
         out["dryRun"] = dry

@@ -19,6 +19,8 @@ from observer.analyse.canary.sources import (
     QualityReader,
     SignalsReader,
 )
+from observer.collect import promql
+from observer.collect.promql import PromQLClient
 from observer.export import canary_api
 from observer.wiring.runtime import BaseComponent, Context, Job
 
@@ -29,7 +31,9 @@ def make_source(ctx: Context, *, signals: SignalsReader | None, quality: Quality
     spec = ctx.config.canary
     if spec.source == "prometheus":
         assert spec.prometheus_url is not None
-        return PrometheusSource(url=spec.prometheus_url, http=ctx.http, slice_seconds=spec.slice_seconds)
+        client = PromQLClient(spec.prometheus_url, spec.prometheus, http=promql.build_client(spec.prometheus))
+        return PrometheusSource(url=spec.prometheus_url, http=ctx.http, slice_seconds=spec.slice_seconds,
+                                client=client)
     return OwnSource(signals=signals, quality=quality, drift=drift, slice_seconds=spec.slice_seconds)
 
 
@@ -51,6 +55,11 @@ class CanaryComponent(BaseComponent):
     def routers(self) -> Sequence[APIRouter]:
         assert self.service is not None
         return (canary_api.router(self.service),)
+
+    async def stop(self) -> None:
+        source = self.service.source if self.service is not None else None
+        if isinstance(source, PrometheusSource) and source.client.http is not (self.ctx.http if self.ctx else None):
+            await source.client.http.aclose()  # the PromQL client's own (TLS settings), not the shared one
 
     def jobs(self) -> Sequence[Job]:
         assert self.service is not None

@@ -19,7 +19,9 @@ from observer.analyse.canary.judge import ArmData, DriftObservation
 from observer.analyse.drift.state import DriftResult
 from observer.analyse.signals import SliceTotals, VersionSignals
 from observer.collect.model import Histogram
+from observer.collect.promql import PromQLClient, PromQLError
 from observer.config.canary import CanaryMetricSpec
+from observer.config.prometheus import PrometheusClientSpec
 from observer.conventions import vllm
 from observer.conventions.promql import selector
 from observer.errors import ObserverError
@@ -177,27 +179,17 @@ class PrometheusSource:
     name = "prometheus"
 
     def __init__(self, *, url: str, http: httpx.AsyncClient, timeout: float = 10.0,
-                 slice_seconds: float = 60.0) -> None:
+                 slice_seconds: float = 60.0, client: PromQLClient | None = None) -> None:
         self.url = url.rstrip("/")
-        self.http = http
-        self.timeout = timeout
         self.slice_seconds = slice_seconds
+        self.client = client or PromQLClient(self.url, PrometheusClientSpec(timeout_seconds=timeout), http=http)
 
     async def query_range(self, promql: str, *, start: float, end: float, step: float) -> list[dict[str, Any]]:
         """Range query; SourceError naming the query on any failure."""
-        return await self._get("query_range", promql, {"start": f"{start:.3f}", "end": f"{end:.3f}",
-                                                       "step": f"{step:g}"})
-
-    async def _get(self, endpoint: str, promql: str, params: Mapping[str, str]) -> list[dict[str, Any]]:
         try:
-            r = await self.http.get(f"{self.url}/api/v1/{endpoint}", params={"query": promql, **params},
-                                    timeout=self.timeout)
-            body = r.json()
-        except (httpx.HTTPError, ValueError) as e:
-            raise SourceError(f"could not query Prometheus at {self.url}: {e}") from e
-        if r.status_code != 200 or body.get("status") != "success":
-            raise SourceError(f"Prometheus refused {promql!r}: {body.get('error', r.status_code)}")
-        return list(body["data"]["result"])
+            return await self.client.query_range(promql, start=start, end=end, step=step)
+        except PromQLError as e:
+            raise SourceError(str(e)) from e
 
     async def _slices(self, v: str, families: set[str], since: float, now: float) -> tuple[ArmData, ...]:
         """One-slice increases ending at since+Δ, since+2Δ, … ≤ now (Prometheus `increase` over [Δ])."""
@@ -232,7 +224,10 @@ class PrometheusSource:
 
     async def query(self, promql: str, *, at: float) -> list[dict[str, Any]]:
         """Instant query at `at`; SourceError naming the query on any failure."""
-        return await self._get("query", promql, {"time": f"{at:.3f}"})
+        try:
+            return await self.client.query(promql, at=at)
+        except PromQLError as e:
+            raise SourceError(str(e)) from e
 
     async def _scalar(self, promql: str, at: float) -> float | None:
         res = await self.query(promql, at=at)
