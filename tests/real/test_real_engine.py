@@ -238,10 +238,15 @@ def test_discovery_follows_a_rollout_of_the_real_pair(engines: Engines, tmp_path
 
     with api.running(), run_observer(cfg, areas=["discover", "scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
-        for _ in range(3):
-            started = time.monotonic()
-            drive(urls, requests=12, concurrency=6)
-            paced(started)
+        # both pods scraped once (their baselines) before the round, so all of it is counted
+        def scraped(h: str) -> bool:
+            return any(line.startswith("observer_replicas{") and f'version="{h}"' in line and line.endswith(" 1.0")
+                       for line in obs.get("/metrics").text.splitlines())
+        wait_until(lambda: scraped("aaa") and scraped("bbb"), timeout=15)
+        start = {h: requests(obs, h) for h in ("aaa", "bbb")}
+        drive(urls, requests=12, concurrency=6)  # one round: the test is about names, roles and counts
+        wait_until(lambda: all(requests(obs, h) >= start[h] + 12 for h in ("aaa", "bbb")), timeout=15,
+                   message=lambda: f"requests {[requests(obs, h) for h in ('aaa', 'bbb')]} from {start}")
         v = obs.get("/api/v1/canary/verdict", params={"canary": "canary", "baseline": "stable"}).json()
         assert (v["canary"], v["baseline"]) == ("bbb", "aaa"), v
         assert v["split"]["expected"] == 0.5 and v["n"]["canary"] > 0 and v["n"]["baseline"] > 0, v
