@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Generator, Mapping
@@ -68,8 +69,6 @@ class TokenFileAuth(httpx.Auth):
 def api_client(*, kubeconfig: str | None, context: str | None, timeout_seconds: float = 10.0,
                service_account: Path = SERVICE_ACCOUNT) -> httpx.AsyncClient:
     """An HTTP client for the API server: in a pod the service account, else the kubeconfig."""
-    import os
-
     from lightkube.config import client_adapter
     from lightkube.config.kubeconfig import KubeConfig
 

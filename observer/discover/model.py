@@ -197,7 +197,7 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
                 rollout: RolloutInfo | None, dcgm: Mapping[str, Sequence[str]], problems: Counter[str],
                 autoscalers: Iterable[Mapping[str, Any]] = ()) -> ModelState:
     """The versions of model `m` from its pods (already selected by `m.selector`)."""
-    groups: dict[str, list[tuple[PodInfo, str]]] = {}
+    groups: dict[str, list[tuple[PodInfo, str, str]]] = {}  # version → (pod, identity, metrics URL)
     for p in sorted(pods, key=lambda p: p.name):
         if not p.ready or p.deleting:
             continue
@@ -216,7 +216,7 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         if url is None:
             problems["no_port"] += 1
             continue
-        groups.setdefault(name, []).append((p, identity))
+        groups.setdefault(name, []).append((p, identity, url))
     roles: dict[str, Role] = {}
     for name, members in groups.items():
         identity = members[0][1]
@@ -224,7 +224,7 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         if rollout is not None and identity in (rollout.stable_hash, rollout.current_hash):
             role = "stable" if identity == rollout.stable_hash else "canary"
         else:
-            labelled = {p.labels.get(m.role_label) for p, _ in members} & {"stable", "canary"}
+            labelled = {p.labels.get(m.role_label) for p, _, _ in members} & {"stable", "canary"}
             if len(labelled) > 1:
                 problems["role_conflict"] += 1
             elif labelled:
@@ -246,8 +246,8 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
             problems["pods_over_cap"] += len(members) - spec.max_pods_per_version
             members = members[: spec.max_pods_per_version]
         counted[name] = len(members)
-        urls = [u for p, _ in members if (u := p.url(m.port, m.metrics_path)) is not None]
-        nodes = sorted({p.node for p, _ in members if p.node is not None})
+        urls = [u for _, _, u in members]
+        nodes = sorted({p.node for p, _, _ in members if p.node is not None})
         expected: float | None = None
         if weight is not None and roles[name] == "canary":
             expected = weight
@@ -256,7 +256,7 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         versions.append(VersionSpec(
             name=name, role=roles[name], model=m.served_model, vllm=urls,
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
-            pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name) for p, _ in members],
+            pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name) for p, _, _ in members],
             expected_traffic_weight=expected, group=m.name))
     canary_pods = sum(counted[n] for n in counted if roles[n] == "canary")
     stable_pods = sum(counted[n] for n in counted if roles[n] == "stable")

@@ -140,7 +140,6 @@ class DiscoveryComponent(BaseComponent):
             self._count_problems(m.name, problems)
             self.states[m.name] = state
             found.extend(state.versions)
-        self._count_problems("", scratch)
         now = self.clock()
         names_now = {v.name for v in found}
         for name, v in self._published.items():
@@ -154,14 +153,15 @@ class DiscoveryComponent(BaseComponent):
                     log.info("version %s removed: no serving pod for %.0fs", name, spec.remove_after_seconds)
                 del self._gone[name]
         kept = found + [v for v, _ in self._gone.values()]
-        self._published = {v.name: v for v in found}
-        self._published.update({n: v for n, (v, _) in self._gone.items()})
+        self._published = {v.name: v for v in kept}
         changed = self.fleet.replace(SOURCE, kept)
-        shadowed = Counter({"duplicate_identity": len(self.fleet.shadowed)}) if self.fleet.shadowed else Counter()
-        if shadowed and changed:
-            log.warning("kubernetes discovery: version(s) %s also configured in fleet.versions; the configured "
-                        "one is watched, the discovered one ignored", ", ".join(sorted(self.fleet.shadowed)))
-        self._count_problems("*", shadowed)
+        if self.fleet.shadowed:
+            scratch["duplicate_identity"] = len(self.fleet.shadowed)
+            if changed:
+                log.warning("kubernetes discovery: version(s) %s also configured in fleet.versions; the "
+                            "configured one is watched, the discovered one ignored",
+                            ", ".join(sorted(self.fleet.shadowed)))
+        self._count_problems("", scratch)  # problems of no one model: dcgm pods, rollouts, duplicates
         if changed:
             log.info("kubernetes discovery: %s", ", ".join(f"{v.name} ({v.role}, {len(v.vllm)} pod(s)"
                                                            + (f", weight {v.expected_traffic_weight:g}"
