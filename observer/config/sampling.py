@@ -112,6 +112,23 @@ class RedactionSpec(Spec):
         return v
 
 
+class WorkSpec(Spec):
+    """The shared work queue in the store: judge calls and golden replays as durable jobs any replica runs."""
+
+    poll_seconds: float = Field(1.0, gt=0, le=60, description="Seconds between a worker's claims.")
+    lease_seconds: float = Field(
+        120.0, ge=1, le=3600, description="A claimed job is another replica's after this long without renewal "
+                                          "(workers renew every third of it while they run it).")
+    max_attempts: int = Field(3, ge=1, le=20, description="Attempts of one job before it ends failed.")
+    retry_seconds: float = Field(10.0, ge=0, le=3600, description="Back-off before a failed attempt is retried "
+                                                                  "(times the attempt number).")
+    max_queued: int = Field(10_000, ge=1, le=10_000_000,
+                            description="Most jobs queued or running at once; more are dropped and counted.")
+    keep_hours: float = Field(24.0, gt=0, description="Done and failed jobs are deleted after this long.")
+    sync_seconds: float = Field(2.0, gt=0, le=300, description="Seconds between reads of the committed scores "
+                                                               "and golden runs into this replica's state.")
+
+
 class StoreSpec(Spec):
     """The durable sample store: SQLite in WAL mode (one file, the default) or PostgreSQL (`url`)."""
 
@@ -127,6 +144,8 @@ class StoreSpec(Spec):
     )
     busy_timeout_seconds: float = Field(5.0, ge=0, le=600, description="Wait this long for a lock.")
     prune_interval_seconds: float = Field(300.0, gt=0, description="Seconds between retention passes.")
+    work: WorkSpec = Field(default_factory=WorkSpec, description="The shared work queue (judge calls, golden "
+                                                                 "replays) and the state feed.")
 
     @field_validator("url")
     @classmethod

@@ -172,3 +172,6 @@ ALERT_DISCOVERY_FAILING = "ObserverDiscoveryFailing"
 
 # --- Fleet scale (issue 15) ---------------------------------------------------------------------------
 LEADER = "observer_leader"  # 1 on the replica that runs the singleton jobs, 0 on the others (shared store only)
+WORK_ITEMS = "observer_work_items"  # gauge {kind, state}: jobs in the shared work queue
+WORK_ATTEMPTS = "observer_work_attempts"  # counter {kind, outcome}: this replica's finished job attempts
+WORK_ENQUEUED = "observer_work_enqueued"  # counter {kind, outcome}: jobs offered (added, duplicate, dropped)

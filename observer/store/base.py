@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from observer.errors import StoreError
+from observer.store.jobs import SharedWork
 
 Source = Literal["proxy", "ingest", "golden"]
 SOURCES: tuple[Source, ...] = ("proxy", "ingest", "golden")
@@ -107,8 +108,9 @@ class SampleStore(Protocol):
 
 
 @runtime_checkable
-class ManagedStore(SampleStore, Protocol):
-    """A SampleStore the service runs: per-version counts, size and retention (SQLite and PostgreSQL)."""
+class ManagedStore(SampleStore, SharedWork, Protocol):
+    """A SampleStore the service runs: per-version counts, size, retention and the shared work queue
+    (SQLite and PostgreSQL)."""
 
     def counts(self) -> dict[str, int]:
         """The number of stored samples per version."""

@@ -15,12 +15,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.sql import SqlReads, encode_meta, insert_rows, insert_sql
+from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
+from observer.store.sql import SqlReads, claimed, encode_json, encode_meta, insert_rows, insert_sql, job_error
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -54,9 +56,53 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX scores_scorer ON scores (scorer, sample_id);
     """,
+    # 2: shared work. Scores and golden runs carry the writing transaction's id, so every replica reads them
+    # in commit order (rows of transactions still open are read once they commit: see `_FEED_VISIBLE`).
+    """
+    CREATE SEQUENCE scores_seq;
+    ALTER TABLE scores ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('scores_seq');
+    ALTER TABLE scores ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+    CREATE INDEX scores_feed ON scores (xid, seq);
+    CREATE TABLE golden_runs (
+        id BIGSERIAL PRIMARY KEY,
+        xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+        version TEXT NOT NULL,
+        golden_set TEXT NOT NULL,
+        started DOUBLE PRECISION NOT NULL,
+        finished DOUBLE PRECISION NOT NULL,
+        body JSONB NOT NULL
+    );
+    CREATE INDEX golden_runs_feed ON golden_runs (xid, id);
+    CREATE TABLE jobs (
+        id BIGSERIAL PRIMARY KEY,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL UNIQUE,
+        payload JSONB NOT NULL,
+        state TEXT NOT NULL DEFAULT 'queued',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        worker TEXT,
+        lease_until DOUBLE PRECISION,
+        not_before DOUBLE PRECISION NOT NULL,
+        created DOUBLE PRECISION NOT NULL,
+        updated DOUBLE PRECISION NOT NULL,
+        done_count INTEGER NOT NULL DEFAULT 0,
+        error TEXT
+    );
+    CREATE INDEX jobs_ready ON jobs (kind, state, id);
+    """,
 )
+# A row is in the feed once no transaction older than its own is still open: then every row with a smaller
+# (xid, seq) is committed (or rolled back) too, and a reader resuming after a cursor misses nothing.
+_FEED_VISIBLE = "xid < pg_snapshot_xmin(pg_current_snapshot())"
+_UPSERT_SCORE = (
+    "INSERT INTO scores (sample_id, scorer, passed, score, reason, meta, ts) "
+    "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT (sample_id, scorer) DO UPDATE SET "
+    "passed = excluded.passed, score = excluded.score, reason = excluded.reason, meta = excluded.meta, "
+    "ts = excluded.ts, seq = nextval('scores_seq'), xid = pg_current_xact_id()")
 SCHEMA_VERSION = len(MIGRATIONS)
 MIGRATION_LOCK = 0x0B5E_0001  # pg_advisory_xact_lock key: one migrator at a time
+ENQUEUE_LOCK = 0x0B5E_E0E0  # pg_advisory_xact_lock key held while enqueueing (the queue bound holds)
 
 log = logging.getLogger("observer.store")
 
@@ -208,12 +254,7 @@ class PostgresStore(SqlReads):
         encoded = encode_meta(meta, scorer=scorer, sample_id=sample_id)
         with self._conn(f"attach score {scorer!r} to sample {sample_id}") as conn:
             try:
-                conn.execute(
-                    "INSERT INTO scores (sample_id, scorer, passed, score, reason, meta, ts) "
-                    "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT (sample_id, scorer) DO UPDATE SET "
-                    "passed = excluded.passed, score = excluded.score, reason = excluded.reason, "
-                    "meta = excluded.meta, ts = excluded.ts",
-                    (sample_id, scorer, passed, score, reason, encoded, self._clock()))
+                conn.execute(_UPSERT_SCORE, (sample_id, scorer, passed, score, reason, encoded, self._clock()))
             except self._psycopg.errors.ForeignKeyViolation as e:
                 raise StoreError(f"could not attach score {scorer!r}: sample {sample_id} does not exist") from e
 
@@ -231,8 +272,8 @@ class PostgresStore(SqlReads):
     def size_bytes(self) -> int:
         """Bytes on disk of the store's tables and their indexes."""
         with self._conn("measure the store") as conn:
-            row = conn.execute("SELECT pg_total_relation_size('samples') + pg_total_relation_size('scores')"
-                               ).fetchone()
+            row = conn.execute("SELECT pg_total_relation_size('samples') + pg_total_relation_size('scores') + "
+                               "pg_total_relation_size('jobs') + pg_total_relation_size('golden_runs')").fetchone()
         return int(row[0])
 
     def prune(self, *, max_age_seconds: float, max_rows_per_version: int) -> int:
@@ -240,11 +281,132 @@ class PostgresStore(SqlReads):
         cutoff = self._clock() - max_age_seconds
         with self._conn("prune the sample store") as conn:
             deleted = conn.execute("DELETE FROM samples WHERE ts < %s", (cutoff,)).rowcount
+            conn.execute("DELETE FROM golden_runs WHERE started < %s", (cutoff,))
             deleted += conn.execute(
                 "DELETE FROM samples WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
                 "(PARTITION BY version ORDER BY ts DESC, id DESC) AS n FROM samples) ranked WHERE n > %s)",
                 (max_rows_per_version,)).rowcount
         return int(deleted)
+
+    # --- shared work (observer.store.jobs) ---
+
+    def enqueue(self, jobs: Sequence[JobSpec], *, max_queued: int) -> Enqueued:
+        if not jobs:
+            return Enqueued()
+        now = self._clock()
+        rows = [(j.kind, j.key, encode_json(j.payload, what=f"job {j.key!r}"), j.max_attempts, now, now, now)
+                for j in jobs]
+        added = duplicate = dropped = 0
+        with self._conn(f"enqueue {len(rows)} job(s)") as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (ENQUEUE_LOCK,))  # the bound holds across replicas
+            pending = int(conn.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')")
+                          .fetchone()[0])
+            for row in rows:
+                if pending >= max_queued:
+                    dropped += 1
+                    continue
+                cur = conn.execute("INSERT INTO jobs (kind, key, payload, max_attempts, not_before, created, "
+                                   "updated) VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s) "
+                                   "ON CONFLICT (key) DO NOTHING", row)
+                if cur.rowcount:
+                    added += 1
+                    pending += 1
+                else:
+                    duplicate += 1
+        return Enqueued(added=added, duplicate=duplicate, dropped=dropped)
+
+    def claim(self, *, worker: str, kinds: Sequence[str], limit: int, lease_seconds: float) -> list[ClaimedJob]:
+        if limit <= 0 or not kinds:
+            return []
+        now = self._clock()
+        with self._conn(f"claim jobs for {worker}") as conn:
+            conn.execute("UPDATE jobs SET state = 'failed', updated = %s, error = 'lease ran out on its last "
+                         "attempt (' || attempts || ' of ' || max_attempts || '): the replica running it died or "
+                         "hung' WHERE kind = ANY(%s) AND state = 'running' AND lease_until < %s "
+                         "AND attempts >= max_attempts", (now, list(kinds), now))
+            rows = conn.execute(
+                "UPDATE jobs SET state = 'running', worker = %s, attempts = attempts + 1, lease_until = %s, "
+                "updated = %s WHERE id IN (SELECT id FROM jobs WHERE kind = ANY(%s) AND attempts < max_attempts "
+                "AND ((state = 'queued' AND not_before <= %s) OR (state = 'running' AND lease_until < %s)) "
+                "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
+                "RETURNING id, kind, key, payload, attempts, lease_until",
+                (worker, now + lease_seconds, now, list(kinds), now, now, int(limit))).fetchall()
+        return sorted((claimed(r, worker=worker) for r in rows), key=lambda j: j.id)
+
+    def renew(self, job: ClaimedJob, *, lease_seconds: float) -> ClaimedJob | None:
+        until = self._clock() + lease_seconds
+        with self._conn(f"renew job {job.id}") as conn:
+            n = conn.execute("UPDATE jobs SET lease_until = %s WHERE id = %s AND worker = %s AND attempts = %s "
+                             "AND state = 'running'", (until, job.id, job.worker, job.attempt)).rowcount
+        return replace(job, lease_until=until) if n else None
+
+    def complete(self, job: ClaimedJob, *, scores: Sequence[ScoreWrite] = (),
+                 golden_runs: Sequence[GoldenRunRecord] = ()) -> bool:
+        now = self._clock()
+        encoded = [(w.sample_id, w.scorer, w.passed, w.score, w.reason,
+                    encode_meta(w.meta, scorer=w.scorer, sample_id=w.sample_id), now) for w in scores]
+        runs = [(r.version, r.golden_set, r.started, r.finished, encode_json(r.body, what="a golden run"))
+                for r in golden_runs]
+        with self._conn(f"complete job {job.id}") as conn:
+            n = conn.execute("UPDATE jobs SET state = 'done', done_count = done_count + 1, updated = %s, "
+                             "error = NULL WHERE id = %s AND worker = %s AND attempts = %s AND state = 'running'",
+                             (now, job.id, job.worker, job.attempt)).rowcount
+            if not n:
+                return False
+            for row in encoded:  # a sample pruned meanwhile: its score is moot, the job is still done
+                if conn.execute("SELECT 1 FROM samples WHERE id = %s FOR KEY SHARE", (row[0],)).fetchone():
+                    conn.execute(_UPSERT_SCORE, row)
+            for run in runs:
+                conn.execute("INSERT INTO golden_runs (version, golden_set, started, finished, body) "
+                             "VALUES (%s, %s, %s, %s, %s::jsonb)", run)
+        return True
+
+    def release(self, job: ClaimedJob, *, error: str, retry_in_seconds: float) -> Release:
+        now = self._clock()
+        with self._conn(f"release job {job.id}") as conn:
+            row = conn.execute(
+                "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
+                "not_before = %s, updated = %s, error = %s, lease_until = NULL WHERE id = %s AND worker = %s "
+                "AND attempts = %s AND state = 'running' RETURNING state",
+                (now + retry_in_seconds, now, job_error(error), job.id, job.worker, job.attempt)).fetchone()
+        return "lost" if row is None else ("failed" if row[0] == "failed" else "queued")
+
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        with self._conn("count jobs") as conn:
+            rows = conn.execute("SELECT kind, state, COUNT(*) FROM jobs GROUP BY kind, state").fetchall()
+        return {(str(k), str(st)): int(n) for k, st, n in rows}
+
+    def prune_jobs(self, *, max_age_seconds: float) -> int:
+        with self._conn("prune jobs") as conn:
+            return int(conn.execute("DELETE FROM jobs WHERE state IN ('done', 'failed') AND updated < %s",
+                                    (self._clock() - max_age_seconds,)).rowcount)
+
+    def score_events(self, *, after: tuple[int, int], limit: int) -> list[ScoreEvent]:
+        with self._conn("read the score feed") as conn:
+            rows = conn.execute(
+                "SELECT c.xid::text::bigint, c.seq, c.sample_id, s.version, s.ts, c.scorer, c.passed "
+                f"FROM scores c JOIN samples s ON s.id = c.sample_id WHERE c.{_FEED_VISIBLE} "
+                "AND (c.xid, c.seq) > (%s::text::xid8, %s) ORDER BY c.xid, c.seq LIMIT %s",
+                (str(after[0]), after[1], int(limit))).fetchall()
+        return [ScoreEvent(cursor=(int(x), int(q)), sample_id=int(sid), version=v, sample_ts=float(ts),
+                           scorer=sc, passed=p) for x, q, sid, v, ts, sc, p in rows]
+
+    def add_golden_run(self, run: GoldenRunRecord) -> None:
+        body = encode_json(run.body, what="a golden run")
+        with self._conn(f"store a golden run of {run.golden_set} on {run.version}") as conn:
+            conn.execute("INSERT INTO golden_runs (version, golden_set, started, finished, body) "
+                         "VALUES (%s, %s, %s, %s, %s::jsonb)", (run.version, run.golden_set, run.started,
+                                                                 run.finished, body))
+
+    def golden_runs(self, *, after: tuple[int, int], limit: int) -> list[tuple[tuple[int, int], GoldenRunRecord]]:
+        with self._conn("read golden runs") as conn:
+            rows = conn.execute(
+                "SELECT xid::text::bigint, id, version, golden_set, started, finished, body FROM golden_runs "
+                f"WHERE {_FEED_VISIBLE} AND (xid, id) > (%s::text::xid8, %s) ORDER BY xid, id LIMIT %s",
+                (str(after[0]), after[1], int(limit))).fetchall()
+        return [((int(x), int(i)), GoldenRunRecord(version=v, golden_set=g, started=float(st),
+                                                  finished=float(fi), body=MappingProxyType(dict(b))))
+                for x, i, v, g, st, fi, b in rows]
 
     def close(self) -> None:
         """Close the pool; later calls raise StoreError."""
@@ -261,6 +423,7 @@ def _first_line(e: BaseException) -> str:
 
 
 LEADER_LOCK = 0x0B5E_1EAD  # pg_try_advisory_lock key of the singleton-jobs leader
+
 
 
 class AdvisoryLeader:

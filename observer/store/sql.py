@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from observer.store.base import SampleRecord, StoredSample, StoreError
+from observer.store.jobs import ClaimedJob
 
 COLUMNS = ("id, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
            "latency_s, ttft_s, tenant_tier, content_hash")
@@ -78,6 +80,40 @@ class SqlReads:
     def unscored(self, version: str, scorer: str, *, limit: int) -> list[StoredSample]:
         """Return up to `limit` of a version's samples that `scorer` has not scored, newest first."""
         return self._read(*unscored_query(version, scorer, limit=limit, mark=self.MARK))
+
+    def samples_by_id(self, ids: Sequence[int]) -> list[StoredSample]:
+        """The stored samples with these ids (missing ones, e.g. pruned, are left out), newest first."""
+        out: list[StoredSample] = []
+        for start in range(0, len(ids), 500):
+            out.extend(self._read(*by_id_query(ids[start:start + 500], mark=self.MARK)))
+        return out
+
+
+def by_id_query(ids: Sequence[int], *, mark: str) -> tuple[str, list[Any]]:
+    """The samples with these ids, newest first."""
+    return (f"SELECT {COLUMNS} FROM samples WHERE id IN ({', '.join([mark] * len(ids))}) ORDER BY ts DESC, id DESC",
+            [int(i) for i in ids])
+
+
+def encode_json(value: Mapping[str, Any], *, what: str) -> str:
+    """Canonical JSON of a job payload or a golden run; StoreError naming `what` when it is not JSON."""
+    try:
+        return json.dumps(dict(value), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"could not store {what}: not JSON-serialisable: {e}") from e
+
+
+def claimed(row: Sequence[Any], *, worker: str) -> ClaimedJob:
+    """A ClaimedJob from (id, kind, key, payload, attempts, lease_until); payload JSON text or a dict."""
+    jid, kind, key, payload, attempts, lease_until = row
+    body = json.loads(payload) if isinstance(payload, str) else dict(payload)
+    return ClaimedJob(id=int(jid), kind=kind, key=key, payload=MappingProxyType(body), attempt=int(attempts),
+                      worker=worker, lease_until=float(lease_until))
+
+
+def job_error(error: str) -> str:
+    """A job's last error as stored: one line, bounded."""
+    return " ".join(error.split())[:500]
 
 
 def encode_meta(meta: Mapping[str, Any], *, scorer: str, sample_id: int) -> str:

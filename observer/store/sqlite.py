@@ -14,12 +14,16 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.sql import SqlReads, encode_meta, insert_rows, insert_sql
+from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
+from observer.store.sql import SqlReads, claimed, encode_json, encode_meta, insert_rows, insert_sql, job_error
+
+_T = TypeVar("_T")
 
 # Each entry migrates the schema from version i to i + 1; never edit a released entry, append one.
 MIGRATIONS: tuple[str, ...] = (
@@ -56,7 +60,44 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX samples_content_hash ON samples (content_hash);
     """,
+    # 3: shared work (one process on SQLite). `seq` orders the score feed: one writer, so commit order.
+    """
+    ALTER TABLE scores ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    UPDATE scores SET seq = rowid;
+    CREATE INDEX scores_feed ON scores (seq);
+    CREATE TABLE golden_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        version TEXT NOT NULL,
+        golden_set TEXT NOT NULL,
+        started REAL NOT NULL,
+        finished REAL NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL UNIQUE,
+        payload TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'queued',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        worker TEXT,
+        lease_until REAL,
+        not_before REAL NOT NULL,
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        done_count INTEGER NOT NULL DEFAULT 0,
+        error TEXT
+    );
+    CREATE INDEX jobs_ready ON jobs (kind, state, id);
+    """,
 )
+_NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM scores)"
+_UPSERT_SCORE = (
+    "INSERT INTO scores (sample_id, scorer, passed, score, reason, meta, ts, seq) "
+    f"VALUES (?, ?, ?, ?, ?, ?, ?, {_NEXT_SEQ}) ON CONFLICT (sample_id, scorer) DO UPDATE SET "
+    "passed = excluded.passed, score = excluded.score, reason = excluded.reason, meta = excluded.meta, "
+    f"ts = excluded.ts, seq = {_NEXT_SEQ}")
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -180,13 +221,8 @@ class SqliteStore(SqlReads):
         with self._locked() as db:
             try:
                 db.execute("BEGIN IMMEDIATE")
-                db.execute(
-                    "INSERT INTO scores (sample_id, scorer, passed, score, reason, meta, ts) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sample_id, scorer) DO UPDATE SET "
-                    "passed = excluded.passed, score = excluded.score, reason = excluded.reason, "
-                    "meta = excluded.meta, ts = excluded.ts",
-                    (sample_id, scorer, None if passed is None else int(passed), score, reason, encoded,
-                     self._clock()))
+                db.execute(_UPSERT_SCORE, (sample_id, scorer, None if passed is None else int(passed), score,
+                                           reason, encoded, self._clock()))
                 db.execute("COMMIT")
             except sqlite3.IntegrityError as e:
                 _rollback(db)
@@ -224,6 +260,7 @@ class SqliteStore(SqlReads):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 deleted = db.execute("DELETE FROM samples WHERE ts < ?", (cutoff,)).rowcount
+                db.execute("DELETE FROM golden_runs WHERE started < ?", (cutoff,))
                 for (version,) in db.execute("SELECT DISTINCT version FROM samples").fetchall():
                     row = db.execute("SELECT ts, id FROM samples WHERE version = ? ORDER BY ts DESC, id DESC "
                                      "LIMIT 1 OFFSET ?", (version, max_rows_per_version)).fetchone()
@@ -238,6 +275,140 @@ class SqliteStore(SqlReads):
             if deleted:
                 db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         return int(deleted)
+
+    # --- shared work (observer.store.jobs): one process, so the write lock is the only claim needed ---
+
+    def _write(self, what: str, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run `body` in one BEGIN IMMEDIATE transaction; StoreError naming `what` on a database error."""
+        with self._locked() as db:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                out = body(db)
+                db.execute("COMMIT")
+            except sqlite3.Error as e:
+                _rollback(db)
+                raise StoreError(f"could not {what} in {self.path}: {e}") from e
+            return out
+
+    def enqueue(self, jobs: Sequence[JobSpec], *, max_queued: int) -> Enqueued:
+        now = self._clock()
+        rows = [(j.kind, j.key, encode_json(j.payload, what=f"job {j.key!r}"), j.max_attempts, now, now, now)
+                for j in jobs]
+
+        def body(db: sqlite3.Connection) -> Enqueued:
+            added = duplicate = dropped = 0
+            pending = int(db.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')")
+                          .fetchone()[0])
+            for row in rows:
+                if pending >= max_queued:
+                    dropped += 1
+                    continue
+                cur = db.execute("INSERT INTO jobs (kind, key, payload, max_attempts, not_before, created, "
+                                 "updated) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING", row)
+                if cur.rowcount:
+                    added += 1
+                    pending += 1
+                else:
+                    duplicate += 1
+            return Enqueued(added=added, duplicate=duplicate, dropped=dropped)
+
+        return self._write(f"enqueue {len(rows)} job(s)", body) if rows else Enqueued()
+
+    def claim(self, *, worker: str, kinds: Sequence[str], limit: int, lease_seconds: float) -> list[ClaimedJob]:
+        if limit <= 0 or not kinds:
+            return []
+        now = self._clock()
+        marks = ", ".join("?" * len(kinds))
+
+        def body(db: sqlite3.Connection) -> list[ClaimedJob]:
+            db.execute("UPDATE jobs SET state = 'failed', updated = ?, error = 'lease ran out on its last attempt "
+                       "(' || attempts || ' of ' || max_attempts || '): the replica running it died or hung' "
+                       f"WHERE kind IN ({marks}) AND state = 'running' AND lease_until < ? "
+                       "AND attempts >= max_attempts", (now, *kinds, now))
+            ids = [int(r[0]) for r in db.execute(
+                f"SELECT id FROM jobs WHERE kind IN ({marks}) AND attempts < max_attempts AND "
+                "((state = 'queued' AND not_before <= ?) OR (state = 'running' AND lease_until < ?)) "
+                "ORDER BY id LIMIT ?", (*kinds, now, now, int(limit)))]
+            out = []
+            for jid in ids:
+                row = db.execute("UPDATE jobs SET state = 'running', worker = ?, attempts = attempts + 1, "
+                                 "lease_until = ?, updated = ? WHERE id = ? "
+                                 "RETURNING id, kind, key, payload, attempts, lease_until",
+                                 (worker, now + lease_seconds, now, jid)).fetchone()
+                out.append(claimed(row, worker=worker))
+            return out
+
+        return self._write(f"claim jobs for {worker}", body)
+
+    def renew(self, job: ClaimedJob, *, lease_seconds: float) -> ClaimedJob | None:
+        until = self._clock() + lease_seconds
+        n = self._write(f"renew job {job.id}", lambda db: db.execute(
+            "UPDATE jobs SET lease_until = ? WHERE id = ? AND worker = ? AND attempts = ? AND state = 'running'",
+            (until, job.id, job.worker, job.attempt)).rowcount)
+        return replace(job, lease_until=until) if n else None
+
+    def complete(self, job: ClaimedJob, *, scores: Sequence[ScoreWrite] = (),
+                 golden_runs: Sequence[GoldenRunRecord] = ()) -> bool:
+        now = self._clock()
+        encoded = [(w.sample_id, w.scorer, None if w.passed is None else int(w.passed), w.score, w.reason,
+                    encode_meta(w.meta, scorer=w.scorer, sample_id=w.sample_id), now) for w in scores]
+        runs = [(r.version, r.golden_set, r.started, r.finished, encode_json(r.body, what="a golden run"))
+                for r in golden_runs]
+
+        def body(db: sqlite3.Connection) -> bool:
+            n = db.execute("UPDATE jobs SET state = 'done', done_count = done_count + 1, updated = ?, "
+                           "error = NULL WHERE id = ? AND worker = ? AND attempts = ? AND state = 'running'",
+                           (now, job.id, job.worker, job.attempt)).rowcount
+            if not n:
+                return False
+            for row in encoded:  # a sample pruned meanwhile: its score is moot, the job is still done
+                if db.execute("SELECT 1 FROM samples WHERE id = ?", (row[0],)).fetchone() is not None:
+                    db.execute(_UPSERT_SCORE, row)
+            db.executemany("INSERT INTO golden_runs (version, golden_set, started, finished, body) "
+                           "VALUES (?, ?, ?, ?, ?)", runs)
+            return True
+
+        return self._write(f"complete job {job.id}", body)
+
+    def release(self, job: ClaimedJob, *, error: str, retry_in_seconds: float) -> Release:
+        now = self._clock()
+        row = self._write(f"release job {job.id}", lambda db: db.execute(
+            "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
+            "not_before = ?, updated = ?, error = ?, lease_until = NULL WHERE id = ? AND worker = ? "
+            "AND attempts = ? AND state = 'running' RETURNING state",
+            (now + retry_in_seconds, now, job_error(error), job.id, job.worker, job.attempt)).fetchone())
+        return "lost" if row is None else ("failed" if row[0] == "failed" else "queued")
+
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        with self._locked() as db:
+            rows = db.execute("SELECT kind, state, COUNT(*) FROM jobs GROUP BY kind, state").fetchall()
+        return {(str(k), str(st)): int(n) for k, st, n in rows}
+
+    def prune_jobs(self, *, max_age_seconds: float) -> int:
+        cutoff = self._clock() - max_age_seconds
+        return int(self._write("prune jobs", lambda db: db.execute(
+            "DELETE FROM jobs WHERE state IN ('done', 'failed') AND updated < ?", (cutoff,)).rowcount))
+
+    def score_events(self, *, after: tuple[int, int], limit: int) -> list[ScoreEvent]:
+        with self._locked() as db:
+            rows = db.execute("SELECT c.seq, c.sample_id, s.version, s.ts, c.scorer, c.passed FROM scores c "
+                              "JOIN samples s ON s.id = c.sample_id WHERE c.seq > ? ORDER BY c.seq LIMIT ?",
+                              (after[1], int(limit))).fetchall()
+        return [ScoreEvent(cursor=(0, int(q)), sample_id=int(sid), version=v, sample_ts=float(ts), scorer=sc,
+                           passed=None if p is None else bool(p)) for q, sid, v, ts, sc, p in rows]
+
+    def add_golden_run(self, run: GoldenRunRecord) -> None:
+        row = (run.version, run.golden_set, run.started, run.finished, encode_json(run.body, what="a golden run"))
+        self._write(f"store a golden run of {run.golden_set} on {run.version}", lambda db: db.execute(
+            "INSERT INTO golden_runs (version, golden_set, started, finished, body) VALUES (?, ?, ?, ?, ?)", row))
+
+    def golden_runs(self, *, after: tuple[int, int], limit: int) -> list[tuple[tuple[int, int], GoldenRunRecord]]:
+        with self._locked() as db:
+            rows = db.execute("SELECT id, version, golden_set, started, finished, body FROM golden_runs "
+                              "WHERE id > ? ORDER BY id LIMIT ?", (after[1], int(limit))).fetchall()
+        return [((0, int(i)), GoldenRunRecord(version=v, golden_set=g, started=float(st), finished=float(fi),
+                                              body=MappingProxyType(json.loads(b))))
+                for i, v, g, st, fi, b in rows]
 
     def not_ready(self) -> str | None:
         """Always ready: a file that cannot be opened fails at start instead."""

@@ -2,12 +2,18 @@
 
 Relative paths in `quality:` (golden_dirs, judge.prompt_path, judge.rubric_dir) are resolved from
 the working directory the observer runs in.
+
+With the sample store on (SQLite or PostgreSQL), golden replays and live judge calls are shared work: the
+leader enqueues them as durable jobs, every replica's workers claim and run them, and every replica's state
+is read back from the store (`QualitySync`), so replicas agree and a restart loses no result. Without a
+store (sampling off), golden replays run in this process and their results live in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,18 +24,24 @@ from observer.analyse.quality.collector import QualityCollector
 from observer.analyse.quality.factory import build_judge, check_rubrics
 from observer.analyse.quality.golden import GoldenSet, discover
 from observer.analyse.quality.judge import JudgeClient, JudgeStats
-from observer.analyse.quality.live import JUDGE_CHECK, LiveScorer
-from observer.analyse.quality.model import GoldenRunResult
+from observer.analyse.quality.live import JUDGE_CHECK, JUDGE_JOB, LiveScorer, as_score
+from observer.analyse.quality.model import GoldenRunResult, encode_run
 from observer.analyse.quality.runner import GoldenRunner
 from observer.analyse.quality.scorer import Scorer
 from observer.analyse.quality.similarity import Embedder, load_default_embedder
 from observer.analyse.quality.state import QualityState
+from observer.analyse.quality.sync import QualitySync
 from observer.config.fleet import VersionSpec
 from observer.config.quality import QualitySpec
+from observer.config.sampling import WorkSpec
 from observer.errors import ConfigError
 from observer.export import quality_api
-from observer.store.base import SampleStore
+from observer.store.base import ManagedStore
+from observer.store.jobs import ClaimedJob, GoldenRunRecord, JobSpec, SharedWork
 from observer.wiring.runtime import BaseComponent, Context, Job
+from observer.wiring.work import WorkCollector, Worker, WorkMetrics, WorkResult, enqueue
+
+GOLDEN_JOB = "golden"  # kind of the shared-work job that replays one golden set against one version
 
 log = logging.getLogger("observer.quality")
 
@@ -48,22 +60,92 @@ class QualityComponent(BaseComponent):
     judge: JudgeClient | None = None
     collector: QualityCollector | None = None
     results: list[GoldenRunResult] = field(default_factory=list)
+    work: SharedWork | None = None  # the store's shared work queue and feed (None: sampling is off)
+    work_spec: WorkSpec = field(default_factory=WorkSpec)
+    work_metrics: WorkMetrics = field(default_factory=WorkMetrics)
+    sync: QualitySync | None = None
+    clock: Callable[[], float] = time.time
 
     def collectors(self) -> Sequence[Collector]:
-        return (self.collector,) if self.collector else ()
+        out: list[Collector] = [self.collector] if self.collector else []
+        if self.work is not None:
+            out.append(WorkCollector(self.work_metrics))
+        return out
 
     def routers(self) -> Sequence[APIRouter]:
         assert self.state is not None
         return (quality_api.router(self.state, versions=[v.name for v in self.versions]),)
 
+    def replayed(self) -> list[VersionSpec]:
+        return [v for v in self.versions if v.openai and not v.retired]
+
     def jobs(self) -> Sequence[Job]:
         jobs = []
-        if self.runner is not None and self.golden and any(v.openai for v in self.versions):
-            jobs.append(Job("quality-golden", self.spec.interval_seconds, self.run_golden,
-                            run_at_start=self.spec.run_at_start, singleton=True))
+        poll = self.work_spec.poll_seconds
+        if self.runner is not None and self.golden and self.replayed():
+            if self.work is None:
+                jobs.append(Job("quality-golden", self.spec.interval_seconds, self.run_golden,
+                                run_at_start=self.spec.run_at_start, singleton=True))
+            else:
+                jobs.append(Job("quality-golden", self.spec.interval_seconds, self.enqueue_golden,
+                                run_at_start=self.spec.run_at_start, singleton=True))
+                worker = Worker(self.work, GOLDEN_JOB, self.golden_job, self.work_spec, self.work_metrics,
+                                limit=len(self.replayed()))
+                jobs.append(Job("work-golden", poll, worker.tick))
         if self.live is not None:
             jobs.append(Job("quality-live", self.spec.live.interval_seconds, self.run_live, singleton=True))
+            if self.work is not None and self.live.judge is not None and self.live.judge_jobs is not None:
+                worker = Worker(self.work, JUDGE_JOB, self.judge_job, self.work_spec, self.work_metrics,
+                                limit=self.spec.judge.concurrency)
+                jobs.append(Job("work-judge", poll, worker.tick))
+        if self.sync is not None:
+            jobs.append(Job("quality-sync", self.work_spec.sync_seconds, self.run_sync))
+        if self.work is not None and self.work_metrics.kinds:
+            jobs.append(Job("work-stats", 15.0, self.refresh_work_counts))
         return jobs
+
+    async def enqueue_golden(self) -> None:
+        """The leader's part of a golden round: one job per (version, golden set) for this interval's slot,
+        so a leader that changes mid-interval enqueues nothing twice."""
+        assert self.work is not None
+        slot = int(self.clock() // self.spec.interval_seconds)
+        specs = [JobSpec(kind=GOLDEN_JOB, key=f"golden:{v.name}:{gs.name}:{slot}",
+                         payload={"version": v.name, "golden_set": gs.name}, max_attempts=self.work_spec.max_attempts)
+                 for v in self.replayed() for gs in self.golden]
+        await enqueue(self.work, specs, spec=self.work_spec, metrics=self.work_metrics)
+
+    async def golden_job(self, job: ClaimedJob) -> WorkResult:
+        """Replay one golden set against one version; the run is stored with the job's completion."""
+        assert self.runner is not None
+        version = next((v for v in self.replayed() if v.name == job.payload.get("version")), None)
+        gs = next((g for g in self.golden if g.name == job.payload.get("golden_set")), None)
+        if version is None or gs is None:  # the version left or the set was removed since the job was queued
+            log.info("golden job %s: no such version or golden set any more; nothing to do", job.key)
+            return WorkResult()
+        result = await self.runner.run(version, gs)
+        log.info("golden %s on %s: %d/%d passed, %s", gs.name, version.name, result.passed, result.scored,
+                 result.unscored or "all scored")
+        return WorkResult(golden_runs=[GoldenRunRecord(version=result.version, golden_set=result.golden_set,
+                                                       started=result.started, finished=result.finished,
+                                                       body=encode_run(result))])
+
+    async def judge_job(self, job: ClaimedJob) -> WorkResult:
+        """Judge one live sample; the verdict (or the judge's error) is stored with the job's completion."""
+        assert self.live is not None and self.live.rubric is not None and self.work is not None
+        sid = int(job.payload["sample_id"])
+        found = await asyncio.to_thread(self.work.samples_by_id, [sid])
+        if not found:  # pruned by retention since it was queued
+            return WorkResult()
+        outcome = await self.live.judge_sample(found[0])
+        return WorkResult(scores=[as_score(sid, f"judge:{self.live.rubric.name}", outcome)])
+
+    async def run_sync(self) -> None:
+        assert self.sync is not None
+        await self.sync.run_once()
+
+    async def refresh_work_counts(self) -> None:
+        assert self.work is not None
+        self.work_metrics.counts = await asyncio.to_thread(self.work.job_counts)
 
     async def run_golden(self) -> None:
         """Replay every golden set against every version with an OpenAI URL (versions in parallel)."""
@@ -85,11 +167,12 @@ class QualityComponent(BaseComponent):
         await self.live.run_once([v.name for v in self.versions])
 
 
-def build(ctx: Context, *, store: SampleStore | None,
+def build(ctx: Context, *, store: ManagedStore | None,
           embedder_factory: Callable[[], Embedder] | None = None) -> QualityComponent | None:
     """Return this area's component (its `state` is the quality service), or None when it is disabled.
 
-    `store`: the sample store live checks read (None: sampling is off, so live scoring is too)."""
+    `store`: the sample store live checks read and the shared work queue (None: sampling is off, so live
+    scoring is too, and golden replays run in process)."""
     spec = ctx.config.quality
     if not spec.enabled:
         return None
@@ -112,14 +195,34 @@ def build(ctx: Context, *, store: SampleStore | None,
     needs_embedder = any(g.uses("similarity") for g in golden)
     scorer = Scorer(judge=judge, rubrics=rubrics, similarity_threshold=spec.similarity_threshold,
                     embedder_factory=(embedder_factory or load_default_embedder) if needs_embedder else None)
+    work_spec = ctx.config.sampling.store.work
+    work_metrics = WorkMetrics()
+    sync = None
+    if store is not None:
+        sync = QualitySync(store, state, live_checks=tuple(spec.live.checks) if live_on else (),
+                           judge_rubric=spec.live.judge_rubric if live_on and judge is not None
+                           and spec.live.judge_fraction > 0 else None)
     live = None
     if live_on and store is not None:
+        assert sync is not None
+
+        async def judge_jobs(jobs: Sequence[JobSpec]) -> object:
+            return await enqueue(store, jobs, spec=work_spec, metrics=work_metrics)
+
         live = LiveScorer(store=store, state=state, spec=spec.live, judge=judge,
-                          rubric=rubrics.get(spec.live.judge_rubric) if spec.live.judge_fraction > 0 else None)
+                          rubric=rubrics.get(spec.live.judge_rubric) if spec.live.judge_fraction > 0 else None,
+                          judge_jobs=judge_jobs if judge is not None else None, sync=sync.run_once)
     collector = QualityCollector(state, golden_sets=golden, judge_stats=stats if judge else None,
                                  judge_model=spec.judge.model if judge else None,
                                  judge_prompt_version=judge.prompt.version if judge else None,
                                  live_window_s=spec.live.window_seconds, clock=ctx.clock)
+    kinds: list[str] = []
+    if store is not None and golden:
+        kinds.append(GOLDEN_JOB)
+    if live is not None and live.judge_jobs is not None and live.rubric is not None:
+        kinds.append(JUDGE_JOB)
+    work_metrics.kinds = tuple(kinds)
     return QualityComponent(spec=spec, versions=versions, golden=golden,
                             runner=GoldenRunner(ctx.http, spec=spec, scorer=scorer, clock=ctx.clock),
-                            live=live, state=state, judge=judge, collector=collector)
+                            live=live, state=state, judge=judge, collector=collector, work=store,
+                            work_spec=work_spec, work_metrics=work_metrics, sync=sync, clock=ctx.clock)

@@ -25,7 +25,7 @@ from observer.analyse.embed import Embedder
 from observer.analyse.quality.state import QualityState
 from observer.analyse.signals import SignalStore
 from observer.fleetview import LiveFleet
-from observer.store.base import SampleStore
+from observer.store.base import ManagedStore
 from observer.wiring import canary, discovery, drift, quality, sampling, scrape
 from observer.wiring.runtime import Component, Context
 
@@ -39,7 +39,7 @@ class Services:
 
     fleet: LiveFleet | None = None
     signals: SignalStore | None = None
-    store: SampleStore | None = None
+    store: ManagedStore | None = None
     quality: QualityState | None = None
     drift: DriftState | None = None
     canary: CanaryService | None = None

@@ -120,12 +120,15 @@ class SamplingComponent:
                 Job("sample-store-stats", 15.0, self.refresh_stats))
 
     async def prune(self) -> None:
-        """Apply retention by age and by rows per version."""
+        """Apply retention by age and by rows per version, and to finished shared-work jobs."""
         store_spec = self.spec.store
         deleted = await asyncio.to_thread(self.store.prune, max_age_seconds=store_spec.retention_days * 86400,
                                           max_rows_per_version=store_spec.max_rows_per_version)
         if deleted:
             log.info("sample store: retention deleted %d sample(s)", deleted)
+        jobs = await asyncio.to_thread(self.store.prune_jobs, max_age_seconds=store_spec.work.keep_hours * 3600)
+        if jobs:
+            log.info("sample store: retention deleted %d finished job(s)", jobs)
         await self.refresh_stats()
 
     async def refresh_stats(self) -> None:

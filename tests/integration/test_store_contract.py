@@ -17,24 +17,17 @@ from observer.store.sql import content_hash
 from observer.store.sqlite import SqliteStore
 from tests.support import postgres
 from tests.support.postgres import Postgres
-from tests.support.store import Clock, rec
+from tests.support.store import Clock, open_backend, rec
 
 pytestmark = pytest.mark.integration
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.skipif(
     not postgres.available(), reason="Debian package postgresql missing (make test installs it)"))]
 
 
-def _open(backend: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock) -> ManagedStore:
-    if backend == "sqlite":
-        return SqliteStore(tmp_path / "s.db", clock=clock)
-    server: Postgres = request.getfixturevalue("postgres_server")
-    return PostgresStore(server.database(), clock=clock)
-
-
 @pytest.fixture(params=BACKENDS)
 def clocked(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[ManagedStore, Clock]]:
     clock = Clock()
-    s = _open(request.param, tmp_path, request, clock)
+    s = open_backend(request.param, tmp_path, request, clock)
     yield s, clock
     s.close()
 

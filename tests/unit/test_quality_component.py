@@ -56,7 +56,10 @@ def test_judge_and_live_scoring_with_a_store(tmp_path: Path) -> None:
         comp = build(ctx, store=store)
         assert comp is not None
         assert comp.judge is not None
-        assert {j.name: j.interval_seconds for j in comp.jobs()} == {"quality-golden": 900.0, "quality-live": 30.0}
+        jobs = {j.name: (j.interval_seconds, j.singleton) for j in comp.jobs()}
+        # the leader enqueues golden rounds and scores live rules; every replica works the queue and syncs
+        assert jobs == {"quality-golden": (900.0, True), "quality-live": (30.0, True), "work-golden": (1.0, False),
+                        "work-judge": (1.0, False), "quality-sync": (2.0, False), "work-stats": (15.0, False)}
     finally:
         store.close()
 
@@ -111,3 +114,45 @@ def test_docs_config_example_is_valid() -> None:
     ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=httpx.AsyncClient())
     comp = build(ctx, store=None)
     assert comp is not None and comp.judge is not None
+
+
+def _answering(text: str) -> httpx.AsyncClient:
+    """An HTTP client whose every chat completion answers `text` (one JSON body, no stream)."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                                         "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+async def test_golden_rounds_are_jobs_and_their_results_survive_a_restart(tmp_path: Path) -> None:
+    (tmp_path / "g.yaml").write_text("items:\n  - {id: a, prompt: q, assertions: [{type: contains, values: [kill]}]}\n"
+                                     "  - {id: b, prompt: r, assertions: [{type: contains, values: [nope]}]}\n")
+    data = {"fleet": {"versions": [{"name": "stable", "openai": "http://127.0.0.1:9/v1", "model": "m"}]},
+            "quality": {"golden_dirs": [str(tmp_path)], "live": {"enabled": False}}}
+    config = parse_config(yaml.safe_dump(data), environ={})
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        comp = build(Context(config=config, http=_answering("kill it")), store=store)
+        assert comp is not None and comp.state is not None
+        jobs = {j.name: j for j in comp.jobs()}
+        await jobs["quality-golden"].func()
+        await jobs["quality-golden"].func()  # the same interval's slot: enqueued once
+        assert store.job_counts() == {("golden", "queued"): 1}
+        await jobs["work-golden"].func()
+        assert store.job_counts() == {("golden", "done"): 1}
+        assert comp.state.latest("stable") == {}  # results reach the state through the store only
+        await jobs["quality-sync"].func()
+        run = comp.state.latest("stable")["g"]
+        assert (run.passed, run.scored) == (1, 2)
+    finally:
+        store.close()
+    store = SqliteStore(tmp_path / "s.db")  # a restarted observer reads the stored runs back
+    try:
+        again = build(Context(config=config, http=_answering("kill it")), store=store)
+        assert again is not None and again.state is not None
+        await next(j for j in again.jobs() if j.name == "quality-sync").func()
+        restored = again.state.latest("stable")["g"]
+        assert (restored.passed, restored.scored, restored.items[0].answer.text) == (1, 2, "kill it")
+        assert again.state.golden_totals("stable", since=0) == (1, 2)
+    finally:
+        store.close()

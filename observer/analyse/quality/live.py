@@ -3,6 +3,10 @@
 Each check's result is attached to the sample (`rule:<check>`, `judge:<rubric>`), then a `rules`
 marker score closes the sample, so a pass that dies half-way re-scores only unfinished samples.
 Which samples are judged is decided by their content hash, so the choice is stable across restarts.
+
+With a shared store (`judge_jobs` set), judge calls are not made here: each chosen sample becomes a durable
+`judge` job any replica runs (observer.wiring.work), and results reach the state through the store's feed
+(`sync`), so every replica counts them once.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +26,18 @@ from observer.analyse.quality.state import QualityState
 from observer.config.quality import LiveSpec
 from observer.errors import JudgeError
 from observer.store.base import SampleStore, StoredSample
+from observer.store.jobs import JobSpec, ScoreWrite
 
 log = logging.getLogger("observer.quality")
 
 DONE_MARKER = "rules"
 JUDGE_CHECK = "judge"
+JUDGE_JOB = "judge"  # kind of the shared-work job that judges one live sample
+
+
+def judge_job(rubric: str, sample_id: int) -> JobSpec:
+    """The job that judges one stored sample with `rubric` (its key makes enqueueing it idempotent)."""
+    return JobSpec(kind=JUDGE_JOB, key=f"judge:{rubric}:{sample_id}", payload={"sample_id": sample_id})
 
 
 def live_check(check: str, sample: StoredSample) -> Outcome:
@@ -63,6 +74,9 @@ class LiveScorer:
     judge: JudgeClient | None = None
     rubric: Rubric | None = None
     clock: Callable[[], float] | None = None
+    # Shared store: enqueue judge calls as jobs, and read results back from the store's feed.
+    judge_jobs: Callable[[Sequence[JobSpec]], Awaitable[object]] | None = None
+    sync: Callable[[], Awaitable[int]] | None = None
 
     async def run_once(self, versions: Sequence[str]) -> int:
         """Score up to `batch_size` unscored samples per version; return how many were scored."""
@@ -89,7 +103,10 @@ class LiveScorer:
         judge_events: list[tuple[float, bool]] = []
         if self.judge is not None and self.rubric is not None:
             chosen = [s for s in batch if selected_for_judge(s.content_hash, self.spec.judge_fraction)]
-            outcomes = await asyncio.gather(*(self._judge(s) for s in chosen))
+            if self.judge_jobs is not None:
+                await self.judge_jobs([judge_job(self.rubric.name, s.id) for s in chosen])
+                chosen = []
+            outcomes = await asyncio.gather(*(self.judge_sample(s) for s in chosen))
             for s, o in zip(chosen, outcomes, strict=True):
                 attachments.append((s.id, f"judge:{self.rubric.name}", o))
                 if o.decided:
@@ -100,13 +117,17 @@ class LiveScorer:
                              {"checks": list(self.spec.checks)})
             attachments.append((sample.id, DONE_MARKER, marker))
         await asyncio.to_thread(self._attach, attachments)
+        if self.sync is not None:
+            await self.sync()
+            return len(batch)
         for name, ev in events.items():
             self.state.record_live(version, name, ev)
         if judge_events:
             self.state.record_live(version, JUDGE_CHECK, judge_events)
         return len(batch)
 
-    async def _judge(self, sample: StoredSample) -> Outcome:
+    async def judge_sample(self, sample: StoredSample) -> Outcome:
+        """The judge's outcome on one sample; judge failures are error outcomes (never a pass or a fail)."""
         assert self.judge is not None and self.rubric is not None
         try:
             v = await self.judge.judge(rubric=self.rubric, prompt=sample.prompt, output=sample.output)
@@ -121,8 +142,14 @@ class LiveScorer:
 
     def _attach(self, attachments: Sequence[tuple[int, str, Outcome]]) -> None:
         for sample_id, scorer, o in attachments:
-            meta: dict[str, Any] = dict(o.meta)
-            if o.error:
-                meta["error"] = True
-            self.store.attach_score(sample_id, scorer=scorer, passed=o.passed, score=o.score, reason=o.reason,
-                                    meta=meta)
+            w = as_score(sample_id, scorer, o)
+            self.store.attach_score(sample_id, scorer=scorer, passed=w.passed, score=w.score, reason=w.reason,
+                                    meta=w.meta)
+
+
+def as_score(sample_id: int, scorer: str, o: Outcome) -> ScoreWrite:
+    """The stored form of one check's outcome on a sample (an error outcome carries `error: true`)."""
+    meta: dict[str, Any] = dict(o.meta)
+    if o.error:
+        meta["error"] = True
+    return ScoreWrite(sample_id=sample_id, scorer=scorer, passed=o.passed, score=o.score, reason=o.reason, meta=meta)

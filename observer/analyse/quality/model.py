@@ -154,3 +154,34 @@ class GoldenRunResult:
             if v is not None:
                 out.append(v)
         return out
+
+
+MAX_STORED_ANSWER_CHARS = 2000  # a stored golden run keeps this much of each answer (the verdict needs none)
+
+
+def encode_run(result: GoldenRunResult) -> dict[str, Any]:
+    """A golden run as JSON for the store (answers cut to MAX_STORED_ANSWER_CHARS)."""
+    def answer(a: Answer) -> dict[str, Any]:
+        return {"text": a.text[:MAX_STORED_ANSWER_CHARS], "finish_reason": a.finish_reason, "ttft_s": a.ttft_s,
+                "latency_s": a.latency_s, "error": a.error, "prompt_tokens": a.prompt_tokens,
+                "completion_tokens": a.completion_tokens}
+
+    def outcome(o: Outcome) -> dict[str, Any]:
+        return {"check": o.check, "passed": o.passed, "score": o.score, "reason": o.reason, "meta": dict(o.meta),
+                "error": o.error}
+
+    return {"version": result.version, "golden_set": result.golden_set, "set_version": result.set_version,
+            "started": result.started, "finished": result.finished, "judge_model": result.judge_model,
+            "judge_prompt_version": result.judge_prompt_version,
+            "items": [{"id": i.item_id, "category": i.category, "answer": answer(i.answer),
+                       "outcomes": [outcome(o) for o in i.outcomes]} for i in result.items]}
+
+
+def decode_run(body: Mapping[str, Any]) -> GoldenRunResult:
+    """The GoldenRunResult `encode_run` stored; KeyError/TypeError/ValueError on a body it did not write."""
+    items = tuple(ItemResult(str(i["id"]), str(i["category"]), Answer(**i["answer"]),
+                             tuple(Outcome(**o) for o in i["outcomes"])) for i in body["items"])
+    return GoldenRunResult(version=str(body["version"]), golden_set=str(body["golden_set"]),
+                           set_version=str(body["set_version"]), started=float(body["started"]),
+                           finished=float(body["finished"]), items=items, judge_model=body.get("judge_model"),
+                           judge_prompt_version=body.get("judge_prompt_version"))
