@@ -2,7 +2,9 @@
 
 A batch is acknowledged (200) only after it is redacted and committed to the store. Errors are precise:
 413 over server.max_request_bytes, 400 naming the offending field, 422 naming an unknown version,
-503 when the store cannot commit.
+503 when the store cannot commit. A client that retries sends the same `Idempotency-Key` header (the
+sidecar sends the SHA-256 of the body): a batch already committed under that key is answered with its
+ids and not stored again, so a retry after a lost answer never duplicates samples.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
+import uuid
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal
 
@@ -29,6 +33,7 @@ _TEXT_LIMIT = 1_000_000
 MAX_TOKENS = 100_000_000  # far above any context window; bounded so every value fits SQLite's INTEGER
 MAX_SECONDS = 86_400.0  # a request's latency, at most a day
 MAX_TS = 4_102_444_800.0  # 2100-01-01: a `ts` beyond it is a unit mistake (ms, ns) or garbage
+_KEY = re.compile(r"[\x21-\x7e]{1,200}")  # an Idempotency-Key: printable ASCII, bounded
 FUTURE_SLACK_SECONDS = 86_400.0  # clock skew tolerated for a `ts` ahead of the observer's clock
 
 
@@ -127,6 +132,10 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
             err = e.errors()[0]
             field = ".".join(str(p) for p in err["loc"]) or "body"
             return _error(400, "invalid_sample", field, f"{field}: {err['msg']}")
+        key = request.headers.get("idempotency-key")
+        if key is not None and not _KEY.fullmatch(key):
+            return _error(400, "invalid_header", "Idempotency-Key",
+                          "Idempotency-Key must be 1-200 printable ASCII characters")
         records: list[SampleRecord] = []
         now = clock()
         for i, s in enumerate(batch.samples):
@@ -150,7 +159,8 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
             metrics.seen[(r.version, r.source)] += 1
             metrics.sampled[(r.version, r.source)] += 1
         try:
-            ids, counts = await asyncio.to_thread(_commit, store, redactor, records)
+            # No key from the client: one of our own, so the store may retry a lost connection safely.
+            ids, counts = await asyncio.to_thread(_commit, store, redactor, records, key or uuid.uuid4().hex)
         except Exception as e:  # every seen sample ends stored or dropped with a reason, never lost silently
             for r in records:
                 metrics.drop(r.version, "store_error")
@@ -175,10 +185,10 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
     return router
 
 
-def _commit(store: SampleStore, redactor: Redactor | None, records: Sequence[SampleRecord]
+def _commit(store: SampleStore, redactor: Redactor | None, records: Sequence[SampleRecord], key: str
             ) -> tuple[list[int], Any]:
     redacted, counts = redact_records(redactor, records)
-    return store.add(redacted), counts
+    return store.add(redacted, idempotency_key=key), counts
 
 
 def _public(sample: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import time
@@ -61,18 +62,41 @@ class StoreSink:
 _OVERHEAD = len(b'{"samples":[]}')
 
 
+def _retry_after(value: str | None, *, default: float) -> float:
+    """Seconds from a Retry-After header given in seconds (an HTTP date, or nonsense: `default`)."""
+    try:
+        return max(0.0, float(value)) if value is not None else default
+    except ValueError:
+        return default
+
+
 class RemoteSink:
     """Posts batches to an observer's `POST /api/v1/samples` (the sidecar proxy's sink).
 
     Batches are split so each request body stays under `max_request_bytes` (the central observer's
-    `server.max_request_bytes`, 4 MiB by default); one sample larger than that alone is rejected alone."""
+    `server.max_request_bytes`, 4 MiB by default); one sample larger than that alone is rejected alone.
+
+    An outage answer (502/503/504, 429, a timeout or a dropped connection) is retried up to `retries` times
+    with the same `Idempotency-Key` (the body's SHA-256), waiting the answer's `Retry-After` or an
+    exponential back-off (both capped at `max_backoff_seconds`): a retry after an answer lost in transit is
+    stored once. Meanwhile the pipeline's bounded queue holds new samples (and counts what it drops)."""
+
+    RETRIED = frozenset({429, 502, 503, 504})
 
     def __init__(self, base_url: str, *, token: str | None, timeout_seconds: float = 10.0,
-                 max_request_bytes: int = 4 * 1024 * 1024) -> None:
+                 max_request_bytes: int = 4 * 1024 * 1024, retries: int = 3, backoff_seconds: float = 0.5,
+                 max_backoff_seconds: float = 5.0, sleep: Callable[[float], None] = time.sleep,
+                 transport: httpx.BaseTransport | None = None) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_seconds)
+        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_seconds,
+                                    transport=transport)
         self.max_request_bytes = max_request_bytes
         self.url = base_url.rstrip("/") + "/api/v1/samples"
+        self.retries = retries
+        self.backoff_seconds = backoff_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self._sleep = sleep
+        self.retried = 0  # outage answers retried (for tests and logs)
 
     def write(self, records: Sequence[SampleRecord]) -> Rejected | None:
         encoded = [json.dumps({k: v for k, v in dataclasses.asdict(r).items() if v is not None},
@@ -112,7 +136,23 @@ class RemoteSink:
 
     def _post(self, items: list[bytes]) -> None:
         body = b'{"samples":[' + b",".join(items) + b"]}"
-        resp = self._client.post("/api/v1/samples", content=body, headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json", "Idempotency-Key": hashlib.sha256(body).hexdigest()}
+        for attempt in range(self.retries + 1):
+            wait = self.backoff_seconds * 2 ** attempt
+            try:
+                resp = self._client.post("/api/v1/samples", content=body, headers=headers)
+            except httpx.TransportError as e:  # the answer may have been lost after a commit: same key
+                if attempt == self.retries:
+                    raise RuntimeError(f"ingest {self.url} unreachable for {len(items)} sample(s) after "
+                                       f"{attempt + 1} attempts: {type(e).__name__}: {e}") from e
+            else:
+                if resp.status_code not in self.RETRIED or attempt == self.retries:
+                    break
+                wait = _retry_after(resp.headers.get("retry-after"), default=wait)
+            self.retried += 1
+            log.info("ingest %s: retrying %d sample(s) in %.1fs (attempt %d of %d)", self.url, len(items),
+                     min(wait, self.max_backoff_seconds), attempt + 2, self.retries + 1)
+            self._sleep(min(wait, self.max_backoff_seconds))
         if resp.status_code != 200:
             detail = " ".join(resp.text.split())[:200]
             message = f"ingest {self.url} answered HTTP {resp.status_code} for {len(items)} sample(s): {detail}"

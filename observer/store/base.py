@@ -64,8 +64,10 @@ class StoredSample(SampleRecord):
 class SampleStore(Protocol):
     """Durable storage of samples per version; `add` returns only after the samples are committed."""
 
-    def add(self, samples: Sequence[SampleRecord]) -> list[int]:
-        """Store samples in one transaction and return their ids, in input order."""
+    def add(self, samples: Sequence[SampleRecord], *, idempotency_key: str | None = None) -> list[int]:
+        """Store samples in one transaction and return their ids, in input order. With `idempotency_key`,
+        a batch already stored under that key is not stored again: its ids are returned (a retried
+        request whose first attempt committed but whose answer was lost)."""
         ...
 
     def samples(

@@ -10,6 +10,7 @@ a StoreError naming the host, port and database (never the password) and what to
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -90,6 +91,11 @@ MIGRATIONS: tuple[str, ...] = (
         error TEXT
     );
     CREATE INDEX jobs_ready ON jobs (kind, state, id);
+    CREATE TABLE ingest_keys (
+        key TEXT PRIMARY KEY,
+        ids JSONB NOT NULL,
+        created DOUBLE PRECISION NOT NULL
+    );
     """,
 )
 # A row is in the feed once no transaction older than its own is still open: then every row with a smaller
@@ -102,6 +108,7 @@ _UPSERT_SCORE = (
     "ts = excluded.ts, seq = nextval('scores_seq'), xid = pg_current_xact_id()")
 SCHEMA_VERSION = len(MIGRATIONS)
 MIGRATION_LOCK = 0x0B5E_0001  # pg_advisory_xact_lock key: one migrator at a time
+INGEST_KEY_SECONDS = 86_400.0  # an idempotency key dedupes retries for this long (pruned after)
 ENQUEUE_LOCK = 0x0B5E_E0E0  # pg_advisory_xact_lock key held while enqueueing (the queue bound holds)
 
 log = logging.getLogger("observer.store")
@@ -217,13 +224,36 @@ class PostgresStore(SqlReads):
         with self._conn("read the schema version") as conn:
             return int(conn.execute("SELECT version FROM observer_schema").fetchone()[0])
 
-    def add(self, samples: Sequence[SampleRecord]) -> list[int]:
-        """Store samples in one committed transaction and return their ids, in input order."""
+    def add(self, samples: Sequence[SampleRecord], *, idempotency_key: str | None = None) -> list[int]:
+        """Store samples in one committed transaction and return their ids, in input order.
+
+        With `idempotency_key` the key is recorded in the same transaction, so the add is retried once when
+        the connection is lost mid-transaction (whether or not the lost attempt committed, the samples end
+        stored once), and a later add with the same key returns the first one's ids."""
         if not samples:
             return []
         rows = insert_rows(samples)
+        attempts = 2 if idempotency_key is not None else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._add(rows, idempotency_key)
+            except StoreError as e:
+                if attempt == attempts or not isinstance(e.__cause__, self._psycopg.OperationalError):
+                    raise
+                log.warning("sample store: %s; retrying once on a new connection (idempotency key %s)", e,
+                            idempotency_key)
+        raise AssertionError("unreachable")
+
+    def _add(self, rows: list[tuple[Any, ...]], key: str | None) -> list[int]:
         ids: list[int] = []
         with self._conn(f"store {len(rows)} sample(s)") as conn, conn.cursor() as cur:
+            if key is not None:
+                # Blocks while another transaction holds the same key; then sees its ids (or takes the key).
+                cur.execute("INSERT INTO ingest_keys (key, ids, created) VALUES (%s, '[]', %s) "
+                            "ON CONFLICT (key) DO NOTHING", (key, self._clock()))
+                if not cur.rowcount:
+                    row = cur.execute("SELECT ids FROM ingest_keys WHERE key = %s", (key,)).fetchone()
+                    return [int(i) for i in row[0]]
             try:
                 cur.executemany(insert_sql("%s") + " RETURNING id", rows, returning=True)
             except (ValueError, OverflowError) as e:  # not adaptable (e.g. a NUL in text): rolled back
@@ -232,6 +262,8 @@ class PostgresStore(SqlReads):
                 ids.append(int(cur.fetchone()[0]))
                 if not cur.nextset():
                     break
+            if key is not None:
+                cur.execute("UPDATE ingest_keys SET ids = %s::jsonb WHERE key = %s", (json.dumps(ids), key))
         return ids
 
     def _read(self, sql: str, args: Sequence[Any]) -> list[StoredSample]:
@@ -282,6 +314,7 @@ class PostgresStore(SqlReads):
         with self._conn("prune the sample store") as conn:
             deleted = conn.execute("DELETE FROM samples WHERE ts < %s", (cutoff,)).rowcount
             conn.execute("DELETE FROM golden_runs WHERE started < %s", (cutoff,))
+            conn.execute("DELETE FROM ingest_keys WHERE created < %s", (self._clock() - INGEST_KEY_SECONDS,))
             deleted += conn.execute(
                 "DELETE FROM samples WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
                 "(PARTITION BY version ORDER BY ts DESC, id DESC) AS n FROM samples) ranked WHERE n > %s)",

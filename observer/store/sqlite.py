@@ -90,8 +90,14 @@ MIGRATIONS: tuple[str, ...] = (
         error TEXT
     );
     CREATE INDEX jobs_ready ON jobs (kind, state, id);
+    CREATE TABLE ingest_keys (
+        key TEXT PRIMARY KEY,
+        ids TEXT NOT NULL,
+        created REAL NOT NULL
+    );
     """,
 )
+INGEST_KEY_SECONDS = 86_400.0  # an idempotency key dedupes retries for this long (pruned after)
 _NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM scores)"
 _UPSERT_SCORE = (
     "INSERT INTO scores (sample_id, scorer, passed, score, reason, meta, ts, seq) "
@@ -173,18 +179,27 @@ class SqliteStore(SqlReads):
             raise StoreError(f"sample store {self.path} is closed")
         return _Locked(self)
 
-    def add(self, samples: Sequence[SampleRecord]) -> list[int]:
-        """Store samples in one committed transaction and return their ids, in input order."""
+    def add(self, samples: Sequence[SampleRecord], *, idempotency_key: str | None = None) -> list[int]:
+        """Store samples in one committed transaction and return their ids, in input order; a batch already
+        stored under `idempotency_key` is not stored again (its ids are returned)."""
         if not samples:
             return []
         rows = insert_rows(samples)
         with self._locked() as db:
             try:
                 db.execute("BEGIN IMMEDIATE")
+                if idempotency_key is not None:
+                    row = db.execute("SELECT ids FROM ingest_keys WHERE key = ?", (idempotency_key,)).fetchone()
+                    if row is not None:
+                        db.execute("COMMIT")
+                        return [int(i) for i in json.loads(row[0])]
                 ids: list[int] = []
                 for row in rows:
                     cur = db.execute(insert_sql("?"), row)
                     ids.append(int(cur.lastrowid or 0))
+                if idempotency_key is not None:
+                    db.execute("INSERT INTO ingest_keys (key, ids, created) VALUES (?, ?, ?)",
+                               (idempotency_key, json.dumps(ids), self._clock()))
                 db.execute("COMMIT")
             except (sqlite3.Error, OverflowError, ValueError, TypeError) as e:
                 _rollback(db)
@@ -261,6 +276,7 @@ class SqliteStore(SqlReads):
                 db.execute("BEGIN IMMEDIATE")
                 deleted = db.execute("DELETE FROM samples WHERE ts < ?", (cutoff,)).rowcount
                 db.execute("DELETE FROM golden_runs WHERE started < ?", (cutoff,))
+                db.execute("DELETE FROM ingest_keys WHERE created < ?", (self._clock() - INGEST_KEY_SECONDS,))
                 for (version,) in db.execute("SELECT DISTINCT version FROM samples").fetchall():
                     row = db.execute("SELECT ts, id FROM samples WHERE version = ? ORDER BY ts DESC, id DESC "
                                      "LIMIT 1 OFFSET ?", (version, max_rows_per_version)).fetchone()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from observer.errors import StoreError
 from observer.store.base import ManagedStore
 from observer.store.jobs import GoldenRunRecord, JobSpec, ScoreWrite, SharedWork
 from observer.store.postgres import MIGRATIONS as PG_MIGRATIONS
@@ -221,5 +222,48 @@ def test_migrates_a_first_schema_database_and_feeds_its_old_scores(postgres_serv
         assert [(e.sample_id, e.scorer) for e in store.score_events(after=(0, 0), limit=10)] == [(sid, "rules")]
         store.enqueue(_jobs(1), max_queued=10)
         assert store.job_counts() == {("judge", "queued"): 1}
+    finally:
+        store.close()
+
+
+def test_an_idempotency_key_stores_a_batch_once(clocked: tuple[ManagedStore, Clock]) -> None:
+    store, clock = clocked
+    first = store.add([rec("stable", 0), rec("stable", 1)], idempotency_key="batch-1")
+    again = store.add([rec("stable", 0), rec("stable", 1)], idempotency_key="batch-1")
+    other = store.add([rec("stable", 0)], idempotency_key="batch-2")
+    assert again == first and other[0] not in first
+    assert store.count() == 3
+    clock.now += 2 * 86_400  # keys are kept a day: after that the same key stores anew
+    store.prune(max_age_seconds=10**9, max_rows_per_version=10**6)
+    assert store.add([rec("stable", 0)], idempotency_key="batch-1") != first[:1]
+
+
+@pytest.mark.skipif(not postgres.available(), reason="Debian package postgresql missing")
+def test_a_connection_lost_mid_transaction_is_retried_and_stores_once(postgres_server: Postgres) -> None:
+    """A trigger kills the inserting session's own backend once, in the middle of the add's transaction
+    (what a database failover or a network cut does): the add retries on a new connection under its key
+    and the batch is stored exactly once."""
+    import psycopg
+
+    url = postgres_server.database()
+    store = PostgresStore(url)
+    try:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("CREATE SEQUENCE fault_once")  # not transactional: survives the killed transaction
+            admin.execute("""
+                CREATE FUNCTION cut_once() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                  IF nextval('fault_once') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+                  RETURN NEW;
+                END $$""")
+            admin.execute("CREATE TRIGGER cut AFTER INSERT ON samples FOR EACH ROW EXECUTE FUNCTION cut_once()")
+        ids = store.add([rec("stable", i) for i in range(5)], idempotency_key="k")
+        assert len(ids) == 5 and store.count() == 5
+        with psycopg.connect(url, autocommit=True) as admin:
+            assert admin.execute("SELECT last_value FROM fault_once").fetchone()[0] > 1  # it fired, then the retry
+            admin.execute("SELECT setval('fault_once', 1, false)")  # arm it again
+        with pytest.raises(StoreError):  # without a key the add is not retried: it could duplicate
+            store.add([rec("stable", 9)])
+        assert store.count() == 5
     finally:
         store.close()

@@ -253,11 +253,43 @@ def test_sidecar_batches_are_split_to_fit_the_ingest_limit() -> None:
 
 
 def test_an_ingest_outage_fails_the_batch_once_not_per_sample() -> None:
-    sink = RemoteSink("http://127.0.0.1:9", token=None, timeout_seconds=1.0)
+    waits: list[float] = []
+    sink = RemoteSink("http://127.0.0.1:9", token=None, timeout_seconds=1.0, sleep=waits.append)
     try:
         p = _pipeline(sink)
         stored, dropped, _ = p._convert_and_write([_capture(i, "fine") for i in range(50)])
         assert stored == [] and dropped == [("stable", "store_error")] * 50
+        assert waits == [0.5, 1.0, 2.0]  # retried 3 times with back-off before giving up
+    finally:
+        sink.close()
+
+
+def test_a_retry_after_a_lost_answer_is_stored_once() -> None:
+    """The ingest commits the batch, but its answer is lost (here: a 503 after the commit, as when the
+    connection drops on the way back). The sidecar retries with the same Idempotency-Key and the ingest
+    answers the stored ids instead of storing the batch again."""
+
+    committed: dict[str, list[int]] = {}
+    keys: list[str] = []
+    rows: list[bytes] = []
+
+    def ingest(request: httpx.Request) -> httpx.Response:
+        key = request.headers["idempotency-key"]
+        keys.append(key)
+        if key in committed:
+            return httpx.Response(200, json={"accepted": len(committed[key]), "ids": committed[key]})
+        n = len(json.loads(request.content)["samples"])
+        committed[key] = list(range(len(rows), len(rows) + n))
+        rows.extend([request.content] * n)
+        return httpx.Response(503, headers={"Retry-After": "2"}, json={"detail": "answer lost"})
+
+    waits: list[float] = []
+    sink = RemoteSink("http://ingest.test", token=None, sleep=waits.append, transport=httpx.MockTransport(ingest))
+    try:
+        stored, dropped, _ = _pipeline(sink)._convert_and_write([_capture(i, "fine") for i in range(5)])
+        assert len(stored) == 5 and dropped == []
+        assert len(rows) == 5 and len(keys) == 2 and keys[0] == keys[1]
+        assert waits == [2.0]  # the answer's Retry-After
     finally:
         sink.close()
 
@@ -346,3 +378,21 @@ def test_serve_states_a_build_time_config_error_in_one_line(tmp_path: Path) -> N
     assert result.exit_code == 2, result.output
     out = " ".join(result.output.split())
     assert "no-such-set" in out and "Traceback" not in result.output
+
+
+async def test_the_ingest_answers_a_repeated_idempotency_key_with_the_stored_ids(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        app = _ingest_app(store, SamplingMetrics())
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            body = {"samples": [_sample(), _sample(output="b")]}
+            first = await client.post("/api/v1/samples", json=body, headers={"Idempotency-Key": "abc"})
+            again = await client.post("/api/v1/samples", json=body, headers={"Idempotency-Key": "abc"})
+            assert first.status_code == again.status_code == 200
+            assert again.json()["ids"] == first.json()["ids"] and store.count() == 2
+            plain = await client.post("/api/v1/samples", json=body)  # no key: a new batch each time
+            assert plain.status_code == 200 and store.count() == 4
+            bad = await client.post("/api/v1/samples", json=body, headers={"Idempotency-Key": "a b"})
+            assert bad.status_code == 400 and "Idempotency-Key" in bad.text and store.count() == 4
+    finally:
+        store.close()
