@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from observer.analyse import histogram as hmath
+from observer.analyse.cost import CostMeter, CostTotals, CostWindow
 from observer.analyse.window import History, ModelTotals, TargetTotals, Totals, sum_totals
 from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
@@ -132,6 +133,8 @@ class VersionExport:
     signals: VersionSignals
     totals: Totals | None
     xid_errors_seen: int
+    cost: CostTotals | None = None
+    cost_window: CostWindow | None = None
 
 
 @dataclass(frozen=True)
@@ -212,8 +215,10 @@ class SignalStore:
 
     def __init__(self, versions: Sequence[VersionSpec], *, window_seconds: float, stale_after_seconds: float,
                  retention_seconds: float = 6 * 3600.0, fine_seconds: float = 900.0,
-                 coarse_step_seconds: float = 60.0, max_models_per_target: int = 8) -> None:
+                 coarse_step_seconds: float = 60.0, max_models_per_target: int = 8,
+                 cost: CostMeter | None = None) -> None:
         self.window_seconds = window_seconds
+        self.cost = cost
         self.stale_after_seconds = stale_after_seconds
         self._lock = threading.RLock()
         self._history = (max(window_seconds * 1.5, fine_seconds), retention_seconds, coarse_step_seconds)
@@ -260,6 +265,8 @@ class SignalStore:
                     v.spec, v.vllm, v.dcgm = spec, vllm, dcgm
                 kept[spec.name] = v
             self._versions = kept
+            if self.cost is not None:
+                self.cost.retain(list(kept))
             used = {t for v in kept.values() for t in v.vllm}
             for t in used - self._target_totals.keys():
                 self._target_totals[t] = TargetTotals(max_models=self._max_models)
@@ -338,7 +345,16 @@ class SignalStore:
                                         max(kv_maxes) if kv_maxes else None))
         gpus = [g for g, owners in gpu_owners.values() if name in owners]
         v.signals = self._signals(name, v, ts, len(up), gpus)
-        return VersionExport(signals=v.signals, totals=totals, xid_errors_seen=v.xid_seen)
+        cost = window = None
+        if self.cost is not None:
+            finished = None if totals is None else totals.labelled(REQUEST_SUCCESS)
+            cost = self.cost.observe(name, ts=ts, replicas_up=len(up), gpus=gpus,
+                                     prompt_tokens=None if totals is None else totals.counter(PROMPT_TOKENS),
+                                     generation_tokens=None if totals is None else totals.counter(GENERATION_TOKENS),
+                                     requests=None if finished is None else sum(finished.values()))
+            window = self.cost.window(name, since=ts - self.cost.spec.window_seconds)
+        return VersionExport(signals=v.signals, totals=totals, xid_errors_seen=v.xid_seen, cost=cost,
+                             cost_window=window)
 
     # --- GPUs ------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ FIELDS: dict[str, str] = {
     "DCGM_FI_DEV_FB_RESERVED": "fb_reserved_mib",
     "DCGM_FI_DEV_GPU_TEMP": "temperature_c",
     "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
     "DCGM_FI_DEV_XID_ERRORS": "xid",
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
     "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",

@@ -69,6 +69,7 @@ class GpuMetrics:
     fb_reserved_mib: float | None = None
     temperature_c: float | None = None
     power_w: float | None = None
+    energy_mj: float | None = None  # total energy since boot (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ)
     xid: float | None = None
     tensor_active: float | None = None
     dram_active: float | None = None

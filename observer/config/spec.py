@@ -6,6 +6,7 @@ from pydantic import Field
 
 from observer.config.base import Spec
 from observer.config.canary import CanarySpec
+from observer.config.cost import CostSpec
 from observer.config.dashboards import DashboardsSpec
 from observer.config.discovery import DiscoverySpec
 from observer.config.drift import DriftSpec
@@ -29,3 +30,4 @@ class ObserverConfig(Spec):
     canary: CanarySpec = Field(default_factory=CanarySpec, description="Canary analysis.")
     slo: SLOSpec = Field(default_factory=SLOSpec, description="SLOs and alerts.")
     dashboards: DashboardsSpec = Field(default_factory=DashboardsSpec, description="Dashboards.")
+    cost: CostSpec = Field(default_factory=CostSpec, description="Cost and energy per version.")

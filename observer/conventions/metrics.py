@@ -42,6 +42,15 @@ GPU_POWER = "observer_gpu_power_watts"
 GPU_TENSOR_ACTIVE = "observer_gpu_tensor_active_ratio"
 GPU_DRAM_ACTIVE = "observer_gpu_dram_active_ratio"
 GPU_XID_ERRORS = "observer_gpu_xid_errors"  # counter: XID events seen (changes of the last-XID gauge to non-zero)
+# --- Cost and energy per version (issue #17): running totals and window ratios.
+COST = "observer_cost"  # counter {version}: currency units (cost.gpu_hour_prices / replica_hour_price)
+REPLICA_SECONDS = "observer_replica_seconds"  # counter {version}: replicas up × seconds
+GPU_SECONDS = "observer_gpu_seconds"  # counter {version, gpu_model}: attributed GPUs × seconds
+UNPRICED_GPU_SECONDS = "observer_unpriced_gpu_seconds"  # counter {version, gpu_model}: GPUs with no price
+ENERGY = "observer_energy_joules"  # counter {version}: DCGM energy (absent without power readings)
+COST_PER_MILLION_TOKENS = "observer_cost_per_million_tokens"  # gauge {version, kind=prompt|generation|total}
+COST_PER_THOUSAND_REQUESTS = "observer_cost_per_thousand_requests"  # gauge {version}
+ENERGY_PER_TOKEN = "observer_energy_joules_per_token"  # gauge {version, kind=generation|total}
 GPU_COUNT = "observer_gpus"
 
 # --- Self-metrics of scraping.

@@ -89,6 +89,7 @@ class ScrapeCollector(Collector):
         yield from self._window(exports)
         yield from self._replicas(everything)
         yield from self._gpus(everything)
+        yield from self._cost(everything)
         yield from self._self_metrics(snap.cycles)
 
     @staticmethod
@@ -214,6 +215,61 @@ class ScrapeCollector(Collector):
                         assert value is not None
                         family.add_metric([v, label], value)
         yield from (util, fb, temp, power, tensor, dram, count, xid)
+
+    def _cost(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
+        meter = self.store.cost
+        if meter is None:
+            return
+        priced = bool(meter.spec.gpu_hour_prices) or meter.spec.replica_hour_price is not None
+        v_only = [names.VERSION]
+        by_model = [names.VERSION, names.GPU_MODEL]
+        cost = CounterMetricFamily(names.COST, "Cost of the version's GPUs (or replicas) held, busy or idle, in "
+                                   "the currency of cost.gpu_hour_prices.", labels=v_only)
+        replica = CounterMetricFamily(names.REPLICA_SECONDS, "Replicas up × seconds.", labels=v_only)
+        gpu = CounterMetricFamily(names.GPU_SECONDS, "GPUs attributed to the version × seconds (DCGM, or "
+                                  "cost.gpus_per_replica without it).", labels=by_model)
+        unpriced = CounterMetricFamily(names.UNPRICED_GPU_SECONDS, "GPU-seconds of models with no price in "
+                                       "cost.gpu_hour_prices (the cost ratios are absent while they grow).",
+                                       labels=by_model)
+        energy = CounterMetricFamily(names.ENERGY, "Energy of the version's GPUs (DCGM total energy, or power × "
+                                     "time).", labels=v_only)
+        per_mtok = _gauge(names.COST_PER_MILLION_TOKENS, "Cost over the cost window per million tokens of a "
+                          "kind (the whole cost over those tokens).", [names.VERSION, names.KIND])
+        per_kreq = _gauge(names.COST_PER_THOUSAND_REQUESTS, "Cost over the cost window per thousand finished "
+                          "requests.", v_only)
+        joules = _gauge(names.ENERGY_PER_TOKEN, "GPU energy over the cost window per token of a kind.",
+                        [names.VERSION, names.KIND])
+        for e in exports:
+            t, w, v = e.cost, e.cost_window, e.signals.version
+            if t is None:
+                continue
+            replica.add_metric([v], t.replica_seconds)
+            for model, seconds in t.gpu_seconds:
+                gpu.add_metric([v, model], seconds)
+            for model, seconds in t.unpriced_gpu_seconds:
+                unpriced.add_metric([v, model], seconds)
+            if priced:
+                cost.add_metric([v], t.cost)
+            if t.energy_joules is not None:
+                energy.add_metric([v], t.energy_joules)
+            if w is None:
+                continue
+            if priced and w.unpriced_gpu_seconds == 0:
+                for kind in names.TOKEN_KINDS:
+                    value = w.per_million_tokens(kind)
+                    if _ok(value):
+                        assert value is not None
+                        per_mtok.add_metric([v, kind], value)
+                value = w.per_thousand_requests()
+                if _ok(value):
+                    assert value is not None
+                    per_kreq.add_metric([v], value)
+            for kind in ("generation", "total"):
+                value = w.joules_per_token(kind)
+                if _ok(value):
+                    assert value is not None
+                    joules.add_metric([v, kind], value)
+        yield from (cost, replica, gpu, unpriced, energy, per_mtok, per_kreq, joules)
 
     def _self_metrics(self, cycles: int) -> Iterator[Metric]:
         up = _gauge(names.TARGET_UP, "1 when the target answered the last scrape with a valid exposition.", _TARGET)

@@ -19,6 +19,7 @@ import httpx
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
+from observer.analyse.cost import CostMeter
 from observer.analyse.signals import SignalStore
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.scraper import Scraper, TargetHealth
@@ -98,8 +99,10 @@ class ScrapeComponent(BaseComponent):
 def build(ctx: Context) -> ScrapeComponent:
     """Return the scrape component for `ctx.config` (also with no versions: it then serves empty signals)."""
     cfg = ctx.config.scrape
-    store = SignalStore(ctx.fleet.versions(), window_seconds=cfg.window_seconds,
-                        stale_after_seconds=2 * cfg.interval_seconds + cfg.timeout_seconds)
+    stale = 2 * cfg.interval_seconds + cfg.timeout_seconds
+    meter = CostMeter(ctx.config.cost, max_gap_seconds=stale) if ctx.config.cost.enabled else None
+    store = SignalStore(ctx.fleet.versions(), window_seconds=cfg.window_seconds, stale_after_seconds=stale,
+                        cost=meter)
     health = TargetHealth(store.bindings())
     scraper = Scraper(client=ctx.http,
                       parse_vllm=partial(parse_vllm, max_samples=cfg.max_samples_per_target,

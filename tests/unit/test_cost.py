@@ -1,0 +1,159 @@
+"""Cost and energy per version (#17): the exported totals and ratios equal an independent computation from
+the raw expositions (regexes over the vLLM and DCGM text, not the observer's parsers), within 1e-9.
+
+Three scrape cycles of one version (one vLLM engine, two DCGM GPUs: one with a total-energy counter,
+one with power only) at t = 0, 15, 45 s."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from observer import conventions as names
+from observer.analyse.cost import CostMeter
+from observer.analyse.signals import SignalStore
+from observer.collect.dcgm import parse_dcgm
+from observer.collect.scraper import ScrapeResult, Target, TargetHealth, TargetKind
+from observer.collect.vllm import parse_vllm
+from observer.config.cost import CostSpec
+from observer.config.fleet import VersionSpec
+from observer.export.collector import ScrapeCollector
+from tests.support.observer_proc import scaled_exposition
+
+FIXTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "generated_vllm-0.33.0_single-engine.prom"
+           ).read_text()
+H100 = "NVIDIA H100 80GB HBM3"
+VLLM, DCGM = "http://pod/metrics", "http://dcgm/metrics"
+TIMES = (0.0, 15.0, 45.0)
+SCALES = (1.0, 2.0, 4.0)
+
+
+def dcgm_text(power: tuple[float, float], energy_mj: float | None, model: str = H100) -> str:
+    lines = ["# TYPE DCGM_FI_DEV_POWER_USAGE gauge"]
+    for i, p in enumerate(power):
+        lines.append(f'DCGM_FI_DEV_POWER_USAGE{{gpu="{i}",UUID="GPU-{i}",modelName="{model}",Hostname="n"}} {p}')
+    if energy_mj is not None:
+        lines += ["# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter",
+                  f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="0",UUID="GPU-0",modelName="{model}",Hostname="n"}} '
+                  f"{energy_mj}"]
+    return "\n".join(lines) + "\n"
+
+
+POWER = ((300.0, 200.0), (350.0, 250.0), (400.0, 260.0))
+ENERGY = (1.0e9, 1.0e9 + 4.5e6, 1.0e9 + 16.5e6)  # mJ: +4.5 kJ, then +12 kJ
+
+
+def raw_counter(text: str, name: str) -> float:
+    return sum(float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}\{{[^}}]*\}} (\S+)$", text, re.M))
+
+
+def run(spec: CostSpec, *, dcgm: bool = True, model: str = H100, energy: bool = True,
+        scales: tuple[float, ...] = SCALES) -> tuple[dict[tuple[str, tuple[tuple[str, str], ...]], float], list[str]]:
+    store = SignalStore([VersionSpec(name="stable", vllm=[VLLM], dcgm=[DCGM] if dcgm else [])],
+                        window_seconds=300.0, stale_after_seconds=60.0, cost=CostMeter(spec, max_gap_seconds=60.0))
+    health = TargetHealth(store.bindings())
+    registry = CollectorRegistry()
+    registry.register(ScrapeCollector(store, health))
+    texts = []
+    for ts, k, power, mj in zip(TIMES, scales, POWER, ENERGY, strict=True):
+        text = scaled_exposition(FIXTURE, k)
+        texts.append(text)
+        v, d = Target(TargetKind.VLLM, VLLM), Target(TargetKind.DCGM, DCGM)
+        results = {v: ScrapeResult(v, ts, 0.01, vllm=parse_vllm(text))}
+        if dcgm:
+            results[d] = ScrapeResult(d, ts, 0.01, dcgm=parse_dcgm(dcgm_text(power, mj if energy else None, model)))
+        health.record(results)
+        store.record(results, ts=ts)
+    out = {(s.name, tuple(sorted(s.labels.items()))): s.value
+           for fam in text_string_to_metric_families(generate_latest(registry).decode()) for s in fam.samples}
+    return out, texts
+
+
+def get(m: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float | None:
+    hits = [v for (n, ls), v in m.items() if n == name and all((k, x) in ls for k, x in labels.items())]
+    assert len(hits) <= 1, (name, labels, hits)
+    return hits[0] if hits else None
+
+
+def close(a: float | None, b: float) -> bool:
+    return a is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_cost_and_energy_equal_an_independent_computation() -> None:
+    m, texts = run(CostSpec(gpu_hour_prices={H100: 4.0}))
+    seconds = TIMES[-1] - TIMES[0]
+    cost = 2 * seconds * 4.0 / 3600  # two GPUs held for 45 s at 4.0 per GPU-hour
+    # GPU 0 has the energy counter (mJ); GPU 1 only power: its reading × the seconds since the last cycle
+    joules = (ENERGY[-1] - ENERGY[0]) / 1000 + POWER[1][1] * 15 + POWER[2][1] * 30
+    gen = raw_counter(texts[-1], "vllm:generation_tokens_total") - raw_counter(texts[0], "vllm:generation_tokens_total")
+    prompt = raw_counter(texts[-1], "vllm:prompt_tokens_total") - raw_counter(texts[0], "vllm:prompt_tokens_total")
+    requests = raw_counter(texts[-1], "vllm:request_success_total") - raw_counter(texts[0],
+                                                                                   "vllm:request_success_total")
+    assert gen > 0 and prompt > 0 and requests > 0
+    assert close(get(m, names.COST + "_total", version="stable"), cost)
+    assert close(get(m, names.GPU_SECONDS + "_total", version="stable", gpu_model=H100), 2 * seconds)
+    assert close(get(m, names.REPLICA_SECONDS + "_total", version="stable"), seconds)
+    assert close(get(m, names.ENERGY + "_total", version="stable"), joules)
+    assert close(get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="generation"), cost / gen * 1e6)
+    assert close(get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="prompt"), cost / prompt * 1e6)
+    assert close(get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="total"), cost / (gen + prompt) * 1e6)
+    assert close(get(m, names.COST_PER_THOUSAND_REQUESTS, version="stable"), cost / requests * 1e3)
+    assert close(get(m, names.ENERGY_PER_TOKEN, version="stable", kind="generation"), joules / gen)
+    assert get(m, names.UNPRICED_GPU_SECONDS + "_total", version="stable") is None
+
+
+def test_a_gpu_model_without_a_price_is_counted_and_the_ratios_are_absent(caplog: pytest.LogCaptureFixture) -> None:
+    m, _ = run(CostSpec(gpu_hour_prices={H100: 4.0}), model="NVIDIA B200")
+    assert close(get(m, names.UNPRICED_GPU_SECONDS + "_total", version="stable", gpu_model="NVIDIA B200"), 90.0)
+    assert get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="generation") is None
+    assert get(m, names.COST + "_total", version="stable") == 0.0
+    assert "'NVIDIA B200' (version stable) has no price" in caplog.text
+
+
+def test_without_dcgm_the_configured_gpus_are_billed_and_energy_is_absent() -> None:
+    m, texts = run(CostSpec(gpu_hour_prices={H100: 4.0}, gpus_per_replica=2, gpu_model=H100), dcgm=False)
+    cost = 1 * 2 * 45.0 * 4.0 / 3600  # one replica up, two configured GPUs each
+    assert close(get(m, names.COST + "_total", version="stable"), cost)
+    assert close(get(m, names.GPU_SECONDS + "_total", version="stable", gpu_model=H100), 90.0)
+    assert get(m, names.ENERGY + "_total", version="stable") is None
+    assert get(m, names.ENERGY_PER_TOKEN, version="stable", kind="generation") is None
+
+
+def test_no_tokens_in_the_window_means_no_ratio() -> None:
+    m, _ = run(CostSpec(gpu_hour_prices={H100: 4.0}), scales=(1.0, 1.0, 1.0))
+    assert get(m, names.COST + "_total", version="stable") is not None
+    for kind in names.TOKEN_KINDS:
+        assert get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind=kind) is None
+    assert get(m, names.COST_PER_THOUSAND_REQUESTS, version="stable") is None
+    assert all(math.isfinite(v) for v in m.values())
+
+
+def test_no_prices_at_all_exports_usage_but_no_cost() -> None:
+    m, _ = run(CostSpec())
+    assert get(m, names.COST + "_total", version="stable") is None
+    assert close(get(m, names.GPU_SECONDS + "_total", version="stable", gpu_model=H100), 90.0)
+
+
+def test_an_energy_counter_that_goes_down_uses_power_for_that_cycle() -> None:
+    from observer.collect.model import GpuMetrics
+
+    meter = CostMeter(CostSpec(), max_gap_seconds=60)
+    g = GpuMetrics(uuid="GPU-0", gpu="0", model_name=H100, power_w=100.0, energy_mj=5.0e6)
+    meter.observe("v", ts=0.0, replicas_up=1, gpus=[g])
+    meter.observe("v", ts=10.0, replicas_up=1, gpus=[GpuMetrics(uuid="GPU-0", gpu="0", power_w=100.0,
+                                                                energy_mj=6.0e6)])
+    reset = meter.observe("v", ts=20.0, replicas_up=1, gpus=[GpuMetrics(uuid="GPU-0", gpu="0", power_w=100.0,
+                                                                        energy_mj=10.0)])  # GPU reset
+    assert reset.energy_joules == pytest.approx(1000.0 + 100.0 * 10)
+    gap = meter.observe("v", ts=500.0, replicas_up=1, gpus=[GpuMetrics(uuid="GPU-0", gpu="0", power_w=100.0)])
+    assert gap.replica_seconds == pytest.approx(20 + 60)  # a scrape gap is billed at most max_gap_seconds
+
+
+def test_a_fallback_gpu_model_without_a_price_is_a_config_error() -> None:
+    with pytest.raises(ValueError, match="gpu_model 'A100' has no price in gpu_hour_prices"):
+        CostSpec(gpu_hour_prices={H100: 4.0}, gpu_model="A100")
