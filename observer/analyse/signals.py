@@ -523,6 +523,17 @@ class SignalStore:
             v = self._versions.get(version)
             return None if v is None else self._labelled_delta(v, family, since)
 
+    def cost_per_million_tokens(self, version: str, *, since: float) -> float | None:
+        """Cost per million generated tokens of `version` since `since` (None: no prices, no tokens, or a GPU
+        without a price in the window)."""
+        if self.cost is None or not (self.cost.spec.gpu_hour_prices or self.cost.spec.replica_hour_price):
+            return None
+        with self._lock:
+            w = self.cost.window(version, since=since)
+        if w is None or w.unpriced_gpu_seconds > 0:
+            return None
+        return w.per_million_tokens("generation")
+
     def slices(self, version: str, *, since: float, until: float, step: float, histograms: Sequence[str],
                labelled: Sequence[str]) -> list[SliceTotals] | None:
         """Increases over consecutive `step`-second slices from `since` to `until` (the last one may be

@@ -27,10 +27,13 @@ class CanaryMetricSpec(Spec):
     """One metric the judge compares between canary and baseline."""
 
     name: str = Field(description="Metric name; becomes the bounded `metric` label. [a-z0-9_], ≤ 40.")
-    kind: Literal["ratio", "latency", "quality", "drift"] = Field(
+    kind: Literal["ratio", "latency", "quality", "drift", "cost"] = Field(
         description="ratio: share of bad requests (exact conditional test); latency: share above a bucket "
                     "edge + quantile ratio; quality: golden-set pass-rate non-inferiority; drift: the drift "
-                    "area's verdict for a field.")
+                    "area's verdict for a field; cost: cost per generated token, canary ÷ baseline, against "
+                    "`max_ratio` (a point estimate, no test: keep it advisory).")
+    max_ratio: float = Field(1.25, gt=1, le=100, description="cost: the canary fails above this many times the "
+                                                             "baseline's cost per generated token.")
     finished_reasons: list[str] = Field(
         default_factory=list,
         description="ratio: vLLM finished_reason values counted as bad (e.g. [error], [abort], [length]).")
@@ -87,12 +90,17 @@ def default_metrics() -> list[CanaryMetricSpec]:
         # Inter-token latency is one observation per decode step: correlated within a request, so the
         # per-event test is not exact for it; it is shown, not scored.
         m(name="itl", kind="latency", family="itl", base_rate=0.05, advisory=True, group="latency"),
+        # Goodput on sampled requests (the exact joint of TTFT, TPOT and success per request). Not critical by
+        # default: it needs the sampling proxy's timings, and a critical metric without data holds every
+        # canary inconclusive. Make it critical where the proxy samples both arms.
+        m(name="goodput", kind="ratio", live_check="goodput", base_rate=0.05, group="latency"),
         m(name="golden", kind="quality", group="quality"),
         m(name="refusals", kind="ratio", live_check="refusal", base_rate=0.02, group="quality"),
         m(name="empty_outputs", kind="ratio", live_check="empty", base_rate=0.02, group="quality"),
         m(name="invalid_json", kind="ratio", live_check="invalid_json", base_rate=0.02, group="quality"),
         m(name="drift_prompts", kind="drift", field="prompts", advisory=True, group="drift"),
         m(name="drift_outputs", kind="drift", field="outputs", advisory=True, group="drift"),
+        m(name="cost_per_token", kind="cost", advisory=True, group="cost"),
     ]
 
 
@@ -134,7 +142,8 @@ class CanarySpec(Spec):
     pass_score: float = Field(95.0, ge=0, le=100, description="Score at or above which the canary passes.")
     marginal_score: float = Field(75.0, ge=0, le=100, description="Score below which the canary fails.")
     groups: dict[str, float] = Field(
-        default_factory=lambda: {"errors": 1.0, "latency": 1.0, "quality": 1.0, "drift": 1.0, "default": 1.0},
+        default_factory=lambda: {"errors": 1.0, "latency": 1.0, "quality": 1.0, "drift": 1.0, "cost": 1.0,
+                                 "default": 1.0},
         description="Weight of each metric group in the score.")
     metrics: list[CanaryMetricSpec] = Field(default_factory=default_metrics, description="Metrics judged.")
     source: Literal["own", "prometheus"] = Field(
@@ -163,7 +172,7 @@ class CanarySpec(Spec):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate canary metric name(s): {', '.join(dupes)}")
-        unknown = sorted({m.group for m in self.metrics} - set(self.groups))
+        unknown = sorted({m.group for m in self.metrics if not m.advisory} - set(self.groups))  # advisory: unscored
         if unknown:
             raise ValueError(f"metric group(s) without a weight in canary.groups: {', '.join(unknown)}")
         if self.source == "prometheus" and not self.prometheus_url:

@@ -8,14 +8,14 @@ from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
 
-LiveCheck = Literal["empty", "refusal", "repetition", "truncation", "invalid_json"]
+LiveCheck = Literal["empty", "refusal", "repetition", "truncation", "invalid_json", "goodput"]
 """Rule checks that need no reference, so they can run on every sampled live output.
 
 `invalid_json` scores only samples that expected JSON (the output opens with `{`/`[`, fenced or not, or
 the prompt mentions JSON); the rest are undecided and count in neither failures nor total.
 """
 
-LIVE_CHECKS: tuple[LiveCheck, ...] = ("empty", "refusal", "repetition", "truncation", "invalid_json")
+LIVE_CHECKS: tuple[LiveCheck, ...] = ("empty", "refusal", "repetition", "truncation", "invalid_json", "goodput")
 
 
 class JudgeSpec(Spec):
@@ -39,6 +39,15 @@ class JudgeSpec(Spec):
         return self
 
 
+class GoodputCheckSpec(Spec):
+    """Targets of the `goodput` live check: the exact joint condition, per sampled request."""
+
+    ttft_seconds: float = Field(2.5, gt=0, description="TTFT target (client side, as the proxy measured it).")
+    tpot_seconds: float = Field(0.1, gt=0, description="Time-per-output-token target.")
+    error_reasons: list[str] = Field(default_factory=lambda: ["error", "abort"],
+                                     description="finish reasons that make a request bad.")
+
+
 class LiveSpec(Spec):
     """Scoring of sampled live outputs from the sample store."""
 
@@ -50,6 +59,8 @@ class LiveSpec(Spec):
     judge_fraction: float = Field(0.0, ge=0, le=1, description="Share of live samples also sent to the judge.")
     judge_rubric: str = Field("helpfulness", description="Rubric (from judge.rubric_dir) for live judging.")
     window_seconds: float = Field(3600.0, gt=0, description="Window of the exported live failure ratios.")
+    goodput: GoodputCheckSpec = Field(default_factory=GoodputCheckSpec,
+                                      description="Targets of the goodput check (keep them equal to slo.goodput).")
 
     @field_validator("checks")
     @classmethod

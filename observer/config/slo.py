@@ -103,6 +103,42 @@ class AvailabilitySLOSpec(_Objective):
     )
 
 
+class GoodputSLOSpec(_Objective):
+    """A goodput SLO: the share of finished requests that met the TTFT target *and* the time-per-output-token
+    target *and* did not fail. vLLM exports the two latencies as separate histograms, so the rules bound the
+    joint from the marginals: bad ≤ TTFT-bad + TPOT-bad + failed (the union bound, an upper bound on bad
+    events: conservative, it may burn faster than the exact joint, never slower). The exact joint is
+    measured on sampled requests by the `goodput` live check (docs/cost.md)."""
+
+    name: str = Field("goodput", description="SLO name (label value `slo`), unique among SLOs.")
+    objective: float = Field(0.95, gt=0, lt=1, description="Target fraction of requests that are good.")
+    ttft_threshold_seconds: float = Field(2.5, gt=0, description="TTFT target; a bucket edge of the TTFT "
+                                                                 "histogram.")
+    tpot_threshold_seconds: float = Field(0.1, gt=0, description="Time-per-output-token target; a bucket edge "
+                                                                 "of the TPOT histogram (vLLM's ITL edges).")
+    error_reasons: list[ErrorReason] = Field(default_factory=_default_error_reasons, min_length=1,
+                                             description="finished_reason values that make a request bad.")
+    ttft_bucket_edges: list[float] | None = Field(None, description="Deployed TTFT edges (custom buckets).")
+    tpot_bucket_edges: list[float] | None = Field(None, description="Deployed TPOT edges (custom buckets).")
+
+    @model_validator(mode="after")
+    def _edges(self) -> GoodputSLOSpec:
+        for what, value, edges in (("ttft", self.ttft_threshold_seconds, self.ttft_edges()),
+                                   ("tpot", self.tpot_threshold_seconds, self.tpot_edges())):
+            if not any(math.isclose(value, e, rel_tol=1e-9) for e in edges):
+                near = " or ".join(f"{e:g}" for e in nearest_edges(value, edges))
+                raise ValueError(f"{what}_threshold_seconds {value:g} is not a bucket edge of the {what} histogram "
+                                 f"(no series counts requests under it); nearest edges: {near}. Pick an edge, or "
+                                 f"list the deployed edges in {what}_bucket_edges")
+        return self
+
+    def ttft_edges(self) -> tuple[float, ...]:
+        return tuple(self.ttft_bucket_edges) if self.ttft_bucket_edges else VLLM_DEFAULT_EDGES["ttft"]
+
+    def tpot_edges(self) -> tuple[float, ...]:
+        return tuple(self.tpot_bucket_edges) if self.tpot_bucket_edges else vllm.ITL_EDGES
+
+
 class QualitySLOSpec(_Objective):
     """A quality SLO: the pass rate of golden-set items scored by the quality runner."""
 
@@ -156,6 +192,8 @@ class SLOSpec(Spec):
                                                     description="Availability SLOs (errors + aborts).")
     quality: list[QualitySLOSpec] = Field(default_factory=list,
                                           description="Golden-set pass-rate SLOs (need golden sets run).")
+    goodput: list[GoodputSLOSpec] = Field(default_factory=list,
+                                          description="Goodput SLOs (TTFT and TPOT targets met, not failed).")
     leading: LeadingSpec = Field(default_factory=LeadingSpec, description="Leading-indicator thresholds.")
     staleness: StalenessSpec = Field(default_factory=StalenessSpec, description="Self-health limits.")
     keep_firing: bool = Field(
@@ -178,7 +216,7 @@ class SLOSpec(Spec):
     @model_validator(mode="after")
     def _unique(self) -> SLOSpec:
         seen: set[str] = set()
-        for slo in (*self.latency, *self.availability, *self.quality):
+        for slo in (*self.latency, *self.availability, *self.quality, *self.goodput):
             if slo.name in seen:
                 raise ValueError(f"duplicate SLO name {slo.name!r}")
             seen.add(slo.name)

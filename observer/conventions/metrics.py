@@ -11,6 +11,7 @@ HIST_TTFT = "observer_ttft_seconds"
 HIST_ITL = "observer_inter_token_latency_seconds"
 HIST_E2E = "observer_e2e_latency_seconds"
 HIST_QUEUE = "observer_queue_time_seconds"
+HIST_TPOT = "observer_time_per_output_token_seconds"  # per request: decode time / (output tokens - 1)
 REQUESTS = "observer_requests"  # counter; sample name observer_requests_total{finished_reason}
 PROMPT_TOKENS = "observer_prompt_tokens"  # counter
 GENERATION_TOKENS = "observer_generation_tokens"  # counter
@@ -178,6 +179,11 @@ ALERT_REPLICA_SHARE = "ObserverCanaryReplicasOffWeight"
 ALERT_STALE_REVISION = "ObserverOldRevisionStillServing"
 ALERT_AUTOSCALER_CONFLICT = "ObserverAutoscalerTargetsRolloutReplicaSet"
 ALERT_DISCOVERY_FAILING = "ObserverDiscoveryFailing"
+ALERT_COST_OVER_BUDGET = "ObserverCostPerTokenOverBudget"
+ALERT_COST_REGRESSION = "ObserverCostPerTokenRegression"
+RULE_GROUP_COST = "observer-cost"
+RULE_COST_PER_MTOK = "observer:cost_per_million_generation_tokens:"  # + window, e.g. rate1h
+RULE_ENERGY_PER_TOKEN = "observer:energy_joules_per_generation_token:"  # + window
 
 # --- Fleet scale (issue 15) ---------------------------------------------------------------------------
 LEADER = "observer_leader"  # 1 on the replica that runs the singleton jobs, 0 on the others (shared store only)

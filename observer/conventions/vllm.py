@@ -75,6 +75,7 @@ DECODE = "request_decode_time_seconds"
 PROMPT_LENGTH = "request_prompt_tokens"
 GENERATION_LENGTH = "request_generation_tokens"
 MAX_GENERATION_TOKENS = "request_max_num_generation_tokens"
+TPOT = "request_time_per_output_token_seconds"  # per request (vLLM ≥ 0.11); ITL_EDGES
 
 MAPPED: dict[str, str] = {
     TTFT: "observer_ttft_seconds histogram, window quantiles, SLOs, canary latency",
@@ -95,6 +96,7 @@ MAPPED: dict[str, str] = {
     PROMPT_LENGTH: "observer_prompt_length_tokens histogram (dashboard, drift features)",
     GENERATION_LENGTH: "observer_generation_length_tokens histogram (dashboard)",
     MAX_GENERATION_TOKENS: "observer_max_generation_tokens histogram (dashboard)",
+    TPOT: "observer_time_per_output_token_seconds histogram, goodput SLI",
 }
 """Family → where it goes."""
 
@@ -119,6 +121,5 @@ IGNORED: dict[str, str] = {
     "request_params_max_tokens": "a request parameter, not the engine's behaviour",
     "request_params_n": "a request parameter (parallel samples)",
     "request_prefill_kv_computed_tokens": "prefill work per request; prompt length and prefix cache cover it",
-    "request_time_per_output_token_seconds": "TPOT; inter_token_latency_seconds is used (goodput will use TPOT)",
 }
 """Family → why the observer does not use it (carried through parsing, never exported)."""

@@ -37,6 +37,7 @@ _HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
     (names.HIST_ITL, vllm.ITL, "Time between output tokens (one sample per decode step), accumulated."),
     (names.HIST_E2E, vllm.E2E, "End-to-end request latency, accumulated over the version's replicas."),
     (names.HIST_QUEUE, vllm.QUEUE, "Time requests waited in vLLM's queue, accumulated."),
+    (names.HIST_TPOT, vllm.TPOT, "Time per output token of each request (vLLM ≥ 0.11), accumulated."),
     (names.HIST_PREFILL, vllm.PREFILL, "Time requests spent in prefill, accumulated."),
     (names.HIST_DECODE, vllm.DECODE, "Time requests spent in decode, accumulated."),
     (names.HIST_PROMPT_LENGTH, vllm.PROMPT_LENGTH, "Prompt length of finished requests in tokens."),
@@ -244,10 +245,10 @@ class ScrapeCollector(Collector):
             if t is None:
                 continue
             replica.add_metric([v], t.replica_seconds)
-            for model, seconds in t.gpu_seconds:
+            unpriced_by_model = dict(t.unpriced_gpu_seconds)
+            for model, seconds in t.gpu_seconds:  # 0 unpriced for a priced model: the series exists
                 gpu.add_metric([v, model], seconds)
-            for model, seconds in t.unpriced_gpu_seconds:
-                unpriced.add_metric([v, model], seconds)
+                unpriced.add_metric([v, model], unpriced_by_model.get(model, 0.0))
             if priced:
                 cost.add_metric([v], t.cost)
             if t.energy_joules is not None:

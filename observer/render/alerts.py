@@ -6,6 +6,7 @@ A pure function of the config (style rule 4); observer.render.writer writes the 
 from __future__ import annotations
 
 from observer.config.spec import ObserverConfig
+from observer.render.cost_rules import cost_group
 from observer.render.health_rules import hygiene_group, leading_group, self_health_group
 from observer.render.objectives import Alerting, build_alerting
 from observer.render.prometheusrule import prometheus_rule
@@ -25,7 +26,7 @@ def rule_groups(config: ObserverConfig) -> list[Group]:
 
 
 def _groups(a: Alerting) -> list[Group]:
-    return [*slo_groups(a), leading_group(a), self_health_group(a), hygiene_group(a)]
+    return [*slo_groups(a), leading_group(a), self_health_group(a), hygiene_group(a), cost_group(a)]
 
 
 def render(config: ObserverConfig) -> dict[str, str]:

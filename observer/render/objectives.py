@@ -32,6 +32,7 @@ class SliKind(StrEnum):
     LATENCY = "latency"
     AVAILABILITY = "availability"
     QUALITY = "quality"
+    GOODPUT = "goodput"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class Objective:
     threshold_seconds: float = 0.0
     error_reasons: tuple[str, ...] = ()  # availability
     golden_set: str | None = None  # quality
+    tpot_le: str = ""  # goodput: the TPOT (and ITL fallback) `le` text; `le` is the TTFT one
+    tpot_threshold_seconds: float = 0.0
 
     @property
     def budget(self) -> float:
@@ -94,6 +97,9 @@ class Alerting:
     rule_name: str
     rule_namespace: str | None
     rule_labels: tuple[tuple[str, str], ...]
+    cost_enabled: bool = False
+    cost_budget_per_million: float | None = None
+    cost_regression_ratio: float = 1.25
 
     def runbook_url(self, page: str) -> str:
         """The runbook_url of a page in runbooks/."""
@@ -124,6 +130,13 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         objectives.append(Objective(
             name=av.name, kind=SliKind.AVAILABILITY, objective=av.objective,
             versions=versions("availability", i, av.versions), error_reasons=tuple(av.error_reasons)))
+    for i, gp in enumerate(slo.goodput):
+        objectives.append(Objective(
+            name=gp.name, kind=SliKind.GOODPUT, objective=gp.objective,
+            versions=versions("goodput", i, gp.versions), histogram=names.HIST_TTFT,
+            le=vllm.format_le(gp.ttft_threshold_seconds), threshold_seconds=gp.ttft_threshold_seconds,
+            tpot_le=vllm.format_le(gp.tpot_threshold_seconds), tpot_threshold_seconds=gp.tpot_threshold_seconds,
+            error_reasons=tuple(gp.error_reasons)))
     if config.quality.enabled:
         for i, q in enumerate(slo.quality):
             objectives.append(Objective(
@@ -153,4 +166,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         canary_enabled=bool(pairs), canary_pairs=pairs, rule_name=slo.prometheus_rule.name,
         rule_namespace=slo.prometheus_rule.namespace,
         rule_labels=tuple(sorted(slo.prometheus_rule.labels.items())),
+        cost_enabled=config.cost.enabled and bool(config.cost.gpu_hour_prices or config.cost.replica_hour_price),
+        cost_budget_per_million=config.cost.budget_per_million_tokens,
+        cost_regression_ratio=config.cost.regression_ratio,
     )

@@ -43,10 +43,36 @@ def error_ratio(o: Objective, window: str) -> str:
         bad = f"{by} (rate({selector(requests, regex={**versions, names.FINISHED_REASON: one_of(o.error_reasons)})}"
         # No error series at all means no errors: `or total * 0` keeps the ratio at 0, not absent.
         return f"(\n  {bad}[{window}]))\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
+    if o.kind is SliKind.GOODPUT:
+        return goodput_bad_ratio(o, window)
     eq = {names.GOLDEN_SET: o.golden_set} if o.golden_set else {}
     total = f"{by} (rate({selector(names.GOLDEN_ITEMS + '_total', eq, regex=versions)}[{window}]))"
     passed = f"{by} (rate({selector(names.GOLDEN_ITEMS_PASSED + '_total', eq, regex=versions)}[{window}]))"
     return f"(\n  {total}\n  -\n  (\n    {passed}\n    or\n    {total} * 0\n  )\n)\n/\n({total} > 0)"
+
+
+def _latency_bad(histogram: str, le: str, versions: dict[str, str], window: str) -> str:
+    by = f"sum by ({names.VERSION})"
+    total = f"{by} (rate({selector(histogram + '_count', regex=versions)}[{window}]))"
+    good = f"{by} (rate({selector(histogram + '_bucket', {names.LE: le}, regex=versions)}[{window}]))"
+    return f"(({total} - {good}) / ({total} > 0))"
+
+
+def goodput_bad_ratio(o: Objective, window: str) -> str:
+    """PromQL of the goodput SLI's bad ratio: the union bound TTFT-bad + TPOT-bad + failed, capped at 1.
+
+    TPOT is vLLM's per-request histogram (≥ 0.11; older releases have only per-step inter-token latency,
+    which says nothing per request): without it the SLI is absent and its absent guard names the TPOT
+    bucket. Absent too when there were no requests."""
+    versions = {names.VERSION: one_of(o.versions)}
+    by = f"sum by ({names.VERSION})"
+    requests = names.REQUESTS + "_total"
+    total = f"{by} (rate({selector(requests, regex=versions)}[{window}]))"
+    failed = f"{by} (rate({selector(requests, regex={**versions, names.FINISHED_REASON: one_of(o.error_reasons)})}"
+    failed_ratio = f"((\n    {failed}[{window}]))\n    or\n    {total} * 0\n  )\n  /\n  ({total} > 0))"
+    tpot = _latency_bad(names.HIST_TPOT, o.tpot_le, versions, window)
+    return (f"clamp_max(\n  {_latency_bad(o.histogram, o.le, versions, window)}\n  +\n  {tpot}\n  +\n  "
+            f"{failed_ratio},\n  1\n)")
 
 
 def _what(o: Objective) -> tuple[str, str]:
@@ -59,6 +85,10 @@ def _what(o: Objective) -> tuple[str, str]:
     if o.kind is SliKind.AVAILABILITY:
         reasons = "/".join(o.error_reasons)
         return f"{pct} of requests finish without {reasons}", f"of requests finished with {reasons}"
+    if o.kind is SliKind.GOODPUT:
+        return (f"{pct} of requests with TTFT ≤ {o.threshold_seconds:g}s, time per output token ≤ "
+                f"{o.tpot_threshold_seconds:g}s and no {'/'.join(o.error_reasons)}",
+                "of requests missed a goodput target (union bound over TTFT, TPOT and failures)")
     return f"{pct} of golden-set items pass", "of golden-set items failed"
 
 
@@ -97,6 +127,13 @@ def _scenario_series(o: Objective, version: str, bad: int, steps: int) -> tuple[
         return (Series(selector(o.histogram + "_bucket", {**base, names.LE: o.le}), f"0+{good}x{steps}"),
                 Series(selector(o.histogram + "_bucket", {**base, names.LE: "+Inf"}), f"0+{EVENTS}x{steps}"),
                 Series(selector(o.histogram + "_count", base), f"0+{EVENTS}x{steps}"))
+    if o.kind is SliKind.GOODPUT:  # the bad requests stream slowly (TPOT); TTFT and failures are fine
+        return (Series(selector(o.histogram + "_bucket", {**base, names.LE: o.le}), f"0+{EVENTS}x{steps}"),
+                Series(selector(o.histogram + "_count", base), f"0+{EVENTS}x{steps}"),
+                Series(selector(names.HIST_TPOT + "_bucket", {**base, names.LE: o.tpot_le}), f"0+{good}x{steps}"),
+                Series(selector(names.HIST_TPOT + "_count", base), f"0+{EVENTS}x{steps}"),
+                Series(selector(names.REQUESTS + "_total", {**base, names.FINISHED_REASON: "stop"}),
+                       f"0+{EVENTS}x{steps}"))
     if o.kind is SliKind.AVAILABILITY:
         req = names.REQUESTS + "_total"
         out = [Series(selector(req, {**base, names.FINISHED_REASON: "stop"}), f"0+{good}x{steps}"),
@@ -144,6 +181,9 @@ def _absent_target(a: Alerting, o: Objective, version: str) -> tuple[str, dict[s
         # Selecting the threshold bucket catches both a removed histogram and a changed bucket edge.
         return (o.histogram + "_bucket", {names.VERSION: version, names.LE: o.le},
                 f'bucket le="{o.le}" of {o.histogram}', a.limits.absent_for)
+    if o.kind is SliKind.GOODPUT:  # TPOT: per request, vLLM ≥ 0.11 (the TTFT bucket has its latency guard)
+        return (names.HIST_TPOT + "_bucket", {names.VERSION: version, names.LE: o.tpot_le},
+                f'bucket le="{o.tpot_le}" of {names.HIST_TPOT} (vLLM ≥ 0.11)', a.limits.absent_for)
     if o.kind is SliKind.AVAILABILITY:
         metric = names.REQUESTS + "_total"
         return metric, {names.VERSION: version}, metric, a.limits.absent_for
@@ -156,6 +196,9 @@ def _absent_target(a: Alerting, o: Objective, version: str) -> tuple[str, dict[s
 def _present_series(o: Objective, version: str, steps: int) -> tuple[Series, ...]:
     """Series that keep the absent guard of `o` for `version` quiet."""
     base = {names.VERSION: version, names.MODEL: "m"}
+    if o.kind is SliKind.GOODPUT:
+        return (Series(selector(names.HIST_TPOT + "_bucket", {**base, names.LE: o.tpot_le}), f"0+9x{steps}"),
+                Series(selector(names.HIST_TPOT + "_count", base), f"0+10x{steps}"))
     if o.kind is SliKind.LATENCY:
         return (Series(selector(o.histogram + "_bucket", {**base, names.LE: o.le}), f"0+9x{steps}"),
                 Series(selector(o.histogram + "_count", base), f"0+10x{steps}"))
@@ -189,7 +232,7 @@ def absent_group(a: Alerting) -> Group:
         _, matchers, words, _ = _absent_target(a, o, v)
         series = tuple(s for (o2, v2, *_rest) in guards if (o2, v2) != (o, v)
                        for s in _present_series(o2, v2, steps))
-        if o.kind is SliKind.LATENCY:  # the histogram stays, only the threshold bucket is gone
+        if o.kind in (SliKind.LATENCY, SliKind.GOODPUT):  # the histogram stays, only the threshold bucket goes
             series += (_present_series(o, v, steps)[1],)
         examples.append(Example(f"{o.name} {v}: {words} removed", series, at, interval, (firing(o, matchers),)))
     rules = []

@@ -72,7 +72,7 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
         out.drift = dr.state
         out.components.append(dr)
     if "canary" in selected and (ca := canary.build(ctx, signals=out.signals, quality=out.quality,
-                                                    drift=out.drift)) is not None:
+                                                    drift=out.drift, cost=out.signals)) is not None:
         out.canary = ca.service
         out.components.append(ca)
     return out

@@ -44,10 +44,10 @@ def dashboards(rendered: dict[str, str]) -> dict[str, dict[str, Any]]:
 
 
 
-def test_renders_the_four_dashboards_and_their_configmaps(rendered: dict[str, str]) -> None:
+def test_renders_the_five_dashboards_and_their_configmaps(rendered: dict[str, str]) -> None:
     assert sorted(rendered) == sorted(
-        [f"dashboards/{s}.json" for s in ("fleet", "gpu", "canary", "quality")]
-        + [f"deploy/grafana/{s}-configmap.yaml" for s in ("fleet", "gpu", "canary", "quality")])
+        [f"dashboards/{s}.json" for s in ("fleet", "gpu", "canary", "quality", "cost")]
+        + [f"deploy/grafana/{s}-configmap.yaml" for s in ("fleet", "gpu", "canary", "quality", "cost")])
 
 
 def test_committed_files_equal_what_the_config_generates(rendered: dict[str, str]) -> None:

@@ -53,7 +53,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 # What feeds each dashboard: the area and a series prefix it exports once it runs.
 FEEDS = {"fleet": ("scrape runtime", "observer_ttft"), "gpu": ("scrape runtime", "observer_gpu"),
-         "canary": ("canary judge", "observer_canary"), "quality": ("quality runner and drift", "observer_drift_p")}
+         "canary": ("canary judge", "observer_canary"), "quality": ("quality runner and drift", "observer_drift_p"),
+         "cost": ("cost meter", "observer_cost_per")}
 
 
 def _sample(version: str, i: int) -> dict[str, Any]:
@@ -105,6 +106,9 @@ drift:
   models: {{stable: shared, canary: shared}}
   embedder: {{kind: remote, url: "{embed_url}", model: hashing, dim: 64, cache_dir: null}}
 canary: {{interval_seconds: 1, window_seconds: 60}}
+cost: {{gpu_hour_prices: {{"NVIDIA H100 80GB HBM3": 4.0}}, window_seconds: 60, budget_per_million_tokens: 5.0}}
+slo:
+  goodput: [{{name: goodput, ttft_threshold_seconds: 2.5, tpot_threshold_seconds: 0.1, objective: 0.95}}]
 """
 
 
@@ -233,7 +237,7 @@ def _feeding(prom: Prometheus, prefix: str, *, timeout: float = 20.0) -> bool:
 
 
 @pytest.mark.parametrize("selection", ["all", "one"])
-@pytest.mark.parametrize("slug", ["fleet", "gpu", "quality", "canary"])
+@pytest.mark.parametrize("slug", ["fleet", "gpu", "quality", "canary", "cost"])
 def test_every_query_returns_data_for_both_versions(stack: Stack, slug: str, selection: str) -> None:
     feed, prefix = FEEDS[slug]
     if slug != "canary":

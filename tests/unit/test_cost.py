@@ -104,7 +104,7 @@ def test_cost_and_energy_equal_an_independent_computation() -> None:
     assert close(get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="total"), cost / (gen + prompt) * 1e6)
     assert close(get(m, names.COST_PER_THOUSAND_REQUESTS, version="stable"), cost / requests * 1e3)
     assert close(get(m, names.ENERGY_PER_TOKEN, version="stable", kind="generation"), joules / gen)
-    assert get(m, names.UNPRICED_GPU_SECONDS + "_total", version="stable") is None
+    assert get(m, names.UNPRICED_GPU_SECONDS + "_total", version="stable") == 0.0
 
 
 def test_a_gpu_model_without_a_price_is_counted_and_the_ratios_are_absent(caplog: pytest.LogCaptureFixture) -> None:
@@ -116,7 +116,7 @@ def test_a_gpu_model_without_a_price_is_counted_and_the_ratios_are_absent(caplog
 
 
 def test_without_dcgm_the_configured_gpus_are_billed_and_energy_is_absent() -> None:
-    m, texts = run(CostSpec(gpu_hour_prices={H100: 4.0}, gpus_per_replica=2, gpu_model=H100), dcgm=False)
+    m, _ = run(CostSpec(gpu_hour_prices={H100: 4.0}, gpus_per_replica=2, gpu_model=H100), dcgm=False)
     cost = 1 * 2 * 45.0 * 4.0 / 3600  # one replica up, two configured GPUs each
     assert close(get(m, names.COST + "_total", version="stable"), cost)
     assert close(get(m, names.GPU_SECONDS + "_total", version="stable", gpu_model=H100), 90.0)

@@ -24,6 +24,8 @@ from tests.support.observer_proc import scaled_exposition
 FIXTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "generated_vllm-0.33.0_single-engine.prom"
            ).read_text()
 GOOD, BAD = "http://good/metrics", "http://bad/metrics"
+TPOT_COUNT = float(next(line.split()[-1] for line in FIXTURE.splitlines()
+                        if line.startswith("vllm:request_time_per_output_token_seconds_count")))
 
 
 def build() -> tuple[SignalStore, TargetHealth, CollectorRegistry]:
@@ -69,6 +71,7 @@ def test_exported_values_equal_the_store() -> None:
     assert value(got, names.WIN_TTFT + "_count", **vm) == 2 * 120  # summary _count: the running total
     assert value(got, names.HIST_TTFT + "_bucket", le="0.25", **vm) == 2 * 112
     assert value(got, names.HIST_TTFT + "_bucket", le="+Inf", **vm) == 2 * 120
+    assert value(got, names.HIST_TPOT + "_count", **vm) == 2 * TPOT_COUNT  # per request, for the goodput SLI
     assert value(got, names.REQUESTS + "_total", finished_reason="abort", **vm) == 2 * 11
     assert value(got, names.REQUESTS + "_total", finished_reason="repetition", **vm) == 0
     assert value(got, names.WIN_REQUEST_RATE, **vm) == s.request_rate

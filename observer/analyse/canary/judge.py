@@ -69,6 +69,8 @@ class ArmData:
     """Prefix-cache hit ratio over the last minutes, for the warm-up fairness check."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Facts that must match between arms for a fair comparison (gpu_model, gpu_driver, engine_args…)."""
+    cost_per_million_tokens: float | None = None
+    """Cost over the window per million generated tokens (None: no prices, no tokens or unpriced GPUs)."""
 
     @property
     def total_requests(self) -> int | None:
@@ -346,8 +348,21 @@ def _judge_drift(m: CanaryMetricSpec, c: ArmData) -> MetricResult:
                  canary=d.statistic, detail="drift detected" if d.drift else "no drift")
 
 
+def _judge_cost(m: CanaryMetricSpec, c: ArmData, b: ArmData) -> MetricResult:
+    pc, pb = c.cost_per_million_tokens, b.cost_per_million_tokens
+    if pc is None or pb is None or pb <= 0:
+        return _base(m, Outcome.NODATA, canary=pc, baseline=pb,
+                     detail="no cost per token for both arms (cost prices, DCGM or tokens missing)")
+    ratio = pc / pb
+    return _base(m, Outcome.FAIL if ratio > m.max_ratio else Outcome.PASS, canary=pc, baseline=pb, ratio=ratio,
+                 detail=f"cost per million generated tokens {pc:.4g} vs {pb:.4g} ({ratio:.2f}×, fails above "
+                        f"{m.max_ratio:g}×; a point estimate)")
+
+
 def judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
     """Judge one metric of the canary against the baseline."""
+    if m.kind == "cost":
+        return _judge_cost(m, c, b)
     if m.kind == "ratio":
         return _judge_ratio(m, c, b, alpha=alpha, power=power)
     if m.kind == "latency":

@@ -67,6 +67,12 @@ class DriftReader(Protocol):
     def latest(self, version: str) -> dict[str, DriftResult]: ...
 
 
+class CostReader(Protocol):
+    """Cost per generated token of a version over a window (the scrape area's cost meter)."""
+
+    def cost_per_million_tokens(self, version: str, *, since: float) -> float | None: ...
+
+
 class SourceError(ObserverError):
     """A data source could not answer; the verdict becomes nodata with this reason (never an HTTP error)."""
 
@@ -94,11 +100,13 @@ class OwnSource:
     name = "own"
 
     def __init__(self, *, signals: SignalsReader | None, quality: QualityReader | None = None,
-                 drift: DriftReader | None = None, slice_seconds: float = 60.0) -> None:
+                 drift: DriftReader | None = None, slice_seconds: float = 60.0, cost: CostReader | None = None
+                 ) -> None:
         self.signals = signals
         self.quality = quality
         self.drift = drift
         self.slice_seconds = slice_seconds
+        self.cost = cost
 
     async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
                   with_drift: bool) -> ArmData:
@@ -148,10 +156,13 @@ class OwnSource:
                                                   n_current=int(r.n_current))
         latest = self.signals.latest(version)
         slices = self._slices(version, families, since, now) if now > since else ()
+        cost = None
+        if self.cost is not None and any(m.kind == "cost" for m in metrics):
+            cost = self.cost.cost_per_million_tokens(version, since=since)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
                        slices=slices, replicas=None if latest is None else latest.replicas_up,
                        prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,
-                       environment=_environment(latest))
+                       environment=_environment(latest), cost_per_million_tokens=cost)
 
 
 def _environment(latest: VersionSignals | None) -> dict[str, str]:
@@ -283,8 +294,14 @@ class PrometheusSource:
                 p = await self._scalar(f"min({names.DRIFT_P_VALUE}{sel})", now)
                 drift[f] = DriftObservation(drift=detected >= 1, status="ok", p_value=p)
         slices = await self._slices(v, families, since, now)
+        cost = None
+        if any(m.kind == "cost" for m in metrics):
+            unpriced = await self._scalar(f"sum(increase({names.UNPRICED_GPU_SECONDS}_total{v}{rng}))", now)
+            if not unpriced:  # a GPU without a price makes the cost incomplete: no figure, not a low one
+                cost = await self._scalar(f"sum(increase({names.COST}_total{v}{rng})) / "
+                                          f"(sum(increase({names.GENERATION_TOKENS}_total{v}{rng})) > 0) * 1e6", now)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
-                       slices=slices)
+                       slices=slices, cost_per_million_tokens=cost)
 
 
 def _finite(raw: object) -> float:

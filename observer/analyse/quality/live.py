@@ -23,7 +23,7 @@ from observer.analyse.quality.judge import JudgeClient
 from observer.analyse.quality.model import Outcome
 from observer.analyse.quality.prompts import Rubric
 from observer.analyse.quality.state import QualityState
-from observer.config.quality import LiveSpec
+from observer.config.quality import GoodputCheckSpec, LiveSpec
 from observer.errors import JudgeError
 from observer.store.base import SampleStore, StoredSample
 from observer.store.jobs import JobSpec, ScoreWrite
@@ -40,9 +40,15 @@ def judge_job(rubric: str, sample_id: int) -> JobSpec:
     return JobSpec(kind=JUDGE_JOB, key=f"judge:{rubric}:{sample_id}", payload={"sample_id": sample_id})
 
 
-def live_check(check: str, sample: StoredSample) -> Outcome:
+def live_check(check: str, sample: StoredSample, goodput: GoodputCheckSpec | None = None) -> Outcome:
     """Run one reference-free live check on a stored sample."""
     match check:
+        case "goodput":
+            g = goodput or GoodputCheckSpec()
+            return rules.met_goodput(ttft_s=sample.ttft_s, latency_s=sample.latency_s,
+                                     output_tokens=sample.output_tokens, finish_reason=sample.finish_reason,
+                                     ttft_target=g.ttft_seconds, tpot_target=g.tpot_seconds,
+                                     error_reasons=frozenset(g.error_reasons))
         case "empty":
             return rules.not_empty(sample.output)
         case "refusal":
@@ -94,7 +100,7 @@ class LiveScorer:
         for sample in batch:
             failed[sample.id] = []
             for check in self.spec.checks:
-                o = live_check(check, sample)
+                o = live_check(check, sample, self.spec.goodput)
                 attachments.append((sample.id, f"rule:{check}", o))
                 if o.decided:
                     events[check].append((sample.ts, not o.passed))

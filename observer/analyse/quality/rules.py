@@ -250,3 +250,25 @@ def not_empty(output: str) -> Outcome:
     """Fail on an empty or whitespace-only output."""
     ok = output.strip() != ""
     return Outcome("empty", ok, 1.0 if ok else 0.0, "non-empty" if ok else "empty output")
+
+
+def met_goodput(*, ttft_s: float | None, latency_s: float | None, output_tokens: int | None,
+                finish_reason: str | None, ttft_target: float, tpot_target: float,
+                error_reasons: frozenset[str]) -> Outcome:
+    """The exact goodput condition of one request: TTFT ≤ target, time per output token ≤ target, not failed.
+
+    TPOT = (latency − TTFT) / (output tokens − 1), vLLM's definition. Undecided when a timing or the token
+    count is missing or the request produced fewer than two tokens (no inter-token time exists), unless it
+    failed, which decides it."""
+    if finish_reason in error_reasons:
+        return Outcome("goodput", False, 0.0, f"failed: finish_reason={finish_reason}")
+    if ttft_s is None or latency_s is None or output_tokens is None:
+        return Outcome("goodput", None, None, "timings or token count unknown")
+    if ttft_s > ttft_target:
+        return Outcome("goodput", False, 0.0, f"TTFT {ttft_s:.3f}s > {ttft_target:g}s")
+    if output_tokens < 2:
+        return Outcome("goodput", None, None, "fewer than two output tokens: no time per output token")
+    tpot = max(0.0, latency_s - ttft_s) / (output_tokens - 1)
+    if tpot > tpot_target:
+        return Outcome("goodput", False, 0.0, f"TPOT {tpot:.4f}s > {tpot_target:g}s")
+    return Outcome("goodput", True, 1.0, f"TTFT {ttft_s:.3f}s, TPOT {tpot:.4f}s")

@@ -11,16 +11,19 @@ import json
 
 from observer.config.dashboards import DashboardsSpec
 from observer.config.spec import ObserverConfig
-from observer.render.dashboards import canary, fleet, gpu, quality
+from observer.render.dashboards import canary, cost, fleet, gpu, quality
 from observer.render.dashboards.common import DashboardSpec, build_dashboard, to_json
 from observer.render.dashboards.objectives import objectives
 from observer.render.yamltext import dump_yaml
 
 
 def dashboard_specs(config: ObserverConfig) -> list[DashboardSpec]:
-    """The dashboards the config asks for, before rendering (fleet, GPU, canary, quality & drift)."""
+    """The dashboards the config asks for, before rendering (fleet, GPU, canary, quality & drift, cost)."""
     obj = objectives(config)
-    return [fleet.dashboard(obj), gpu.dashboard(obj), canary.dashboard(obj, config), quality.dashboard(obj)]
+    out = [fleet.dashboard(obj), gpu.dashboard(obj), canary.dashboard(obj, config), quality.dashboard(obj)]
+    if config.cost.enabled:
+        out.append(cost.dashboard(obj))
+    return out
 
 
 def configmap(spec: DashboardsSpec, *, slug: str, dashboard_json: str) -> str:

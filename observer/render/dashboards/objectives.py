@@ -49,6 +49,8 @@ class Objectives:
     gpu_temperature_celsius: float = GPU_TEMPERATURE_CELSIUS
     drift_p_value: float = 0.01
     live_check_failure_ratio: float = LIVE_CHECK_FAILURE_RATIO
+    goodput: float | None = None  # objective of the first goodput SLO
+    cost_budget_per_million: float | None = None
 
     @property
     def error_budget(self) -> float:
@@ -108,5 +110,7 @@ def objectives(config: ObserverConfig) -> Objectives:
         canary_marginal_score=config.canary.marginal_score,
         runbook_base_url=config.slo.runbook_base_url,
         runbook_pages={alert: tuple(sorted(p)) for alert, p in pages.items()},
+        goodput=next((o.objective for o in alerting.objectives if o.kind is SliKind.GOODPUT), None),
+        cost_budget_per_million=config.cost.budget_per_million_tokens,
     )
 
