@@ -142,4 +142,5 @@ def test_docs_yaml_examples_are_valid_configs() -> None:
     assert blocks
     for block in blocks:
         c = parse_config(FLEET + block, environ={})
-        assert alerts.render(c)[alerts.RULES_FILE].count("alert: ObserverSLOBurnRatePage") == 3
+        # latency, availability, quality and goodput: one page alert each
+        assert alerts.render(c)[alerts.RULES_FILE].count("alert: ObserverSLOBurnRatePage") == 4
