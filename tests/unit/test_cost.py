@@ -157,3 +157,22 @@ def test_an_energy_counter_that_goes_down_uses_power_for_that_cycle() -> None:
 def test_a_fallback_gpu_model_without_a_price_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="gpu_model 'A100' has no price in gpu_hour_prices"):
         CostSpec(gpu_hour_prices={H100: 4.0}, gpu_model="A100")
+
+
+def test_the_cost_metric_compares_the_arms_only_at_equal_per_pod_load() -> None:
+    from observer.analyse.canary.judge import ArmData, judge_metric, mute_unfair_latency
+    from observer.config.canary import CanaryMetricSpec, CanarySpec
+
+    m = CanaryMetricSpec(name="cost_per_token", kind="cost", advisory=True, group="cost")
+    spec = CanarySpec()
+    even_c = ArmData(requests={"stop": 100.0}, replicas=1, cost_per_million_tokens=3.2)
+    even_b = ArmData(requests={"stop": 400.0}, replicas=4, cost_per_million_tokens=2.0)
+    r = judge_metric(m, even_c, even_b, alpha=0.05, power=0.8)
+    assert r.outcome == "fail" and r.ratio == pytest.approx(1.6)  # 1.6× per token at the same load per pod
+    assert mute_unfair_latency(spec, [r], even_c, even_b)[0].outcome == "fail"
+    # one canary pod at a fifth of the baseline's per-pod load: dearer per token whatever the build
+    idle_c = ArmData(requests={"stop": 20.0}, replicas=1, cost_per_million_tokens=10.0)
+    muted = mute_unfair_latency(spec, [judge_metric(m, idle_c, even_b, alpha=0.05, power=0.8)], idle_c, even_b)[0]
+    assert muted.outcome == "inconclusive" and "per-pod load" in muted.detail
+    none = judge_metric(m, ArmData(), even_b, alpha=0.05, power=0.8)
+    assert none.outcome == "nodata"

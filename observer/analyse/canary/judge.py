@@ -13,7 +13,7 @@ import numpy as np
 from observer.analyse import histogram
 from observer.analyse.canary import stats
 from observer.collect.model import Histogram
-from observer.config.canary import CanaryMetricSpec, CanarySpec
+from observer.config.canary import CanaryMetricSpec, CanarySpec, FairnessSpec
 
 MIN_EDGE_OBSERVATIONS = 20
 """Baseline observations needed before an automatic SLO edge is placed at its quantile."""
@@ -509,14 +509,31 @@ def mute_unfair_latency(spec: CanarySpec, results: Sequence[MetricResult], c: Ar
             mute.setdefault(Outcome.FAIL, load)
         elif ratio < 1.0 / (1.0 + f.per_pod_load_tolerance):
             mute.setdefault(Outcome.PASS, load)
-    if not mute:
+    cost_reason = _unequal_load(f, c, b)
+    if not mute and cost_reason is None:
         return list(results)
     out = []
     for r in results:
+        if r.kind == "cost" and cost_reason is not None and r.outcome in (Outcome.PASS, Outcome.FAIL):
+            out.append(MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE,
+                                       "detail": f"{r.detail}; not judged: {cost_reason}"}))
+            continue
         reason = mute.get(r.outcome) if r.kind == "latency" else None
         out.append(r if reason is None else MetricResult(
             **{**r.__dict__, "outcome": Outcome.INCONCLUSIVE, "detail": f"{r.detail}; not judged: {reason}"}))
     return out
+
+
+def _unequal_load(f: FairnessSpec, c: ArmData, b: ArmData) -> str | None:
+    """Why the arms' cost per token cannot be compared: unequal per-pod load (a canary pod at a low weight
+    idles and costs more per token whatever its build), or None."""
+    n_c, n_b = c.total_requests, b.total_requests
+    if f.per_pod_load_tolerance is None or not (c.replicas and b.replicas and n_c and n_b):
+        return None
+    ratio = (n_c / c.replicas) / (n_b / b.replicas)
+    if 1.0 / (1.0 + f.per_pod_load_tolerance) <= ratio <= 1.0 + f.per_pod_load_tolerance:
+        return None
+    return f"per-pod load canary {ratio:.2g}× baseline: cost per token depends on it"
 
 
 def _pending(results: Sequence[MetricResult]) -> str:
