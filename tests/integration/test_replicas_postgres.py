@@ -11,26 +11,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import postgres
 from tests.support.postgres import Postgres
 from tests.support.prom import free_port, wait_http
 from tests.support.serve_areas import spawn
+from tests.support.shared_work import metric
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not postgres.available(), reason="Debian package postgresql missing")]
 
 INTERVAL = 1.0
-
-
-def _metric(url: str, name: str, **labels: str) -> float:
-    text = httpx.get(url + "/metrics", timeout=5).text
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return float(s.value)
-    return 0.0
 
 
 def test_one_leader_runs_the_singleton_jobs_and_the_other_takes_over_after_sigkill(
@@ -60,12 +51,12 @@ def test_one_leader_runs_the_singleton_jobs_and_the_other_takes_over_after_sigki
         assert sorted(r["prompt"] for r in rows) == ["from 0", "from 1"]
 
         time.sleep(4 * INTERVAL)
-        leaders = [_metric(u, "observer_leader") for u in urls]
+        leaders = [metric(u, "observer_leader") for u in urls]
         assert sorted(leaders) == [0.0, 1.0], leaders
         lead = leaders.index(1.0)
         other = 1 - lead
-        ran = [_metric(u, "observer_job_runs_total", job="sample-store-prune", outcome="ok") for u in urls]
-        skipped = [_metric(u, "observer_job_runs_total", job="sample-store-prune", outcome="skipped_not_leader")
+        ran = [metric(u, "observer_job_runs_total", job="sample-store-prune", outcome="ok") for u in urls]
+        skipped = [metric(u, "observer_job_runs_total", job="sample-store-prune", outcome="skipped_not_leader")
                    for u in urls]
         assert ran[lead] >= 2 and ran[other] == 0, (ran, skipped)
         assert skipped[other] >= 2 and skipped[lead] == 0, (ran, skipped)
@@ -73,15 +64,15 @@ def test_one_leader_runs_the_singleton_jobs_and_the_other_takes_over_after_sigki
         procs[lead].send_signal(signal.SIGKILL)
         procs[lead].wait(10)
         killed = time.monotonic()
-        while _metric(urls[other], "observer_leader") != 1.0:
+        while metric(urls[other], "observer_leader") != 1.0:
             assert time.monotonic() - killed < 10, "the surviving replica did not take over"
             time.sleep(0.05)
         failover = time.monotonic() - killed
         print(f"failover {failover:.2f}s at a {INTERVAL}s job interval")
         assert failover <= 2 * INTERVAL + 0.5, failover  # one job interval, plus scheduling slack
-        before = _metric(urls[other], "observer_job_runs_total", job="sample-store-prune", outcome="ok")
+        before = metric(urls[other], "observer_job_runs_total", job="sample-store-prune", outcome="ok")
         time.sleep(3 * INTERVAL)
-        assert _metric(urls[other], "observer_job_runs_total", job="sample-store-prune", outcome="ok") > before
+        assert metric(urls[other], "observer_job_runs_total", job="sample-store-prune", outcome="ok") > before
     finally:
         for p in procs:
             if p.poll() is None:

@@ -4,7 +4,6 @@ package, started by the suite on a free loopback port). Same tests, same expecta
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,21 +16,9 @@ from observer.store.sql import content_hash
 from observer.store.sqlite import SqliteStore
 from tests.support import postgres
 from tests.support.postgres import Postgres
-from tests.support.store import Clock, open_backend, rec
+from tests.support.store import Clock, rec
 
 pytestmark = pytest.mark.integration
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.skipif(
-    not postgres.available(), reason="Debian package postgresql missing (make test installs it)"))]
-
-
-@pytest.fixture(params=BACKENDS)
-def clocked(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[ManagedStore, Clock]]:
-    clock = Clock()
-    s = open_backend(request.param, tmp_path, request, clock)
-    yield s, clock
-    s.close()
-
-
 @pytest.fixture()
 def store(clocked: tuple[ManagedStore, Clock]) -> ManagedStore:
     return clocked[0]

@@ -5,7 +5,6 @@ package, started by the suite); two PostgresStore objects stand for two replicas
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,21 +16,9 @@ from observer.store.postgres import MIGRATIONS as PG_MIGRATIONS
 from observer.store.postgres import PostgresStore
 from tests.support import postgres
 from tests.support.postgres import Postgres
-from tests.support.store import Clock, open_backend, rec
+from tests.support.store import Clock, rec
 
 pytestmark = pytest.mark.integration
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.skipif(
-    not postgres.available(), reason="Debian package postgresql missing (make test installs it)"))]
-
-
-@pytest.fixture(params=BACKENDS)
-def clocked(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[ManagedStore, Clock]]:
-    clock = Clock()
-    s = open_backend(request.param, tmp_path, request, clock)
-    yield s, clock
-    s.close()
-
-
 def _work(store: ManagedStore) -> SharedWork:
     assert isinstance(store, SharedWork)
     return store
