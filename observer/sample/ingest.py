@@ -13,7 +13,6 @@ import asyncio
 import json
 import math
 import re
-import uuid
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal
 
@@ -159,8 +158,7 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
             metrics.seen[(r.version, r.source)] += 1
             metrics.sampled[(r.version, r.source)] += 1
         try:
-            # No key from the client: one of our own, so the store may retry a lost connection safely.
-            ids, counts = await asyncio.to_thread(_commit, store, redactor, records, key or uuid.uuid4().hex)
+            ids, counts = await asyncio.to_thread(_commit, store, redactor, records, key)
         except Exception as e:  # every seen sample ends stored or dropped with a reason, never lost silently
             for r in records:
                 metrics.drop(r.version, "store_error")
@@ -185,7 +183,7 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
     return router
 
 
-def _commit(store: SampleStore, redactor: Redactor | None, records: Sequence[SampleRecord], key: str
+def _commit(store: SampleStore, redactor: Redactor | None, records: Sequence[SampleRecord], key: str | None
             ) -> tuple[list[int], Any]:
     redacted, counts = redact_records(redactor, records)
     return store.add(redacted, idempotency_key=key), counts

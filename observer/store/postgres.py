@@ -23,7 +23,16 @@ from urllib.parse import urlsplit
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
-from observer.store.sql import SqlReads, claimed, encode_json, encode_meta, insert_rows, insert_sql, job_error
+from observer.store.sql import (
+    INGEST_KEY_SECONDS,
+    SqlReads,
+    claimed,
+    encode_json,
+    encode_meta,
+    insert_rows,
+    insert_sql,
+    job_error,
+)
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -108,7 +117,6 @@ _UPSERT_SCORE = (
     "ts = excluded.ts, seq = nextval('scores_seq'), xid = pg_current_xact_id()")
 SCHEMA_VERSION = len(MIGRATIONS)
 MIGRATION_LOCK = 0x0B5E_0001  # pg_advisory_xact_lock key: one migrator at a time
-INGEST_KEY_SECONDS = 86_400.0  # an idempotency key dedupes retries for this long (pruned after)
 ENQUEUE_LOCK = 0x0B5E_E0E0  # pg_advisory_xact_lock key held while enqueueing (the queue bound holds)
 
 log = logging.getLogger("observer.store")

@@ -11,6 +11,8 @@ from typing import Any
 from observer.store.base import SampleRecord, StoredSample, StoreError
 from observer.store.jobs import ClaimedJob
 
+INGEST_KEY_SECONDS = 3600.0  # an idempotency key dedupes retries for this long, then it is pruned
+
 COLUMNS = ("id, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
            "latency_s, ttft_s, tenant_tier, content_hash")
 

@@ -21,7 +21,16 @@ from typing import Any, TypeVar
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
-from observer.store.sql import SqlReads, claimed, encode_json, encode_meta, insert_rows, insert_sql, job_error
+from observer.store.sql import (
+    INGEST_KEY_SECONDS,
+    SqlReads,
+    claimed,
+    encode_json,
+    encode_meta,
+    insert_rows,
+    insert_sql,
+    job_error,
+)
 
 _T = TypeVar("_T")
 
@@ -97,7 +106,6 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
 )
-INGEST_KEY_SECONDS = 86_400.0  # an idempotency key dedupes retries for this long (pruned after)
 _NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM scores)"
 _UPSERT_SCORE = (
     "INSERT INTO scores (sample_id, scorer, passed, score, reason, meta, ts, seq) "
