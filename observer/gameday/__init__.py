@@ -35,6 +35,7 @@ from observer.gameday.argo import Phase, measurement_phase, prometheus_value, ru
 from observer.promserver import PrometheusError, free_port, run_prometheus
 from observer.render import argo
 from observer.service import ThreadedService, start_in_thread
+from observer.sim.dcgm_exposition import MODEL_NAME as SIM_GPU_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,6 +96,8 @@ class Scenario:
     dimension: str | None = None  # the Argo Prometheus metric that must fail
     needs: str | None = None  # quality | drift
     html_at_verdict_url: bool = False  # the gate's web URL answers 200 with an HTML page, no observer behind it
+    costly: bool = False  # the advisory cost_per_token metric must fail (canary dearer per token), else pass
+    must_fail: tuple[str, ...] = ()  # verdict metrics that must end `fail`
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -110,7 +113,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("restart", "observer restarted mid-analysis", "not-pass", canary={"preset": "slow"},
              restart_after=2),
     Scenario("html", "verdict URL answers 200 with an HTML page", "not-pass", html_at_verdict_url=True),
+    Scenario("costly", "canary on 2 GPUs per replica: 2× the cost per token", "pass",
+             canary={"gpus_per_replica": 2}, costly=True),
+    Scenario("goodput", "same cost, time per output token ×3: worse goodput", "fail", canary={"itl_scale": 3.0},
+             dimension="quality", needs="goodput", must_fail=("goodput",)),
 )
+STABLE_PODS = 4  # stable pods of the rig: at the 80/20 split each pod of either arm serves the same load
 
 
 @dataclass
@@ -164,11 +172,12 @@ def _config(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workdir: P
 
 def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workdir: Path | None) -> str:
     versions = []
-    for name, role, weight in (("stable", "stable", 0.8), ("canary", "canary", 0.2)):
-        versions.append({"name": name, "role": role, "vllm": [f"http://127.0.0.1:{ports[name]}/metrics"],
-                         "openai": f"http://127.0.0.1:{ports[name]}/v1",
+    for name, role, weight, pods in (("stable", "stable", 0.8, STABLE_PODS), ("canary", "canary", 0.2, 1)):
+        keys = [f"{name}{i}" for i in range(pods)]
+        versions.append({"name": name, "role": role, "vllm": [f"http://127.0.0.1:{ports[k]}/metrics" for k in keys],
+                         "openai": f"http://127.0.0.1:{ports[keys[0]]}/v1",
                          "dcgm": [f"http://127.0.0.1:{ports['dcgm']}/metrics"],
-                         "pods": [{"namespace": "llm-serving", "pod": f"sim-{name}-0"}],
+                         "pods": [{"namespace": "llm-serving", "pod": f"sim-{name}-{i}"} for i in range(pods)],
                          "expected_traffic_weight": weight})
     metrics = [m.model_dump(exclude_defaults=True) for m in default_metrics()]
     for m in metrics:
@@ -184,12 +193,12 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         # per slice, as one minute of real traffic is one slice in production.
         "canary": {"interval_seconds": plan.scrape_interval, "window_seconds": 3600, "metrics": metrics,
                    "slice_seconds": 2.0 * plan.scrape_interval,
-                   # One simulated pod per arm at an 80/20 split, and the simulator's latency does not
-                   # depend on load: the per-pod load check would (rightly) call every pass unfair.
-                   "fairness": {"per_pod_load_tolerance": None},
+                   # Four stable pods and one canary pod at an 80/20 split: the same load per pod.
+                   "fairness": {"per_pod_load_tolerance": 1.0},
                    "observer_url": f"http://127.0.0.1:{ports['observer']}",
                    "prometheus_url": f"http://127.0.0.1:{ports.get('prometheus', 9090)}"},
         "sampling": {"enabled": False},
+        "cost": {"gpu_hour_prices": {SIM_GPU_MODEL: 4.0}},
         "drift": {"enabled": scenario.needs == "drift"},
         "quality": {"enabled": scenario.needs == "quality"},
     }
@@ -197,6 +206,14 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         data["quality"].update({"golden_dirs": [str(ROOT / "golden_sets")], "golden_sets": ["factual"],
                                 "interval_seconds": 1.0, "run_at_start": True, "concurrency": 8,
                                 "live": {"enabled": False}})
+    if scenario.needs == "goodput":
+        work = workdir or Path(tempfile.gettempdir())
+        # Samples (with the simulator's per-request timings) reach the store through mirror ingest; the
+        # goodput live check scores them, the golden sets stay idle.
+        data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")}}
+        data["quality"] = {"enabled": True, "golden_dirs": [str(ROOT / "golden_sets")], "golden_sets": ["factual"],
+                           "interval_seconds": 3600, "run_at_start": False,
+                           "live": {"interval_seconds": 1.0, "checks": ["goodput"]}}
     if scenario.needs == "drift":
         work = workdir or Path(tempfile.gettempdir())
         # Samples reach the store through mirror ingest; the baseline is pinned from stable's samples.
@@ -341,6 +358,16 @@ def _check(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str]:
     if s.expect == "not-pass" and row.web_gate.startswith("Successful"):
         problems.append("the gate run succeeded" + (" on an HTML page" if s.html_at_verdict_url else
                                                     " after the restart"))
+    cost = body.get("metrics", {}).get("cost_per_token", {})
+    ratio = cost.get("ratio")  # absent when the body had to be shortened to fit the web gate's budget
+    if s.costly and (cost.get("result") != "fail" or (ratio is not None and ratio < 1.5)):
+        problems.append(f"cost_per_token {cost.get('result')} at {cost.get('ratio')}×, expected fail at ≥ 1.5×")
+    for name in s.must_fail:
+        got = body.get("metrics", {}).get(name, {}).get("result")
+        if got != "fail":
+            problems.append(f"metric {name} {got}, expected fail")
+    if not s.costly and s.expect in ("pass", "fail") and cost.get("result") == "fail":
+        problems.append(f"cost_per_token failed at {cost.get('ratio')}× on a canary that costs the same")
     if s.expect == "drift":
         metrics = body.get("metrics", {})
         if not any(metrics.get(n, {}).get("result") == "fail" for n in ("drift_prompts", "drift_outputs")):
@@ -475,6 +502,10 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 # More mirrored canary samples each round: the drift test's power grows with the window.
                 _ingest(fleet, obs.url, "canary", want=250, seconds=5.0)
                 time.sleep(plan.scrape_interval * 5.0)  # the drift job runs every 10 s
+            elif s.needs == "goodput":
+                for version in ("stable", "canary"):  # both arms mirrored: the goodput check compares them
+                    _ingest(fleet, obs.url, version, want=150, seconds=1.0)
+                time.sleep(plan.scrape_interval * 3.0)  # live scoring runs every second
             else:
                 time.sleep(plan.scrape_interval * 2.0)  # about one round per two-second slice
             body = _verdict(obs.url)
@@ -527,7 +558,8 @@ def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed:
                            f"{', '.join(s.name for s in SCENARIOS)}")
     if short and only is None:
         chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full game day
-    ports = {"stable": free_port(), "canary": free_port(), "dcgm": free_port(), "observer": free_port()}
+    ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
+             "dcgm": free_port(), "observer": free_port()}
     base = _config(ports, plan, SCENARIOS[0])
     rows: list[Row] = []
     with run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),

@@ -95,7 +95,7 @@ class SimGpu:
                  clock: Callable[[], float] = time.time) -> None:
         self.identity = identity
         self._snapshot = snapshot
-        self._clock = clock
+        self.clock = clock
         self._lock = threading.Lock()
         self._energy_mj = 9.0e10
         self._last = clock()
@@ -108,7 +108,7 @@ class SimGpu:
         util = round(100 * (0.15 + 0.85 * busy)) if running > 0 else 0
         power = 68.0 + 6.3 * util
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             self._energy_mj += power * max(0.0, now - self._last) * 1000.0
             self._last = now
             energy = self._energy_mj

@@ -194,7 +194,7 @@ def _plan(config: ObserverConfig, versions: Mapping[str, SimVersion]) -> tuple[l
             urls[spec.name].append(f"http://{host}:{port}")
             if spec.dcgm:
                 dhost, dport, dpath = _endpoint(spec.dcgm[r % len(spec.dcgm)], f"fleet.versions.{spec.name}.dcgm")
-                dcgm_gpus.setdefault((dhost, dport, dpath), []).append(v.replicas[r].gpu)
+                dcgm_gpus.setdefault((dhost, dport, dpath), []).append(v.replicas[r])
         if spec.openai:
             host, port, _ = _endpoint(spec.openai, f"fleet.versions.{spec.name}.openai")
             if (host, port) not in servers:

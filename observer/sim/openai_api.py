@@ -120,11 +120,12 @@ def create_replica_app(version: SimVersion, replica: Replica, *, metrics_paths: 
     return app
 
 
-def create_dcgm_app(gpus: list[dcgm_exposition.SimGpu], *, path: str = "/metrics") -> FastAPI:
-    """The app of one simulated DCGM exporter serving `gpus`."""
+def create_dcgm_app(replicas: list[Replica], *, path: str = "/metrics") -> FastAPI:
+    """The app of one simulated DCGM exporter serving the GPUs of `replicas` (as many as each holds now)."""
     app = FastAPI(title="observer simulator: dcgm-exporter", docs_url=None, redoc_url=None, openapi_url=None)
 
     async def metrics() -> Response:
+        gpus = [g for r in replicas for g in r.gpus()]
         return Response(dcgm_exposition.render(gpus), media_type=dcgm_exposition.CONTENT_TYPE)
 
     for p in sorted({path, "/metrics"}):

@@ -37,6 +37,8 @@ class Profile(BaseModel):
     drift_fraction: float = Field(0.0, ge=0, le=1, description="Share of load prompts from another domain.")
     kv_capacity_tokens: int = Field(60_000, ge=1, description="KV-cache size in tokens (for the gauge).")
     xid: int = Field(0, ge=0, description="Last XID error the GPU reports (0: none; 79: fell off the bus).")
+    gpus_per_replica: int = Field(1, ge=1, le=8, description="GPUs each replica holds (tensor parallel): all are "
+                                                             "busy together, all are billed (DCGM shows each).")
     time_scale: float = Field(1.0, ge=0, le=10, description="Real seconds slept per simulated second (API).")
 
 

@@ -22,11 +22,23 @@ MAX_TEXT_SAMPLES_PER_TICK = 50  # keeps a burst of load from costing text genera
 
 @dataclass
 class Replica:
-    """One simulated vLLM pod."""
+    """One simulated vLLM pod: its engine and the GPUs it holds (`profile.gpus_per_replica`, followed live)."""
 
     index: int
     engine: SimEngine
     gpu: SimGpu
+    _more: list[SimGpu] = field(default_factory=list)
+
+    def gpus(self) -> list[SimGpu]:
+        """The pod's GPUs now: the first one, then tensor-parallel peers created as the profile asks."""
+        n = self.engine.profile.gpus_per_replica
+        first = self.gpu.identity
+        while len(self._more) < n - 1:
+            k = len(self._more) + 1
+            ident = GpuIdentity.make(first.index + 16 * k, key=f"{first.uuid}/{k}", hostname=first.hostname,
+                                     namespace=first.namespace, pod=first.pod)
+            self._more.append(SimGpu(ident, self.engine.snapshot, self.gpu.clock))
+        return [self.gpu, *self._more[: n - 1]]
 
 
 @dataclass
