@@ -99,6 +99,7 @@ class SimGpu:
         self._lock = threading.Lock()
         self._energy_mj = 9.0e10
         self._last = clock()
+        self._tokens: float | None = None
 
     def readings(self) -> dict[str, float]:
         """Every field's current value."""
@@ -106,10 +107,20 @@ class SimGpu:
         running = s.gauges.get("num_requests_running", 0.0)
         busy = min(1.0, running / BATCH_FOR_FULL_UTIL)
         util = round(100 * (0.15 + 0.85 * busy)) if running > 0 else 0
-        power = 68.0 + 6.3 * util
+        power = s.profile.gpu_idle_watts + 6.3 * util
+        tokens = s.counters.get("prompt_tokens", 0.0) + s.counters.get("generation_tokens", 0.0)
         with self._lock:
             now = self.clock()
-            self._energy_mj += power * max(0.0, now - self._last) * 1000.0
+            dt = max(0.0, now - self._last)
+            joules = s.profile.gpu_joules_per_token
+            if joules is None:
+                self._energy_mj += power * dt * 1000.0
+            else:  # idle power plus a fixed energy per token (split over the replica's GPUs)
+                done = max(0.0, tokens - self._tokens) if self._tokens is not None else 0.0
+                spent = s.profile.gpu_idle_watts * dt + joules * done / s.profile.gpus_per_replica
+                self._energy_mj += spent * 1000.0
+                power = spent / dt if dt > 0 else s.profile.gpu_idle_watts
+            self._tokens = tokens
             self._last = now
             energy = self._energy_mj
         fb_used = round(GPU_MEMORY_UTILIZATION * FB_TOTAL_MIB)

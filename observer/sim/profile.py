@@ -39,6 +39,10 @@ class Profile(BaseModel):
     xid: int = Field(0, ge=0, description="Last XID error the GPU reports (0: none; 79: fell off the bus).")
     gpus_per_replica: int = Field(1, ge=1, le=8, description="GPUs each replica holds (tensor parallel): all are "
                                                              "busy together, all are billed (DCGM shows each).")
+    gpu_idle_watts: float = Field(68.0, ge=0, le=2000, description="Power of an idle GPU.")
+    gpu_joules_per_token: float | None = Field(
+        None, ge=0, le=100, description="Energy per processed token (prompt + generated), shared by the replica's "
+                                        "GPUs, on top of idle power. None: power follows utilisation only.")
     time_scale: float = Field(1.0, ge=0, le=10, description="Real seconds slept per simulated second (API).")
 
 

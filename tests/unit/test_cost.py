@@ -176,3 +176,27 @@ def test_the_cost_metric_compares_the_arms_only_at_equal_per_pod_load() -> None:
     assert muted.outcome == "inconclusive" and "per-pod load" in muted.detail
     none = judge_metric(m, ArmData(), even_b, alpha=0.05, power=0.8)
     assert none.outcome == "nodata"
+
+
+def test_the_simulators_gpu_spends_idle_power_plus_its_energy_per_token() -> None:
+    """The simulator's power model (#17): idle watts × time + joules per token × tokens, split over the
+    replica's GPUs; what DCGM's total-energy counter then shows, and the cost meter reads."""
+    from observer.sim.dcgm_exposition import GpuIdentity, SimGpu
+    from observer.sim.engine import EngineSnapshot
+    from observer.sim.profile import Profile
+
+    now = [0.0]
+    tokens = [0.0]
+    profile = Profile(gpu_idle_watts=50.0, gpu_joules_per_token=0.5, gpus_per_replica=2)
+
+    def snap() -> EngineSnapshot:
+        return EngineSnapshot(model="m", created=0.0, counters={"prompt_tokens": tokens[0] * 0.7,
+                                                                "generation_tokens": tokens[0] * 0.3},
+                              labelled={}, histograms={}, gauges={"num_requests_running": 4.0}, profile=profile)
+
+    gpu = SimGpu(GpuIdentity.make(0, key="v/0"), snap, clock=lambda: now[0])
+    start = gpu.readings()["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
+    now[0], tokens[0] = 10.0, 1000.0
+    r = gpu.readings()
+    assert r["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] - start == pytest.approx((50.0 * 10 + 0.5 * 1000 / 2) * 1000)
+    assert r["DCGM_FI_DEV_POWER_USAGE"] == pytest.approx(75.0)  # (500 J + 250 J) / 10 s
