@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from observer.analyse.embed import RemoteEmbedder, load_local_embedder
 from observer.analyse.quality.calibrate import calibrate, load_labels
@@ -40,7 +41,8 @@ from tests.support.prom import run_prometheus
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 
-def _config(engines: Engines, tmp: Path, *, proxy_port: int | None = None) -> ObserverConfig:
+def _config(engines: Engines, tmp: Path, *, proxy_port: int | None = None,
+            cost: dict[str, Any] | None = None) -> ObserverConfig:
     versions = []
     for name, server in (("stable", engines.stable), ("canary", engines.canary)):
         versions.append({"name": name, "role": name, "vllm": [server.url + "/metrics"],
@@ -56,6 +58,8 @@ def _config(engines: Engines, tmp: Path, *, proxy_port: int | None = None) -> Ob
     }
     if proxy_port is not None:
         data["sampling"]["versions"] = {"stable": {"listen": f"127.0.0.1:{proxy_port}"}}
+    if cost is not None:
+        data["cost"] = cost
     return ObserverConfig.model_validate(data)
 
 
@@ -122,6 +126,43 @@ def test_ttft_p95_equals_promql_over_the_raw_series(engines: Engines, tmp_path: 
     got, want = ttft_p95_pairs(engines, tmp_path)
     for name in got:
         assert math.isfinite(want[name]) and abs(got[name] - want[name]) < 1e-6, (name, got, want)
+
+
+def _raw_sum(url: str, family: str) -> float:
+    """Sum of one counter family in a vLLM exposition, read with a regex (not the observer's parser)."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return sum(float(m.group(1)) for m in re.finditer(rf"^vllm[:_]{family}_total{{[^}}]*}} (\S+)$", text, re.M))
+
+
+def test_cost_per_token_equals_the_raw_counters(engines: Engines, tmp_path: Path) -> None:
+    """#17 on the real engine: no DCGM on the CPU build, so a replica-hour price bills the replicas up; the
+    exported cost per million generated tokens equals the exported cost over the tokens the engine itself
+    counted during the load (read from its /metrics before and after), within 1e-9."""
+    price = 1.2
+    cfg = _config(engines, tmp_path, cost={"replica_hour_price": price, "gpus_per_replica": 0})
+    with run_observer(cfg, areas=["scrape"]) as obs:
+        obs.wait_ready(timeout=30)
+        time.sleep(2.5)  # idle: the observer's first cycles saw the counts read here
+        before = _raw_sum(engines.stable.url, "generation_tokens")
+        drive({"stable": engines.stable.url}, requests=8, concurrency=4)
+        done = time.time()
+        wait_until(lambda: obs.get("/api/v1/signals").json()["generated_at"] > done + 1.5, timeout=30,
+                   message="an observer cycle after the load")
+        after = _raw_sum(engines.stable.url, "generation_tokens")
+        samples = {(f.name, s.name, tuple(sorted(s.labels.items()))): s.value
+                   for f in text_string_to_metric_families(obs.get("/metrics").text) for s in f.samples}
+
+    def one(name: str, **labels: str) -> float | None:
+        hits = [v for (_, n, ls), v in samples.items() if n == name and all((k, x) in ls for k, x in labels.items())]
+        return hits[0] if hits else None
+
+    cost = one("observer_cost_total", version="stable")
+    replica_s = one("observer_replica_seconds_total", version="stable")
+    per_m = one("observer_cost_per_million_tokens", version="stable", kind="generation")
+    assert cost and replica_s and per_m and after > before, (cost, replica_s, per_m, before, after)
+    assert math.isclose(cost, replica_s * price / 3600, rel_tol=1e-9)
+    assert math.isclose(per_m, cost / (after - before) * 1e6, rel_tol=1e-9), (per_m, cost, before, after)
+    assert one("observer_energy_joules_total", version="stable") is None  # no power readings: absent, not 0
 
 
 def _normalised(body: bytes) -> bytes:
