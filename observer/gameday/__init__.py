@@ -345,8 +345,10 @@ def _check(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str]:
             problems.append(f"Prometheus verdict metric {prom.get('verdict')}, expected {want_verdict}")
     if s.expect == "nodata" and "pass" in row.verdicts:
         problems.append("passed with no canary traffic")
-    if s.expect == "pass" and any(p == "Failed" for p in prom.values()):
+    if s.expect == "pass" and any(p == "Failed" for k, p in prom.items() if not (s.costly and k == "cost")):
         problems.append("a Prometheus metric failed on a healthy canary")
+    if s.costly and prom.get("cost") != "Failed":
+        problems.append(f"Prometheus cost metric {prom.get('cost')}, expected Failed (dryRun)")
     if s.expect == "fail" and s.dimension and prom.get(s.dimension) != "Failed":
         problems.append(f"Prometheus {s.dimension} metric {prom.get(s.dimension)}, expected Failed")
     if s.expect == "fail" and body.get("critical_failed") and row.guardrail != "Failed":

@@ -60,7 +60,7 @@ def _group_query(metrics: Sequence[CanaryMetricSpec]) -> str:
 
 
 def prometheus_metrics(config: ObserverConfig) -> list[PromMetric]:
-    """The Prometheus-provider metrics (verdict, latency, errors, quality, drift) of the config."""
+    """The Prometheus-provider metrics (verdict, latency, errors, quality, cost, drift) of the config."""
     metrics = [m for m in config.canary.metrics if not m.advisory]
     out = [PromMetric(name="verdict", query=f"max({selector(names.CANARY_VERDICT, _pair())})",
                       success=guarded("result[0] == 1"), failure=guarded("result[0] == -1"), dry_run=False)]
@@ -74,6 +74,11 @@ def prometheus_metrics(config: ObserverConfig) -> list[PromMetric]:
             continue
         critical = [m for m in ms if m.critical]
         out.append(PromMetric(name=name, query=_group_query(critical or ms), success=None,
+                              failure=guarded("result[0] < 0"), dry_run=not critical))
+    cost = [m for m in config.canary.metrics if m.kind == "cost"]
+    if cost:  # advisory by default: visible in the AnalysisRun (dryRun), never an abort
+        critical = [m for m in cost if m.critical]
+        out.append(PromMetric(name="cost", query=_group_query(critical or cost), success=None,
                               failure=guarded("result[0] < 0"), dry_run=not critical))
     drift = [m for m in config.canary.metrics if m.kind == "drift"]
     if drift:

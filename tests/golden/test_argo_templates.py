@@ -93,13 +93,13 @@ def test_gate_semantics(rendered: dict[str, str]) -> None:
     assert "successCondition" not in g and g["failureCondition"] == "result == true"
     assert g["provider"]["web"]["jsonPath"] == "{$.critical_failed}"
     names = [x["name"] for x in prom["spec"]["metrics"]]
-    assert names == ["verdict", "latency", "errors", "quality", "drift"]
+    assert names == ["verdict", "latency", "errors", "quality", "cost", "drift"]
     for x in prom["spec"]["metrics"]:
         for key in ("successCondition", "failureCondition"):
             if key in x:
                 assert x[key].startswith("len(result) > 0 && !isNaN(result[0]) && "), x
         assert x["count"] >= 2 and x["consecutiveErrorLimit"] >= 1
-    assert {d["metricName"] for d in prom["spec"]["dryRun"]} == {"quality", "drift"}
+    assert {d["metricName"] for d in prom["spec"]["dryRun"]} == {"quality", "cost", "drift"}
 
 
 def test_cluster_variants_have_no_namespace(rendered: dict[str, str]) -> None:

@@ -40,6 +40,7 @@ PROM_EXPECTED: dict[str, dict[str, Phase]] = {
     "latency": dict(zip(PROM_RESULTS, (S, S, S, S, F, S, S, E), strict=True)),
     "errors": dict(zip(PROM_RESULTS, (S, S, S, S, F, S, S, E), strict=True)),
     "quality": dict(zip(PROM_RESULTS, (S, S, S, S, F, S, S, E), strict=True)),
+    "cost": dict(zip(PROM_RESULTS, (S, S, S, S, F, S, S, E), strict=True)),
     "drift": dict(zip(PROM_RESULTS, (S, S, F, S, S, F, F, E), strict=True)),
 }
 
