@@ -25,13 +25,25 @@ from observer.store.base import SampleRecord, Score, StoredSample, StoreError, s
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
 from observer.store.sql import (
     INGEST_KEY_SECONDS,
+    JOB_COUNTS_SQL,
+    LEASE_RAN_OUT,
+    PENDING_JOBS_SQL,
     SqlReads,
     claimed,
-    encode_json,
+    complete_sql,
     encode_meta,
+    enqueue_rows,
+    golden_run_row,
+    insert_golden_run_sql,
+    insert_job_sql,
     insert_rows,
     insert_sql,
     job_error,
+    job_rows,
+    prune_jobs_sql,
+    release_sql,
+    released,
+    renew_sql,
 )
 
 MIGRATIONS: tuple[str, ...] = (
@@ -334,36 +346,20 @@ class PostgresStore(SqlReads):
     def enqueue(self, jobs: Sequence[JobSpec], *, max_queued: int) -> Enqueued:
         if not jobs:
             return Enqueued()
-        now = self._clock()
-        rows = [(j.kind, j.key, encode_json(j.payload, what=f"job {j.key!r}"), j.max_attempts, now, now, now)
-                for j in jobs]
-        added = duplicate = dropped = 0
+        rows = job_rows(jobs, self._clock())
+        insert = insert_job_sql("%s", json_cast="::jsonb")
         with self._conn(f"enqueue {len(rows)} job(s)") as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (ENQUEUE_LOCK,))  # the bound holds across replicas
-            pending = int(conn.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')")
-                          .fetchone()[0])
-            for row in rows:
-                if pending >= max_queued:
-                    dropped += 1
-                    continue
-                cur = conn.execute("INSERT INTO jobs (kind, key, payload, max_attempts, not_before, created, "
-                                   "updated) VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s) "
-                                   "ON CONFLICT (key) DO NOTHING", row)
-                if cur.rowcount:
-                    added += 1
-                    pending += 1
-                else:
-                    duplicate += 1
-        return Enqueued(added=added, duplicate=duplicate, dropped=dropped)
+            return enqueue_rows(lambda row: int(conn.execute(insert, row).rowcount), rows,
+                                pending=int(conn.execute(PENDING_JOBS_SQL).fetchone()[0]), max_queued=max_queued)
 
     def claim(self, *, worker: str, kinds: Sequence[str], limit: int, lease_seconds: float) -> list[ClaimedJob]:
         if limit <= 0 or not kinds:
             return []
         now = self._clock()
         with self._conn(f"claim jobs for {worker}") as conn:
-            conn.execute("UPDATE jobs SET state = 'failed', updated = %s, error = 'lease ran out on its last "
-                         "attempt (' || attempts || ' of ' || max_attempts || '): the replica running it died or "
-                         "hung' WHERE kind = ANY(%s) AND state = 'running' AND lease_until < %s "
+            conn.execute(f"UPDATE jobs SET state = 'failed', updated = %s, error = {LEASE_RAN_OUT} "
+                         "WHERE kind = ANY(%s) AND state = 'running' AND lease_until < %s "
                          "AND attempts >= max_attempts", (now, list(kinds), now))
             rows = conn.execute(
                 "UPDATE jobs SET state = 'running', worker = %s, attempts = attempts + 1, lease_until = %s, "
@@ -377,8 +373,7 @@ class PostgresStore(SqlReads):
     def renew(self, job: ClaimedJob, *, lease_seconds: float) -> ClaimedJob | None:
         until = self._clock() + lease_seconds
         with self._conn(f"renew job {job.id}") as conn:
-            n = conn.execute("UPDATE jobs SET lease_until = %s WHERE id = %s AND worker = %s AND attempts = %s "
-                             "AND state = 'running'", (until, job.id, job.worker, job.attempt)).rowcount
+            n = conn.execute(renew_sql("%s"), (until, job.id, job.worker, job.attempt)).rowcount
         return replace(job, lease_until=until) if n else None
 
     def complete(self, job: ClaimedJob, *, scores: Sequence[ScoreWrite] = (),
@@ -386,41 +381,33 @@ class PostgresStore(SqlReads):
         now = self._clock()
         encoded = [(w.sample_id, w.scorer, w.passed, w.score, w.reason,
                     encode_meta(w.meta, scorer=w.scorer, sample_id=w.sample_id), now) for w in scores]
-        runs = [(r.version, r.golden_set, r.started, r.finished, encode_json(r.body, what="a golden run"))
-                for r in golden_runs]
+        runs = [golden_run_row(r) for r in golden_runs]
         with self._conn(f"complete job {job.id}") as conn:
-            n = conn.execute("UPDATE jobs SET state = 'done', done_count = done_count + 1, updated = %s, "
-                             "error = NULL WHERE id = %s AND worker = %s AND attempts = %s AND state = 'running'",
-                             (now, job.id, job.worker, job.attempt)).rowcount
+            n = conn.execute(complete_sql("%s"), (now, job.id, job.worker, job.attempt)).rowcount
             if not n:
                 return False
             for row in encoded:  # a sample pruned meanwhile: its score is moot, the job is still done
                 if conn.execute("SELECT 1 FROM samples WHERE id = %s FOR KEY SHARE", (row[0],)).fetchone():
                     conn.execute(_UPSERT_SCORE, row)
             for run in runs:
-                conn.execute("INSERT INTO golden_runs (version, golden_set, started, finished, body) "
-                             "VALUES (%s, %s, %s, %s, %s::jsonb)", run)
+                conn.execute(insert_golden_run_sql("%s", json_cast="::jsonb"), run)
         return True
 
     def release(self, job: ClaimedJob, *, error: str, retry_in_seconds: float) -> Release:
         now = self._clock()
         with self._conn(f"release job {job.id}") as conn:
-            row = conn.execute(
-                "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
-                "not_before = %s, updated = %s, error = %s, lease_until = NULL WHERE id = %s AND worker = %s "
-                "AND attempts = %s AND state = 'running' RETURNING state",
-                (now + retry_in_seconds, now, job_error(error), job.id, job.worker, job.attempt)).fetchone()
-        return "lost" if row is None else ("failed" if row[0] == "failed" else "queued")
+            row = conn.execute(release_sql("%s"), (now + retry_in_seconds, now, job_error(error), job.id, job.worker,
+                                                   job.attempt)).fetchone()
+        return released(row)
 
     def job_counts(self) -> dict[tuple[str, str], int]:
         with self._conn("count jobs") as conn:
-            rows = conn.execute("SELECT kind, state, COUNT(*) FROM jobs GROUP BY kind, state").fetchall()
+            rows = conn.execute(JOB_COUNTS_SQL).fetchall()
         return {(str(k), str(st)): int(n) for k, st, n in rows}
 
     def prune_jobs(self, *, max_age_seconds: float) -> int:
         with self._conn("prune jobs") as conn:
-            return int(conn.execute("DELETE FROM jobs WHERE state IN ('done', 'failed') AND updated < %s",
-                                    (self._clock() - max_age_seconds,)).rowcount)
+            return int(conn.execute(prune_jobs_sql("%s"), (self._clock() - max_age_seconds,)).rowcount)
 
     def score_events(self, *, after: tuple[int, int], limit: int) -> list[ScoreEvent]:
         with self._conn("read the score feed") as conn:
@@ -433,11 +420,9 @@ class PostgresStore(SqlReads):
                            scorer=sc, passed=p) for x, q, sid, v, ts, sc, p in rows]
 
     def add_golden_run(self, run: GoldenRunRecord) -> None:
-        body = encode_json(run.body, what="a golden run")
+        row = golden_run_row(run)
         with self._conn(f"store a golden run of {run.golden_set} on {run.version}") as conn:
-            conn.execute("INSERT INTO golden_runs (version, golden_set, started, finished, body) "
-                         "VALUES (%s, %s, %s, %s, %s::jsonb)", (run.version, run.golden_set, run.started,
-                                                                 run.finished, body))
+            conn.execute(insert_golden_run_sql("%s", json_cast="::jsonb"), row)
 
     def golden_runs(self, *, after: tuple[int, int], limit: int) -> list[tuple[tuple[int, int], GoldenRunRecord]]:
         with self._conn("read golden runs") as conn:

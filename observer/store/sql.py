@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 from observer.store.base import SampleRecord, StoredSample, StoreError
-from observer.store.jobs import ClaimedJob
+from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release
 
 INGEST_KEY_SECONDS = 3600.0  # an idempotency key dedupes retries for this long, then it is pruned
 
@@ -111,6 +111,83 @@ def claimed(row: Sequence[Any], *, worker: str) -> ClaimedJob:
     body = json.loads(payload) if isinstance(payload, str) else dict(payload)
     return ClaimedJob(id=int(jid), kind=kind, key=key, payload=MappingProxyType(body), attempt=int(attempts),
                       worker=worker, lease_until=float(lease_until))
+
+
+# --- shared work: the statements both stores run (SQLite marks `?`, psycopg `%s`) ---
+
+PENDING_JOBS_SQL = "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')"
+JOB_COUNTS_SQL = "SELECT kind, state, COUNT(*) FROM jobs GROUP BY kind, state"
+LEASE_RAN_OUT = ("'lease ran out on its last attempt (' || attempts || ' of ' || max_attempts || '): the replica "
+                 "running it died or hung'")  # the error of a job whose replica died on its last attempt
+
+
+def job_rows(jobs: Sequence[JobSpec], now: float) -> list[tuple[Any, ...]]:
+    """INSERT values of `jobs` (kind, key, payload JSON, max_attempts, not_before, created, updated)."""
+    return [(j.kind, j.key, encode_json(j.payload, what=f"job {j.key!r}"), j.max_attempts, now, now, now)
+            for j in jobs]
+
+
+def insert_job_sql(mark: str, *, json_cast: str = "") -> str:
+    """INSERT of one job row that skips a key already known."""
+    return (f"INSERT INTO jobs (kind, key, payload, max_attempts, not_before, created, updated) VALUES "
+            f"({mark}, {mark}, {mark}{json_cast}, {mark}, {mark}, {mark}, {mark}) ON CONFLICT (key) DO NOTHING")
+
+
+def enqueue_rows(insert: Callable[[tuple[Any, ...]], int], rows: Sequence[tuple[Any, ...]], *, pending: int,
+                 max_queued: int) -> Enqueued:
+    """Insert rows one by one while fewer than `max_queued` jobs are pending; `insert` returns rows added."""
+    added = duplicate = dropped = 0
+    for row in rows:
+        if pending >= max_queued:
+            dropped += 1
+        elif insert(row):
+            added += 1
+            pending += 1
+        else:
+            duplicate += 1
+    return Enqueued(added=added, duplicate=duplicate, dropped=dropped)
+
+
+def _fenced(mark: str) -> str:
+    return f"id = {mark} AND worker = {mark} AND attempts = {mark} AND state = 'running'"
+
+
+def renew_sql(mark: str) -> str:
+    """Extend a held job's lease: (lease_until, id, worker, attempt)."""
+    return f"UPDATE jobs SET lease_until = {mark} WHERE {_fenced(mark)}"
+
+
+def complete_sql(mark: str) -> str:
+    """The fenced completion: (updated, id, worker, attempt); 1 row when the claim was still current."""
+    return (f"UPDATE jobs SET state = 'done', done_count = done_count + 1, updated = {mark}, error = NULL "
+            f"WHERE {_fenced(mark)}")
+
+
+def release_sql(mark: str) -> str:
+    """Give a failed attempt back: (not_before, updated, error, id, worker, attempt); RETURNING the new state."""
+    return (f"UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
+            f"not_before = {mark}, updated = {mark}, error = {mark}, lease_until = NULL WHERE {_fenced(mark)} "
+            "RETURNING state")
+
+
+def released(row: Sequence[Any] | None) -> Release:
+    """What `release_sql` did, from its RETURNING row (None: the claim was no longer current)."""
+    return "lost" if row is None else ("failed" if row[0] == "failed" else "queued")
+
+
+def prune_jobs_sql(mark: str) -> str:
+    """Delete finished jobs last updated before (cutoff)."""
+    return f"DELETE FROM jobs WHERE state IN ('done', 'failed') AND updated < {mark}"
+
+
+def insert_golden_run_sql(mark: str, *, json_cast: str = "") -> str:
+    """INSERT of one stored golden run (version, golden_set, started, finished, body JSON)."""
+    return (f"INSERT INTO golden_runs (version, golden_set, started, finished, body) "
+            f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark}{json_cast})")
+
+
+def golden_run_row(r: GoldenRunRecord) -> tuple[Any, ...]:
+    return (r.version, r.golden_set, r.started, r.finished, encode_json(r.body, what="a golden run"))
 
 
 def job_error(error: str) -> str:

@@ -23,13 +23,25 @@ from observer.store.base import SampleRecord, Score, StoredSample, StoreError, s
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
 from observer.store.sql import (
     INGEST_KEY_SECONDS,
+    JOB_COUNTS_SQL,
+    LEASE_RAN_OUT,
+    PENDING_JOBS_SQL,
     SqlReads,
     claimed,
-    encode_json,
+    complete_sql,
     encode_meta,
+    enqueue_rows,
+    golden_run_row,
+    insert_golden_run_sql,
+    insert_job_sql,
     insert_rows,
     insert_sql,
     job_error,
+    job_rows,
+    prune_jobs_sql,
+    release_sql,
+    released,
+    renew_sql,
 )
 
 _T = TypeVar("_T")
@@ -315,26 +327,12 @@ class SqliteStore(SqlReads):
             return out
 
     def enqueue(self, jobs: Sequence[JobSpec], *, max_queued: int) -> Enqueued:
-        now = self._clock()
-        rows = [(j.kind, j.key, encode_json(j.payload, what=f"job {j.key!r}"), j.max_attempts, now, now, now)
-                for j in jobs]
+        rows = job_rows(jobs, self._clock())
+        insert = insert_job_sql("?")
 
         def body(db: sqlite3.Connection) -> Enqueued:
-            added = duplicate = dropped = 0
-            pending = int(db.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')")
-                          .fetchone()[0])
-            for row in rows:
-                if pending >= max_queued:
-                    dropped += 1
-                    continue
-                cur = db.execute("INSERT INTO jobs (kind, key, payload, max_attempts, not_before, created, "
-                                 "updated) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING", row)
-                if cur.rowcount:
-                    added += 1
-                    pending += 1
-                else:
-                    duplicate += 1
-            return Enqueued(added=added, duplicate=duplicate, dropped=dropped)
+            return enqueue_rows(lambda row: int(db.execute(insert, row).rowcount), rows,
+                                pending=int(db.execute(PENDING_JOBS_SQL).fetchone()[0]), max_queued=max_queued)
 
         return self._write(f"enqueue {len(rows)} job(s)", body) if rows else Enqueued()
 
@@ -345,8 +343,7 @@ class SqliteStore(SqlReads):
         marks = ", ".join("?" * len(kinds))
 
         def body(db: sqlite3.Connection) -> list[ClaimedJob]:
-            db.execute("UPDATE jobs SET state = 'failed', updated = ?, error = 'lease ran out on its last attempt "
-                       "(' || attempts || ' of ' || max_attempts || '): the replica running it died or hung' "
+            db.execute(f"UPDATE jobs SET state = 'failed', updated = ?, error = {LEASE_RAN_OUT} "
                        f"WHERE kind IN ({marks}) AND state = 'running' AND lease_until < ? "
                        "AND attempts >= max_attempts", (now, *kinds, now))
             ids = [int(r[0]) for r in db.execute(
@@ -367,8 +364,7 @@ class SqliteStore(SqlReads):
     def renew(self, job: ClaimedJob, *, lease_seconds: float) -> ClaimedJob | None:
         until = self._clock() + lease_seconds
         n = self._write(f"renew job {job.id}", lambda db: db.execute(
-            "UPDATE jobs SET lease_until = ? WHERE id = ? AND worker = ? AND attempts = ? AND state = 'running'",
-            (until, job.id, job.worker, job.attempt)).rowcount)
+            renew_sql("?"), (until, job.id, job.worker, job.attempt)).rowcount)
         return replace(job, lease_until=until) if n else None
 
     def complete(self, job: ClaimedJob, *, scores: Sequence[ScoreWrite] = (),
@@ -376,20 +372,16 @@ class SqliteStore(SqlReads):
         now = self._clock()
         encoded = [(w.sample_id, w.scorer, None if w.passed is None else int(w.passed), w.score, w.reason,
                     encode_meta(w.meta, scorer=w.scorer, sample_id=w.sample_id), now) for w in scores]
-        runs = [(r.version, r.golden_set, r.started, r.finished, encode_json(r.body, what="a golden run"))
-                for r in golden_runs]
+        runs = [golden_run_row(r) for r in golden_runs]
 
         def body(db: sqlite3.Connection) -> bool:
-            n = db.execute("UPDATE jobs SET state = 'done', done_count = done_count + 1, updated = ?, "
-                           "error = NULL WHERE id = ? AND worker = ? AND attempts = ? AND state = 'running'",
-                           (now, job.id, job.worker, job.attempt)).rowcount
+            n = db.execute(complete_sql("?"), (now, job.id, job.worker, job.attempt)).rowcount
             if not n:
                 return False
             for row in encoded:  # a sample pruned meanwhile: its score is moot, the job is still done
                 if db.execute("SELECT 1 FROM samples WHERE id = ?", (row[0],)).fetchone() is not None:
                     db.execute(_UPSERT_SCORE, row)
-            db.executemany("INSERT INTO golden_runs (version, golden_set, started, finished, body) "
-                           "VALUES (?, ?, ?, ?, ?)", runs)
+            db.executemany(insert_golden_run_sql("?"), runs)
             return True
 
         return self._write(f"complete job {job.id}", body)
@@ -397,21 +389,18 @@ class SqliteStore(SqlReads):
     def release(self, job: ClaimedJob, *, error: str, retry_in_seconds: float) -> Release:
         now = self._clock()
         row = self._write(f"release job {job.id}", lambda db: db.execute(
-            "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
-            "not_before = ?, updated = ?, error = ?, lease_until = NULL WHERE id = ? AND worker = ? "
-            "AND attempts = ? AND state = 'running' RETURNING state",
-            (now + retry_in_seconds, now, job_error(error), job.id, job.worker, job.attempt)).fetchone())
-        return "lost" if row is None else ("failed" if row[0] == "failed" else "queued")
+            release_sql("?"), (now + retry_in_seconds, now, job_error(error), job.id, job.worker,
+                               job.attempt)).fetchone())
+        return released(row)
 
     def job_counts(self) -> dict[tuple[str, str], int]:
         with self._locked() as db:
-            rows = db.execute("SELECT kind, state, COUNT(*) FROM jobs GROUP BY kind, state").fetchall()
+            rows = db.execute(JOB_COUNTS_SQL).fetchall()
         return {(str(k), str(st)): int(n) for k, st, n in rows}
 
     def prune_jobs(self, *, max_age_seconds: float) -> int:
         cutoff = self._clock() - max_age_seconds
-        return int(self._write("prune jobs", lambda db: db.execute(
-            "DELETE FROM jobs WHERE state IN ('done', 'failed') AND updated < ?", (cutoff,)).rowcount))
+        return int(self._write("prune jobs", lambda db: db.execute(prune_jobs_sql("?"), (cutoff,)).rowcount))
 
     def score_events(self, *, after: tuple[int, int], limit: int) -> list[ScoreEvent]:
         with self._locked() as db:
@@ -422,9 +411,9 @@ class SqliteStore(SqlReads):
                            passed=None if p is None else bool(p)) for q, sid, v, ts, sc, p in rows]
 
     def add_golden_run(self, run: GoldenRunRecord) -> None:
-        row = (run.version, run.golden_set, run.started, run.finished, encode_json(run.body, what="a golden run"))
-        self._write(f"store a golden run of {run.golden_set} on {run.version}", lambda db: db.execute(
-            "INSERT INTO golden_runs (version, golden_set, started, finished, body) VALUES (?, ?, ?, ?, ?)", row))
+        row = golden_run_row(run)
+        self._write(f"store a golden run of {run.golden_set} on {run.version}",
+                    lambda db: db.execute(insert_golden_run_sql("?"), row))
 
     def golden_runs(self, *, after: tuple[int, int], limit: int) -> list[tuple[tuple[int, int], GoldenRunRecord]]:
         with self._locked() as db:
