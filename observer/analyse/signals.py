@@ -526,7 +526,7 @@ class SignalStore:
     def cost_per_million_tokens(self, version: str, *, since: float) -> float | None:
         """Cost per million generated tokens of `version` since `since` (None: no prices, no tokens, or a GPU
         without a price in the window)."""
-        if self.cost is None or not (self.cost.spec.gpu_hour_prices or self.cost.spec.replica_hour_price):
+        if self.cost is None or not self.cost.spec.priced:
             return None
         with self._lock:
             w = self.cost.window(version, since=since)

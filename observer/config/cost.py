@@ -46,6 +46,11 @@ class CostSpec(Spec):
                              "add it, or set replica_hour_price")
         return self
 
+    @property
+    def priced(self) -> bool:
+        """Whether any price is configured (without one there is usage, but no cost to export)."""
+        return bool(self.gpu_hour_prices) or self.replica_hour_price is not None
+
     def price_per_gpu_second(self, model: str | None) -> float | None:
         """The price of one GPU-second of `model`, or None when it has none."""
         if model is None or model not in self.gpu_hour_prices:

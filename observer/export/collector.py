@@ -221,7 +221,7 @@ class ScrapeCollector(Collector):
         meter = self.store.cost
         if meter is None:
             return
-        priced = bool(meter.spec.gpu_hour_prices) or meter.spec.replica_hour_price is not None
+        priced = meter.spec.priced
         v_only = [names.VERSION]
         by_model = [names.VERSION, names.GPU_MODEL]
         cost = CounterMetricFamily(names.COST, "Cost of the version's GPUs (or replicas) held, busy or idle, in "

@@ -166,7 +166,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         canary_enabled=bool(pairs), canary_pairs=pairs, rule_name=slo.prometheus_rule.name,
         rule_namespace=slo.prometheus_rule.namespace,
         rule_labels=tuple(sorted(slo.prometheus_rule.labels.items())),
-        cost_enabled=config.cost.enabled and bool(config.cost.gpu_hour_prices or config.cost.replica_hour_price),
+        cost_enabled=config.cost.enabled and config.cost.priced,
         cost_budget_per_million=config.cost.budget_per_million_tokens,
         cost_regression_ratio=config.cost.regression_ratio,
     )

@@ -65,6 +65,7 @@ class QualityComponent(BaseComponent):
     work_metrics: WorkMetrics = field(default_factory=WorkMetrics)
     sync: QualitySync | None = None
     clock: Callable[[], float] = time.time
+    workers: list[Worker] = field(init=False, default_factory=list)
 
     def collectors(self) -> Sequence[Collector]:
         out: list[Collector] = [self.collector] if self.collector else []
@@ -79,28 +80,35 @@ class QualityComponent(BaseComponent):
     def replayed(self) -> list[VersionSpec]:
         return [v for v in self.versions if v.openai and not v.retired]
 
+    def __post_init__(self) -> None:
+        self.workers = self._workers()
+        self.work_metrics.kinds = tuple(w.kind for w in self.workers)  # exported label set: one per worker
+
+    def _workers(self) -> list[Worker]:
+        """The shared-work workers this replica runs: golden replays and live judge calls (store only)."""
+        if self.work is None:
+            return []
+        out = []
+        if self.runner is not None and self.golden and self.replayed():
+            out.append(Worker(self.work, GOLDEN_JOB, self.golden_job, self.work_spec, self.work_metrics,
+                              limit=len(self.replayed())))
+        if self.live is not None and self.live.judge_jobs is not None and self.live.rubric is not None:
+            out.append(Worker(self.work, JUDGE_JOB, self.judge_job, self.work_spec, self.work_metrics,
+                              limit=self.spec.judge.concurrency))
+        return out
+
     def jobs(self) -> Sequence[Job]:
         jobs = []
-        poll = self.work_spec.poll_seconds
         if self.runner is not None and self.golden and self.replayed():
-            if self.work is None:
-                jobs.append(Job("quality-golden", self.spec.interval_seconds, self.run_golden,
-                                run_at_start=self.spec.run_at_start, singleton=True))
-            else:
-                jobs.append(Job("quality-golden", self.spec.interval_seconds, self.enqueue_golden,
-                                run_at_start=self.spec.run_at_start, singleton=True))
-                worker = Worker(self.work, GOLDEN_JOB, self.golden_job, self.work_spec, self.work_metrics,
-                                limit=len(self.replayed()))
-                jobs.append(Job("work-golden", poll, worker.tick))
+            golden_round = self.run_golden if self.work is None else self.enqueue_golden
+            jobs.append(Job("quality-golden", self.spec.interval_seconds, golden_round,
+                            run_at_start=self.spec.run_at_start, singleton=True))
         if self.live is not None:
             jobs.append(Job("quality-live", self.spec.live.interval_seconds, self.run_live, singleton=True))
-            if self.work is not None and self.live.judge is not None and self.live.judge_jobs is not None:
-                worker = Worker(self.work, JUDGE_JOB, self.judge_job, self.work_spec, self.work_metrics,
-                                limit=self.spec.judge.concurrency)
-                jobs.append(Job("work-judge", poll, worker.tick))
+        jobs.extend(Job(f"work-{w.kind}", self.work_spec.poll_seconds, w.tick) for w in self.workers)
         if self.sync is not None:
             jobs.append(Job("quality-sync", self.work_spec.sync_seconds, self.run_sync))
-        if self.work is not None and self.work_metrics.kinds:
+        if self.workers:
             jobs.append(Job("work-stats", 15.0, self.refresh_work_counts))
         return jobs
 
@@ -216,12 +224,6 @@ def build(ctx: Context, *, store: ManagedStore | None,
                                  judge_model=spec.judge.model if judge else None,
                                  judge_prompt_version=judge.prompt.version if judge else None,
                                  live_window_s=spec.live.window_seconds, clock=ctx.clock)
-    kinds: list[str] = []
-    if store is not None and golden:
-        kinds.append(GOLDEN_JOB)
-    if live is not None and live.judge_jobs is not None and live.rubric is not None:
-        kinds.append(JUDGE_JOB)
-    work_metrics.kinds = tuple(kinds)
     return QualityComponent(spec=spec, versions=versions, golden=golden,
                             runner=GoldenRunner(ctx.http, spec=spec, scorer=scorer, clock=ctx.clock),
                             live=live, state=state, judge=judge, collector=collector, work=store,

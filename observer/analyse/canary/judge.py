@@ -499,17 +499,21 @@ def mute_unfair_latency(spec: CanarySpec, results: Sequence[MetricResult], c: Ar
         why = (f"canary still warming up: prefix-cache hit ratio {c.prefix_cache_hit_ratio:.2f} vs baseline "
                f"{b.prefix_cache_hit_ratio:.2f}")
         mute[Outcome.FAIL] = mute[Outcome.PASS] = why
-    n_c, n_b = c.total_requests, b.total_requests
-    if f.per_pod_load_tolerance is not None and c.replicas and b.replicas and n_c and n_b \
-            and n_c + n_b >= spec.split_min_requests:
-        ratio = (n_c / c.replicas) / (n_b / b.replicas)
+    ratio = _per_pod_load_ratio(f, c, b)
+    n_c, n_b = c.total_requests or 0, b.total_requests or 0
+    if ratio is not None and n_c + n_b >= spec.split_min_requests:
         load = (f"per-pod load canary {ratio:.2g}× baseline ({n_c} requests on {c.replicas} pod(s) vs {n_b} "
                 f"on {b.replicas})")
+        assert f.per_pod_load_tolerance is not None
         if ratio > 1.0 + f.per_pod_load_tolerance:
             mute.setdefault(Outcome.FAIL, load)
         elif ratio < 1.0 / (1.0 + f.per_pod_load_tolerance):
             mute.setdefault(Outcome.PASS, load)
-    cost_reason = _unequal_load(f, c, b)
+    # Cost per token depends on load per pod at any sample size (a canary pod at a low weight idles).
+    cost_reason = None
+    if ratio is not None and f.per_pod_load_tolerance is not None \
+            and not 1.0 / (1.0 + f.per_pod_load_tolerance) <= ratio <= 1.0 + f.per_pod_load_tolerance:
+        cost_reason = f"per-pod load canary {ratio:.2g}× baseline: cost per token depends on it"
     if not mute and cost_reason is None:
         return list(results)
     out = []
@@ -524,16 +528,12 @@ def mute_unfair_latency(spec: CanarySpec, results: Sequence[MetricResult], c: Ar
     return out
 
 
-def _unequal_load(f: FairnessSpec, c: ArmData, b: ArmData) -> str | None:
-    """Why the arms' cost per token cannot be compared: unequal per-pod load (a canary pod at a low weight
-    idles and costs more per token whatever its build), or None."""
+def _per_pod_load_ratio(f: FairnessSpec, c: ArmData, b: ArmData) -> float | None:
+    """Requests per pod, canary ÷ baseline; None when the check is off or either arm lacks pods or requests."""
     n_c, n_b = c.total_requests, b.total_requests
     if f.per_pod_load_tolerance is None or not (c.replicas and b.replicas and n_c and n_b):
         return None
-    ratio = (n_c / c.replicas) / (n_b / b.replicas)
-    if 1.0 / (1.0 + f.per_pod_load_tolerance) <= ratio <= 1.0 + f.per_pod_load_tolerance:
-        return None
-    return f"per-pod load canary {ratio:.2g}× baseline: cost per token depends on it"
+    return (n_c / c.replicas) / (n_b / b.replicas)
 
 
 def _pending(results: Sequence[MetricResult]) -> str:

@@ -109,14 +109,14 @@ class LiveScorer:
         judge_events: list[tuple[float, bool]] = []
         if self.judge is not None and self.rubric is not None:
             chosen = [s for s in batch if selected_for_judge(s.content_hash, self.spec.judge_fraction)]
-            if self.judge_jobs is not None:
+            if self.judge_jobs is not None:  # shared store: any replica judges them, as jobs
                 await self.judge_jobs([judge_job(self.rubric.name, s.id) for s in chosen])
-                chosen = []
-            outcomes = await asyncio.gather(*(self.judge_sample(s) for s in chosen))
-            for s, o in zip(chosen, outcomes, strict=True):
-                attachments.append((s.id, f"judge:{self.rubric.name}", o))
-                if o.decided:
-                    judge_events.append((s.ts, not o.passed))
+            else:
+                outcomes = await asyncio.gather(*(self.judge_sample(s) for s in chosen))
+                for s, o in zip(chosen, outcomes, strict=True):
+                    attachments.append((s.id, f"judge:{self.rubric.name}", o))
+                    if o.decided:
+                        judge_events.append((s.ts, not o.passed))
         for sample in batch:
             bad = failed[sample.id]
             marker = Outcome(DONE_MARKER, not bad, None, "failed: " + ", ".join(bad) if bad else "all passed",
