@@ -86,6 +86,7 @@ class CostWindow:
 
 @dataclass
 class _Acc:
+    history: History[CostTotals]
     last_ts: float | None = None
     replica_seconds: float = 0.0
     gpu_seconds: dict[str, float] = field(default_factory=dict)
@@ -93,7 +94,6 @@ class _Acc:
     cost: float = 0.0
     energy: float | None = None
     energy_mj: dict[str, float] = field(default_factory=dict)  # GPU key → last total-energy reading
-    history: History[CostTotals] | None = None
 
 
 class CostMeter:
@@ -157,7 +157,6 @@ class CostMeter:
                             unpriced_gpu_seconds=tuple(sorted(acc.unpriced.items())), cost=acc.cost,
                             energy_joules=acc.energy, prompt_tokens=prompt_tokens,
                             generation_tokens=generation_tokens, requests=requests)
-        assert acc.history is not None
         acc.history.append(ts, totals)
         return totals
 
@@ -177,18 +176,10 @@ class CostMeter:
     def window(self, version: str, *, since: float) -> CostWindow | None:
         """Increases since the newest point at or before `since` (the oldest one when younger)."""
         acc = self._acc.get(version)
-        if acc is None or acc.history is None:
+        latest = None if acc is None else acc.history.latest()
+        base = None if acc is None else acc.history.at(since)
+        if latest is None or base is None:
             return None
-        latest = acc.history.latest()
-        points = list(acc.history.points())
-        if latest is None or not points:
-            return None
-        base = points[0]
-        for p in points:
-            if p[0] <= since:
-                base = p
-            else:
-                break
         (t1, new), (t0, old) = latest, base
         energy = None
         if new.energy_joules is not None:
@@ -206,5 +197,5 @@ class CostMeter:
     def totals(self, version: str) -> CostTotals | None:
         """The running totals after the last cycle."""
         acc = self._acc.get(version)
-        latest = None if acc is None or acc.history is None else acc.history.latest()
+        latest = None if acc is None else acc.history.latest()
         return None if latest is None else latest[1]
