@@ -13,6 +13,9 @@ from observer.conventions.vllm import LatencyId
 
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
+PAIRED_CHECKS: tuple[str, ...] = ("judge", "refusal", "empty", "invalid_json", "truncation", "repetition")
+"""What a paired metric compares: the pairwise judge's preference, or one rule check on both answers."""
+
 LatencyFamily = LatencyId  # one vocabulary: observer.conventions.vllm
 
 
@@ -27,11 +30,18 @@ class CanaryMetricSpec(Spec):
     """One metric the judge compares between canary and baseline."""
 
     name: str = Field(description="Metric name; becomes the bounded `metric` label. [a-z0-9_], ≤ 40.")
-    kind: Literal["ratio", "latency", "quality", "drift", "cost"] = Field(
+    kind: Literal["ratio", "latency", "quality", "drift", "cost", "paired"] = Field(
         description="ratio: share of bad requests (exact conditional test); latency: share above a bucket "
                     "edge + quantile ratio; quality: golden-set pass-rate non-inferiority; drift: the drift "
                     "area's verdict for a field; cost: cost per generated token, canary ÷ baseline, against "
-                    "`max_ratio` (a point estimate, no test: keep it advisory).")
+                    "`max_ratio` (a point estimate, no test: keep it advisory); paired: the same prompts replayed "
+                    "to both arms (quality.shadow), a sequential sign test on the pairs one arm won.")
+    paired_check: str = Field(
+        "judge", description="paired: `judge` (the pairwise judge, both orders) or a rule check run on both "
+                             "answers of a pair (refusal, empty, invalid_json, truncation, repetition).")
+    effect_share: float = Field(
+        0.75, gt=0.5, lt=1, description="paired: share of decided pairs a worse canary loses that the judge "
+                                        "must detect; sets the decided pairs needed before a Pass.")
     max_ratio: float = Field(1.25, gt=1, le=100, description="cost: the canary fails above this many times the "
                                                              "baseline's cost per generated token.")
     finished_reasons: list[str] = Field(
@@ -73,6 +83,9 @@ class CanaryMetricSpec(Spec):
             raise ValueError(f"latency metric {self.name!r} needs family (ttft, itl, e2e or queue)")
         if self.kind == "drift" and self.field is None:
             raise ValueError(f"drift metric {self.name!r} needs field (prompts, outputs, …)")
+        if self.kind == "paired" and self.paired_check not in PAIRED_CHECKS:
+            raise ValueError(f"paired metric {self.name!r}: paired_check {self.paired_check!r} is not one of "
+                             f"{', '.join(PAIRED_CHECKS)}")
         if self.critical and self.advisory:
             raise ValueError(f"metric {self.name!r} cannot be both critical and advisory")
         return self

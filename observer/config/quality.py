@@ -70,6 +70,84 @@ class LiveSpec(Spec):
         return v
 
 
+PairedRule = Literal["refusal", "empty", "invalid_json", "truncation", "repetition"]
+PAIRED_RULE_DEFAULTS: tuple[PairedRule, ...] = ("refusal", "empty", "invalid_json", "truncation")
+
+
+class PairwiseSpec(Spec):
+    """The pairwise judge of shadow pairs (which answer is better), asked in both orders."""
+
+    rubric: str = Field("helpfulness", description="Rubric (from judge.rubric_dir) whose criteria the pairwise "
+                                                   "judge compares the answers with.")
+    prompt_path: str = Field("evals/pairwise_prompt.yaml", description="Versioned pairwise judge prompt.")
+    votes: int = Field(1, ge=1, le=9, description="Answers per order (self-consistency): above 1 they are asked "
+                                                  "at `temperature` and the majority counts.")
+    temperature: float = Field(0.7, gt=0, le=2, description="Sampling temperature of the judge when votes > 1.")
+
+
+class ShadowSpec(Spec):
+    """Shadow replay: stable's sampled live prompts answered again by the canary (and stable), off the user path."""
+
+    enabled: bool = Field(False, description="Replay sampled stable prompts to each canary (needs the sample "
+                                             "store) and judge the pairs.")
+    targets: dict[str, str] = Field(
+        default_factory=dict,
+        description="Version name → OpenAI base URL (…/v1) replays are sent to. Point it at a shadow replica "
+                    "that is not a scrape target of the version (its load then never reaches the serving "
+                    "SLIs); unset: the version's `openai` URL (the serving pods: replays queue with users).")
+    baseline: Literal["replay", "stored"] = Field(
+        "replay", description="replay: stable answers the prompt again, next to the canary (same input, same "
+                              "sampling: the pair is fair; twice the calls); stored: stable's live answer is "
+                              "used (half the calls, but a system prompt or temperature the live request had "
+                              "is not in the stored prompt).")
+    rate_per_second: float = Field(0.5, gt=0, le=100, description="Most replays started per second (all canaries).")
+    daily_budget: int = Field(2000, ge=1, description="Most pairs per canary per UTC day; then the paired "
+                                                      "metric says why it stopped.")
+    concurrency: int = Field(2, ge=1, le=64, description="Replays in flight at once.")
+    queue_size: int = Field(200, ge=1, le=100_000, description="Prompts waiting for a replay; more are dropped "
+                                                               "(counted).")
+    interval_seconds: float = Field(30.0, gt=0, description="Seconds between scans of new stable samples.")
+    max_prompt_chars: int = Field(8000, ge=1, description="Longer prompts are not replayed (counted).")
+    skip_patterns: list[str] = Field(
+        default_factory=lambda: [r"(?im)^tool:", r"(?i)\bnon-idempotent\b", r"(?i)\bdo not replay\b"],
+        description="Regular expressions: a stored prompt matching one is not replay-safe (tool results, "
+                    "prompts marked non-idempotent) and is skipped (counted).")
+    max_tokens: int = Field(256, ge=1, le=65536, description="Completion token limit of a replay.")
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of replays (both arms).")
+    timeout_seconds: float = Field(60.0, gt=0, le=3600, description="Per-replay timeout; a timeout is an error, "
+                                                                      "never a win for either side.")
+    rules: list[PairedRule] = Field(
+        default_factory=lambda: list(PAIRED_RULE_DEFAULTS),
+        description="Rule checks run on both answers of every pair (paired metrics name them in paired_check).")
+    judge: bool = Field(True, description="Ask the pairwise judge (needs quality.judge.url).")
+    pairwise: PairwiseSpec = Field(default_factory=PairwiseSpec, description="The pairwise judge.")
+
+    @field_validator("skip_patterns")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        import re
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise ValueError(f"skip pattern {p!r} is not a regular expression: {e}") from e
+        return v
+
+
+class ReliabilitySpec(Spec):
+    """The judge checked against the human-labelled anchors, whenever it changes and at least daily."""
+
+    anchors_path: str | None = Field(None, description="Labelled anchor set (e.g. evals/anchors.jsonl); null: "
+                                                       "off. Each re-grade costs one judge call per anchor.")
+    interval_seconds: float = Field(86400.0, ge=60, description="Re-grade at least this often (and at start, and "
+                                                                "whenever the judge model, prompt or a rubric "
+                                                                "hash changes).")
+    kappa_floor: float = Field(0.6, ge=-1, le=1, description="Cohen's κ below which the judge is not trusted "
+                                                             "(alert ObserverJudgeAgreementLow).")
+    max_items: int = Field(200, ge=1, description="Most anchors judged per re-grade (the calls count against "
+                                                  "the judge's hourly budget).")
+
+
 class QualitySpec(Spec):
     """Golden sets, rule checks and LLM-as-judge (issue 4)."""
 
@@ -88,3 +166,6 @@ class QualitySpec(Spec):
                                         description="Default cosine threshold of `similarity` assertions.")
     judge: JudgeSpec = Field(default_factory=JudgeSpec, description="LLM-as-judge endpoint; off unless set.")
     live: LiveSpec = Field(default_factory=LiveSpec, description="Live-sample scoring.")
+    shadow: ShadowSpec = Field(default_factory=ShadowSpec, description="Shadow replay and paired comparison.")
+    reliability: ReliabilitySpec = Field(default_factory=ReliabilitySpec,
+                                         description="Continuous judge calibration against the anchors.")

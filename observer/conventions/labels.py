@@ -37,6 +37,7 @@ JOB = "job"  # periodic job name on JOB_* self-metrics; Prometheus' job on `up`
 OUTCOME = "outcome"  # JOB_RUNS / JUDGE_CALLS outcome
 SET_VERSION = "set_version"  # golden-set content hash (one per configured set)
 JUDGE_MODEL = "judge_model"  # configured judge model name
+JUDGE = "judge"  # the judge model of the reliability gauges (one per configured judge)
 JUDGE_PROMPT_VERSION = "judge_prompt_version"  # version string of evals/judge_prompt.yaml
 # --- Drift (issue 5).
 STATUS = "status"  # drift status: ok | insufficient_data | no_baseline | error

@@ -50,6 +50,8 @@ def _metric(r: MetricResult, *, full: bool) -> dict[str, Any]:
         out["n"] = [r.n_canary, r.n_baseline]
     if r.min_n is not None:
         out["min_n"] = r.min_n
+    if r.evidence is not None:
+        out["evidence"] = dict(r.evidence)
     return out
 
 
@@ -67,6 +69,7 @@ def verdict_body(v: Verdict, *, full: bool = True) -> dict[str, Any]:
         "reason": v.reason[:MAX_REASON],
         "evaluated_at": round(v.evaluated_at, 3),
         "window_seconds": _num(v.window_seconds),
+        **({"judge": dict(v.judge)} if v.judge else {}),
     }
 
 

@@ -67,7 +67,8 @@ def prometheus_metrics(config: ObserverConfig) -> list[PromMetric]:
     groups: list[tuple[str, list[CanaryMetricSpec]]] = [
         ("latency", [m for m in metrics if m.kind == "latency"]),
         ("errors", [m for m in metrics if m.kind == "ratio" and m.finished_reasons]),
-        ("quality", [m for m in metrics if m.kind == "quality" or (m.kind == "ratio" and m.live_check)]),
+        ("quality", [m for m in metrics
+                     if m.kind in ("quality", "paired") or (m.kind == "ratio" and m.live_check)]),
     ]
     for name, ms in groups:
         if not ms:

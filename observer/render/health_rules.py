@@ -190,6 +190,8 @@ def self_health_group(a: Alerting) -> Group:
         rules.append(_stale(a, name=names.ALERT_JUDGE_NOT_RUNNING, metric=names.JUDGE_LAST_SUCCESS, by=(),
                             limit=lim.judge_stale, what="a successful LLM-judge call",
                             runbook="judge-not-running", summary="The LLM judge is not running"))
+    if a.judge_enabled and a.judge_kappa_floor is not None:
+        rules.append(_agreement(a, a.judge_kappa_floor))
     if a.quality_enabled and a.live_versions:
         rules.append(_stale(a, name=names.ALERT_GOLDEN_NOT_RUN, metric=names.GOLDEN_LAST_RUN, by=(_V,),
                             keys=[{_V: v} for v in a.live_versions], limit=lim.golden_stale, what="a golden-set run",
@@ -205,6 +207,27 @@ def self_health_group(a: Alerting) -> Group:
                             what="a canary verdict evaluation", runbook="verdict-stale",
                             summary="Canary verdict for {{ $labels.canary }} is stale"))
     return Group(names.RULE_GROUP_SELF, tuple(rules))
+
+
+def _agreement(a: Alerting, floor: float) -> Alert:
+    """The judge's κ against the human-labelled anchors below the floor (a ticket: quality results drift)."""
+    interval, at, steps = _timing(a, a.limits.leading_for)
+    kappa = names.JUDGE_AGREEMENT_KAPPA
+    key: Labels = ((names.JUDGE, "judge-model"),)
+    low, high = round(floor - 0.3, 3), round(min(1.0, floor + 0.2), 3)
+    return Alert(
+        name=names.ALERT_JUDGE_AGREEMENT, expr=f"min by ({names.JUDGE}) ({kappa}) < {floor!r}", severity="ticket",
+        for_seconds=a.limits.leading_for, summary="LLM judge {{ $labels.judge }} disagrees with the anchors",
+        description=(f"Cohen's κ of judge {{{{ $labels.judge }}}} against the human-labelled anchors is "
+                     f"{{{{ printf \"%.2f\" $value }}}} (floor {floor:g}): its verdicts, and the golden, live and "
+                     f"paired quality results built on them, are not trustworthy until it is fixed."),
+        runbook="judge-agreement",
+        examples=(Example(f"{names.ALERT_JUDGE_AGREEMENT} fires at κ {low:g}",
+                          (Series(selector(kappa, dict(key)), f"{low!r}x{steps}"),), at, interval,
+                          (Firing(key, low),)),
+                  Example(f"{names.ALERT_JUDGE_AGREEMENT} quiet at κ {high:g}",
+                          (Series(selector(kappa, dict(key)), f"{high!r}x{steps}"),), at, interval)),
+    )
 
 
 def hygiene_group(a: Alerting) -> Group:

@@ -100,6 +100,8 @@ class Alerting:
     cost_enabled: bool = False
     cost_budget_per_million: float | None = None
     cost_regression_ratio: float = 1.25
+    judge_kappa_floor: float | None = None
+    """Alert when the judge's agreement with the anchors falls below this (None: no anchors re-graded)."""
 
     def runbook_url(self, page: str) -> str:
         """The runbook_url of a page in runbooks/."""
@@ -169,4 +171,6 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         cost_enabled=config.cost.enabled and config.cost.priced,
         cost_budget_per_million=config.cost.budget_per_million_tokens,
         cost_regression_ratio=config.cost.regression_ratio,
+        judge_kappa_floor=config.quality.reliability.kappa_floor if config.quality.enabled
+        and config.quality.judge.url is not None and config.quality.reliability.anchors_path else None,
     )

@@ -68,6 +68,7 @@ class SamplingMetrics:
     dropped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, reason)
     redactions: Counter[str] = field(default_factory=Counter)
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, code)
+    shadow: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, code): X-Observer-Shadow
     added: dict[str, Hist] = field(default_factory=dict)
     ttft: dict[str, Hist] = field(default_factory=dict)
     e2e: dict[str, Hist] = field(default_factory=dict)
@@ -124,6 +125,9 @@ class SamplingCollector(Collector):
                        [names.REDACTION_KIND], redactions.items())
         yield _counter(names.PROXY_REQUESTS, "Requests forwarded by the sampling proxy, by status code.",
                        [names.VERSION, names.CODE], m.requests.items())
+        yield _counter(names.PROXY_SHADOW_REQUESTS, "Shadow-replay requests (X-Observer-Shadow) forwarded by the "
+                       "proxy: never sampled, never in the request counts or latency histograms above.",
+                       [names.VERSION, names.CODE], m.shadow.items())
         for name, doc, table in (
                 (names.PROXY_ADDED_LATENCY, "Latency the proxy adds to a request (its own work, both ways).",
                  m.added),

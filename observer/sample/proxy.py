@@ -41,6 +41,8 @@ HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"p
                         b"upgrade"})
 # The body is read in full before forwarding, so the upstream gets a plain Content-Length request:
 # the client's framing and any 100-continue handshake (answered by the ASGI server) end here.
+SHADOW_HEADER = b"x-observer-shadow"
+"""Marks the observer's own shadow replays (quality.shadow): forwarded, never sampled, counted apart."""
 _REQUEST_DROP = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
 OWN_PATHS = ("/healthz", "/readyz", "/observer/metrics")
 
@@ -76,6 +78,7 @@ def forward_headers(raw: list[tuple[bytes, bytes]], drop: frozenset[bytes]) -> l
 class _State:
     finished: bool = False
     client_gone: bool = False
+    shadow: bool = False
 
 
 class ProxyApp:
@@ -183,7 +186,8 @@ class ProxyApp:
             target += b"?" + scope["query_string"]
         kind = SAMPLED_PATHS.get(path) if method == "POST" else None
         pipeline = self.pipeline
-        capture = kind is not None and pipeline is not None and pipeline.want(self.version)
+        state.shadow = any(k.lower() == SHADOW_HEADER for k, _ in headers)
+        capture = kind is not None and pipeline is not None and not state.shadow and pipeline.want(self.version)
         t_sent = time.perf_counter()
         try:
             resp = await self.pool.request(method, target, headers, body)
@@ -194,11 +198,12 @@ class ProxyApp:
                 log.warning("proxy %s: upstream request failed (%s); counted in %s{code=\"502|504\"}",
                             self.version, e.kind, names.PROXY_REQUESTS)
             await self._fail(send, 504 if e.kind == "timeout" else 502,
-                             "upstream timed out" if e.kind == "timeout" else "upstream unreachable", t0, capture)
+                             "upstream timed out" if e.kind == "timeout" else "upstream unreachable", t0, capture,
+                             state.shadow)
             return
         except asyncio.CancelledError:
             if state.client_gone:  # 499: the client closed the request before the upstream answered
-                self._done(499, time.perf_counter() - t0, None, None, capture, "incomplete")
+                self._done(499, time.perf_counter() - t0, None, None, capture, "incomplete", state.shadow)
             raise
         t_headers = time.perf_counter()
         chunks: list[bytes] = []
@@ -224,13 +229,13 @@ class ProxyApp:
                             chunks.append(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except UpstreamError as e:
-                self._done(status, added, ttft, None, capture, "incomplete")
+                self._done(status, added, ttft, None, capture, "incomplete", state.shadow)
                 raise UpstreamAborted(f"upstream reply broke off: {e.kind}") from e
             state.finished = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if state.client_gone:
-                self._done(status, time.perf_counter() - t0, ttft, None, capture, "incomplete")
+                self._done(status, time.perf_counter() - t0, ttft, None, capture, "incomplete", state.shadow)
             raise
         finally:
             await batches.aclose()
@@ -241,7 +246,7 @@ class ProxyApp:
             reason = "upstream_status"
         elif too_large:
             reason = "too_large"
-        self._done(status, added, ttft, e2e, capture, reason)
+        self._done(status, added, ttft, e2e, capture, reason, state.shadow)
         if capture and reason is None and kind is not None and self.pipeline is not None:
             self.pipeline.submit(Capture(
                 version=self.version, kind=kind, request=body, response=b"".join(chunks),
@@ -250,16 +255,20 @@ class ProxyApp:
                 content_encoding=(resp.header(b"content-encoding") or b"").decode("latin-1")))
 
     def _done(self, code: int, added: float, ttft: float | None, e2e: float | None, capture: bool,
-              reason: str | None) -> None:
-        self.metrics.observe_request(self.version, code=code, added_s=added, ttft_s=ttft, e2e_s=e2e)
+              reason: str | None, shadow: bool = False) -> None:
+        if shadow:  # shadow replays are the observer's own traffic: kept out of the serving SLIs
+            self.metrics.shadow[(self.version, str(code))] += 1
+        else:
+            self.metrics.observe_request(self.version, code=code, added_s=added, ttft_s=ttft, e2e_s=e2e)
         if capture and reason is not None and self.pipeline is not None:
             self.pipeline.discard(self.version, reason)
 
-    async def _fail(self, send: Send, code: int, message: str, t0: float, capture: bool) -> None:
+    async def _fail(self, send: Send, code: int, message: str, t0: float, capture: bool, shadow: bool = False
+                    ) -> None:
         body = json.dumps({"error": {"message": f"observer proxy: {message}", "type": "upstream_error",
                                      "code": code}}).encode()
         await _reply(send, code, body)
-        self._done(code, time.perf_counter() - t0, None, None, capture, "upstream_status")
+        self._done(code, time.perf_counter() - t0, None, None, capture, "upstream_status", shadow)
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from observer.errors import StoreError
 from observer.store.jobs import SharedWork
+from observer.store.pairs import PairStore
 
 Source = Literal["proxy", "ingest", "golden"]
 SOURCES: tuple[Source, ...] = ("proxy", "ingest", "golden")
@@ -110,9 +111,9 @@ class SampleStore(Protocol):
 
 
 @runtime_checkable
-class ManagedStore(SampleStore, SharedWork, Protocol):
-    """A SampleStore the service runs: per-version counts, size, retention and the shared work queue
-    (SQLite and PostgreSQL)."""
+class ManagedStore(SampleStore, SharedWork, PairStore, Protocol):
+    """A SampleStore the service runs: per-version counts, size, retention, the shared work queue and the
+    shadow-replay pairs (SQLite and PostgreSQL)."""
 
     def counts(self) -> dict[str, int]:
         """The number of stored samples per version."""

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
+from observer.store.pairs import PairRecord
 from observer.store.sql import (
     INGEST_KEY_SECONDS,
     JOB_COUNTS_SQL,
@@ -36,10 +37,15 @@ from observer.store.sql import (
     golden_run_row,
     insert_golden_run_sql,
     insert_job_sql,
+    insert_pair_sql,
     insert_rows,
     insert_sql,
     job_error,
     job_rows,
+    pair_record,
+    pair_row,
+    paired_samples_sql,
+    pairs_sql,
     prune_jobs_sql,
     release_sql,
     released,
@@ -117,6 +123,19 @@ MIGRATIONS: tuple[str, ...] = (
         ids JSONB NOT NULL,
         created DOUBLE PRECISION NOT NULL
     );
+    """,
+    # 3: shadow-replay pairs (issue 16), written once each, after they are judged.
+    """
+    CREATE TABLE pairs (
+        id BIGSERIAL PRIMARY KEY,
+        canary TEXT NOT NULL,
+        baseline TEXT NOT NULL,
+        sample_id BIGINT NOT NULL,
+        ts DOUBLE PRECISION NOT NULL,
+        body JSONB NOT NULL,
+        UNIQUE (canary, sample_id)
+    );
+    CREATE INDEX pairs_by_canary ON pairs (canary, ts);
     """,
 )
 # A row is in the feed once no transaction older than its own is still open: then every row with a smaller
@@ -334,6 +353,7 @@ class PostgresStore(SqlReads):
         with self._conn("prune the sample store") as conn:
             deleted = conn.execute("DELETE FROM samples WHERE ts < %s", (cutoff,)).rowcount
             conn.execute("DELETE FROM golden_runs WHERE started < %s", (cutoff,))
+            conn.execute("DELETE FROM pairs WHERE ts < %s", (cutoff,))
             conn.execute("DELETE FROM ingest_keys WHERE created < %s", (self._clock() - INGEST_KEY_SECONDS,))
             deleted += conn.execute(
                 "DELETE FROM samples WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
@@ -433,6 +453,22 @@ class PostgresStore(SqlReads):
         return [((int(x), int(i)), GoldenRunRecord(version=v, golden_set=g, started=float(st),
                                                   finished=float(fi), body=MappingProxyType(dict(b))))
                 for x, i, v, g, st, fi, b in rows]
+
+    def add_pair(self, pair: PairRecord) -> bool:
+        row = pair_row(pair)
+        with self._conn(f"store a shadow pair of {pair.canary}") as conn:
+            return int(conn.execute(insert_pair_sql("%s", json_cast="::jsonb"), row).rowcount) > 0
+
+    def pairs(self, canary: str, *, since: float, limit: int) -> list[PairRecord]:
+        with self._conn(f"read shadow pairs of {canary}") as conn:
+            return [pair_record(r) for r in conn.execute(pairs_sql("%s", limit), (canary, since)).fetchall()]
+
+    def paired_samples(self, canary: str, sample_ids: Sequence[int]) -> set[int]:
+        if not sample_ids:
+            return set()
+        with self._conn(f"read shadow pairs of {canary}") as conn:
+            rows = conn.execute(paired_samples_sql("%s", len(sample_ids)), (canary, *map(int, sample_ids)))
+            return {int(r[0]) for r in rows.fetchall()}
 
     def close(self) -> None:
         """Close the pool; later calls raise StoreError."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from observer.store.base import SampleRecord, StoredSample, StoreError
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release
+from observer.store.pairs import PairRecord
 
 INGEST_KEY_SECONDS = 3600.0  # an idempotency key dedupes retries for this long, then it is pruned
 
@@ -202,3 +203,30 @@ def encode_meta(meta: Mapping[str, Any], *, scorer: str, sample_id: int) -> str:
     except (TypeError, ValueError) as e:
         raise StoreError(f"could not attach score {scorer!r} to sample {sample_id}: meta is not "
                          f"JSON-serialisable: {e}") from e
+
+
+def insert_pair_sql(mark: str, *, json_cast: str = "") -> str:
+    """INSERT of one shadow pair; a second pair for the same (canary, sample) is ignored."""
+    return (f"INSERT INTO pairs (canary, baseline, sample_id, ts, body) VALUES ({mark}, {mark}, {mark}, {mark}, "
+            f"{mark}{json_cast}) ON CONFLICT (canary, sample_id) DO NOTHING")
+
+
+def pair_row(p: PairRecord) -> tuple[Any, ...]:
+    return (p.canary, p.baseline, int(p.sample_id), float(p.ts),
+            json.dumps(dict(p.body), allow_nan=False, separators=(",", ":")))
+
+
+def pairs_sql(mark: str, limit: int) -> str:
+    return (f"SELECT canary, baseline, sample_id, ts, body FROM pairs WHERE canary = {mark} AND ts >= {mark} "
+            f"ORDER BY ts, id LIMIT {max(0, int(limit))}")
+
+
+def paired_samples_sql(mark: str, n: int) -> str:
+    return f"SELECT sample_id FROM pairs WHERE canary = {mark} AND sample_id IN ({', '.join([mark] * n)})"
+
+
+def pair_record(row: Sequence[Any]) -> PairRecord:
+    canary, baseline, sid, ts, body = row
+    data = json.loads(body) if isinstance(body, str) else body
+    return PairRecord(canary=canary, baseline=baseline, sample_id=int(sid), ts=float(ts),
+                      body=MappingProxyType(data))

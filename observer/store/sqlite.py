@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
+from observer.store.pairs import PairRecord
 from observer.store.sql import (
     INGEST_KEY_SECONDS,
     JOB_COUNTS_SQL,
@@ -34,10 +35,15 @@ from observer.store.sql import (
     golden_run_row,
     insert_golden_run_sql,
     insert_job_sql,
+    insert_pair_sql,
     insert_rows,
     insert_sql,
     job_error,
     job_rows,
+    pair_record,
+    pair_row,
+    paired_samples_sql,
+    pairs_sql,
     prune_jobs_sql,
     release_sql,
     released,
@@ -116,6 +122,19 @@ MIGRATIONS: tuple[str, ...] = (
         ids TEXT NOT NULL,
         created REAL NOT NULL
     );
+    """,
+    # 4: shadow-replay pairs (issue 16), written once each, after they are judged.
+    """
+    CREATE TABLE pairs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        canary TEXT NOT NULL,
+        baseline TEXT NOT NULL,
+        sample_id BIGINT NOT NULL,
+        ts REAL NOT NULL,
+        body TEXT NOT NULL,
+        UNIQUE (canary, sample_id)
+    );
+    CREATE INDEX pairs_by_canary ON pairs (canary, ts);
     """,
 )
 _NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM scores)"
@@ -296,6 +315,7 @@ class SqliteStore(SqlReads):
                 db.execute("BEGIN IMMEDIATE")
                 deleted = db.execute("DELETE FROM samples WHERE ts < ?", (cutoff,)).rowcount
                 db.execute("DELETE FROM golden_runs WHERE started < ?", (cutoff,))
+                db.execute("DELETE FROM pairs WHERE ts < ?", (cutoff,))
                 db.execute("DELETE FROM ingest_keys WHERE created < ?", (self._clock() - INGEST_KEY_SECONDS,))
                 for (version,) in db.execute("SELECT DISTINCT version FROM samples").fetchall():
                     row = db.execute("SELECT ts, id FROM samples WHERE version = ? ORDER BY ts DESC, id DESC "
@@ -422,6 +442,22 @@ class SqliteStore(SqlReads):
         return [((0, int(i)), GoldenRunRecord(version=v, golden_set=g, started=float(st), finished=float(fi),
                                               body=MappingProxyType(json.loads(b))))
                 for i, v, g, st, fi, b in rows]
+
+    def add_pair(self, pair: PairRecord) -> bool:
+        row = pair_row(pair)
+        return bool(self._write(f"store a shadow pair of {pair.canary}",
+                                lambda db: db.execute(insert_pair_sql("?"), row).rowcount > 0))
+
+    def pairs(self, canary: str, *, since: float, limit: int) -> list[PairRecord]:
+        with self._locked() as db:
+            return [pair_record(r) for r in db.execute(pairs_sql("?", limit), (canary, since)).fetchall()]
+
+    def paired_samples(self, canary: str, sample_ids: Sequence[int]) -> set[int]:
+        if not sample_ids:
+            return set()
+        with self._locked() as db:
+            rows = db.execute(paired_samples_sql("?", len(sample_ids)), (canary, *map(int, sample_ids))).fetchall()
+        return {int(r[0]) for r in rows}
 
     def not_ready(self) -> str | None:
         """Always ready: a file that cannot be opened fails at start instead."""

@@ -16,6 +16,7 @@ from observer.analyse.canary.sources import (
     CostReader,
     DriftReader,
     OwnSource,
+    PairsReader,
     PrometheusSource,
     QualityReader,
     SignalsReader,
@@ -27,7 +28,8 @@ from observer.wiring.runtime import BaseComponent, Context, Job
 
 
 def make_source(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
-                drift: DriftReader | None, cost: CostReader | None = None) -> CanarySource:
+                drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None
+                ) -> CanarySource:
     """The data source the config names: Prometheus, or the observer's own services."""
     spec = ctx.config.canary
     if spec.source == "prometheus":
@@ -35,7 +37,8 @@ def make_source(ctx: Context, *, signals: SignalsReader | None, quality: Quality
         client = PromQLClient(spec.prometheus_url, spec.prometheus, http=promql.build_client(spec.prometheus))
         return PrometheusSource(url=spec.prometheus_url, http=ctx.http, slice_seconds=spec.slice_seconds,
                                 client=client)
-    return OwnSource(signals=signals, quality=quality, drift=drift, slice_seconds=spec.slice_seconds, cost=cost)
+    return OwnSource(signals=signals, quality=quality, drift=drift, slice_seconds=spec.slice_seconds, cost=cost,
+                     pairs=pairs)
 
 
 @dataclass
@@ -72,10 +75,11 @@ class CanaryComponent(BaseComponent):
 
 
 def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
-          drift: DriftReader | None, cost: CostReader | None = None) -> CanaryComponent | None:
+          drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None
+          ) -> CanaryComponent | None:
     """Return the canary component (its `service` judges pairs), or None when the area is disabled."""
     if not ctx.config.canary.enabled:
         return None
-    source = make_source(ctx, signals=signals, quality=quality, drift=drift, cost=cost)
+    source = make_source(ctx, signals=signals, quality=quality, drift=drift, cost=cost, pairs=pairs)
     service = CanaryService(ctx.config, source, clock=ctx.clock, fleet=ctx.fleet)
     return CanaryComponent(name="canary", service=service, ctx=ctx, signals=signals)

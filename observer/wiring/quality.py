@@ -20,14 +20,20 @@ from dataclasses import dataclass, field
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
+from observer.analyse.canary.pairs import resolve_pairs
+from observer.analyse.quality.calibrate import load_labels
 from observer.analyse.quality.collector import QualityCollector
 from observer.analyse.quality.factory import build_judge, check_rubrics
 from observer.analyse.quality.golden import GoldenSet, discover
 from observer.analyse.quality.judge import JudgeClient, JudgeStats
 from observer.analyse.quality.live import JUDGE_CHECK, JUDGE_JOB, LiveScorer, as_score
 from observer.analyse.quality.model import GoldenRunResult, encode_run
+from observer.analyse.quality.pairwise import PairwiseJudge
+from observer.analyse.quality.prompts import load_prompt, load_rubrics
+from observer.analyse.quality.reliability import JudgeReliability, ReliabilityCollector
 from observer.analyse.quality.runner import GoldenRunner
 from observer.analyse.quality.scorer import Scorer
+from observer.analyse.quality.shadow import ShadowCollector, ShadowPair, ShadowReplayer
 from observer.analyse.quality.similarity import Embedder, load_default_embedder
 from observer.analyse.quality.state import QualityState
 from observer.analyse.quality.sync import QualitySync
@@ -65,10 +71,18 @@ class QualityComponent(BaseComponent):
     work_metrics: WorkMetrics = field(default_factory=WorkMetrics)
     sync: QualitySync | None = None
     clock: Callable[[], float] = time.time
+    shadow: ShadowReplayer | None = None  # shadow replay and paired comparison (quality.shadow)
+    reliability: JudgeReliability | None = None  # the judge re-graded on the anchors (quality.reliability)
     workers: list[Worker] = field(init=False, default_factory=list)
 
     def collectors(self) -> Sequence[Collector]:
         out: list[Collector] = [self.collector] if self.collector else []
+        shadow = ShadowCollector(self.shadow) if self.shadow is not None else None
+        if shadow is not None:
+            out.append(shadow)
+        if self.judge is not None:
+            out.append(ReliabilityCollector(self.judge, self.reliability,
+                                            position=shadow.position if shadow is not None else None))
         if self.work is not None:
             out.append(WorkCollector(self.work_metrics))
         return out
@@ -105,6 +119,11 @@ class QualityComponent(BaseComponent):
                             run_at_start=self.spec.run_at_start, singleton=True))
         if self.live is not None:
             jobs.append(Job("quality-live", self.spec.live.interval_seconds, self.run_live, singleton=True))
+        if self.shadow is not None:
+            jobs.append(Job("quality-shadow", self.spec.shadow.interval_seconds, self.run_shadow, singleton=True))
+        if self.reliability is not None:
+            # Checks every minute whether a re-grade is due (identity change, interval); cheap when not.
+            jobs.append(Job("quality-reliability", 60.0, self.run_reliability, singleton=True))
         jobs.extend(Job(f"work-{w.kind}", self.work_spec.poll_seconds, w.tick) for w in self.workers)
         if self.sync is not None:
             jobs.append(Job("quality-sync", self.work_spec.sync_seconds, self.run_sync))
@@ -169,6 +188,16 @@ class QualityComponent(BaseComponent):
 
         await asyncio.gather(*(version_runs(v) for v in self.versions if v.openai and not v.retired))
 
+    async def run_shadow(self) -> None:
+        assert self.shadow is not None
+        stored = await self.shadow.run_once()
+        if stored:
+            log.info("shadow replay: %d pair(s) stored", stored)
+
+    async def run_reliability(self) -> None:
+        assert self.reliability is not None
+        await self.reliability.run_once()
+
     async def run_live(self) -> None:
         """Score the newest unscored live samples of every version."""
         assert self.live is not None
@@ -220,11 +249,52 @@ def build(ctx: Context, *, store: ManagedStore | None,
         live = LiveScorer(store=store, state=state, spec=spec.live, judge=judge,
                           rubric=rubrics.get(spec.live.judge_rubric) if spec.live.judge_fraction > 0 else None,
                           judge_jobs=judge_jobs if judge is not None else None, sync=sync.run_once)
+    runner = GoldenRunner(ctx.http, spec=spec, scorer=scorer, clock=ctx.clock)
+    shadow = build_shadow(ctx, spec, store, judge) if spec.shadow.enabled else None
+    reliability = None
+    if judge is not None and spec.reliability.anchors_path:
+        reliability = JudgeReliability(judge, rubrics, load_labels(spec.reliability.anchors_path),
+                                       spec=spec.reliability, clock=ctx.clock)
     collector = QualityCollector(state, golden_sets=golden, judge_stats=stats if judge else None,
                                  judge_model=spec.judge.model if judge else None,
                                  judge_prompt_version=judge.prompt.version if judge else None,
                                  live_window_s=spec.live.window_seconds, clock=ctx.clock)
-    return QualityComponent(spec=spec, versions=versions, golden=golden,
-                            runner=GoldenRunner(ctx.http, spec=spec, scorer=scorer, clock=ctx.clock),
+    return QualityComponent(spec=spec, versions=versions, golden=golden, runner=runner,
                             live=live, state=state, judge=judge, collector=collector, work=store,
-                            work_spec=work_spec, work_metrics=work_metrics, sync=sync, clock=ctx.clock)
+                            work_spec=work_spec, work_metrics=work_metrics, sync=sync, clock=ctx.clock,
+                            shadow=shadow, reliability=reliability)
+
+
+def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore | None, judge: JudgeClient | None
+                 ) -> ShadowReplayer:
+    """The shadow replayer of every (canary, baseline) pair; ConfigError when it cannot run."""
+    if store is None:
+        raise ConfigError("shadow replay reads stable's sampled prompts from the sample store: turn sampling on "
+                          "(sampling.enabled) or quality.shadow off", path="quality.shadow.enabled")
+    by_name = {v.name: v for v in ctx.config.fleet.versions}
+    pairs: list[ShadowPair] = []
+    for p in resolve_pairs(ctx.config):
+        c, b = by_name[p.canary], by_name[p.baseline]
+        urls = []
+        for v in (c, b):
+            url = spec.shadow.targets.get(v.name) or v.openai
+            if url is None:
+                raise ConfigError(f"version {v.name!r} has no URL to replay prompts to: set "
+                                  f"quality.shadow.targets.{v.name} (a shadow replica) or its openai URL",
+                                  path=f"quality.shadow.targets.{v.name}")
+            urls.append(url)
+        pairs.append(ShadowPair(canary=c, baseline=b, canary_url=urls[0], baseline_url=urls[1]))
+    unknown = sorted(set(spec.shadow.targets) - set(by_name))
+    if unknown:
+        raise ConfigError(f"unknown version(s) {', '.join(unknown)}; the fleet has: {', '.join(sorted(by_name))}",
+                          path="quality.shadow.targets")
+    pairwise = None
+    if judge is not None and spec.shadow.judge:
+        rubrics = load_rubrics(spec.judge.rubric_dir)
+        if spec.shadow.pairwise.rubric not in rubrics:
+            raise ConfigError(f"unknown rubric {spec.shadow.pairwise.rubric!r}; known: {', '.join(sorted(rubrics))}",
+                              path="quality.shadow.pairwise.rubric")
+        pw = spec.shadow.pairwise
+        pairwise = PairwiseJudge(judge, load_prompt(pw.prompt_path), rubrics[pw.rubric], votes=pw.votes,
+                                 temperature=pw.temperature)
+    return ShadowReplayer(http=ctx.http, spec=spec.shadow, store=store, pairs=pairs, judge=pairwise, clock=ctx.clock)

@@ -5,9 +5,9 @@ Services first, components second, in data-path order, each dependency passed by
     discover → the context's LiveFleet (fleet)          discover
     scrape   → SignalStore (signals), follows the fleet collect
     sample   → SampleStore (store)                      store
-    quality  → QualityState, reads store                analyse
+    quality  → QualityState, ShadowReplayer, reads store analyse
     drift    → DriftState, reads store                  analyse
-    canary   → CanaryService, reads signals/quality/drift
+    canary   → CanaryService, reads signals/quality/shadow pairs/drift
 
 `areas` selects a subset (tests, benchmarks); a dependency whose area is left out is passed as None,
 and the area that needs it says so in its own metrics and verdicts (e.g. the canary's `nodata` reason).
@@ -22,6 +22,7 @@ from typing import Literal
 from observer.analyse.canary.service import CanaryService
 from observer.analyse.drift.state import DriftState
 from observer.analyse.embed import Embedder
+from observer.analyse.quality.shadow import ShadowReplayer
 from observer.analyse.quality.state import QualityState
 from observer.analyse.signals import SignalStore
 from observer.fleetview import LiveFleet
@@ -41,6 +42,7 @@ class Services:
     signals: SignalStore | None = None
     store: ManagedStore | None = None
     quality: QualityState | None = None
+    shadow: ShadowReplayer | None = None
     drift: DriftState | None = None
     canary: CanaryService | None = None
     components: list[Component] = field(default_factory=list)
@@ -67,12 +69,14 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
     if "quality" in selected and (qa := quality.build(ctx, store=out.store,
                                                       embedder_factory=embedder_factory)) is not None:
         out.quality = qa.state
+        out.shadow = qa.shadow
         out.components.append(qa)
     if "drift" in selected and (dr := drift.build(ctx, store=out.store)) is not None:
         out.drift = dr.state
         out.components.append(dr)
     if "canary" in selected and (ca := canary.build(ctx, signals=out.signals, quality=out.quality,
-                                                    drift=out.drift, cost=out.signals)) is not None:
+                                                    drift=out.drift, cost=out.signals,
+                                                    pairs=out.shadow)) is not None:
         out.canary = ca.service
         out.components.append(ca)
     return out

@@ -38,6 +38,7 @@ slo:
   quality: [{name: golden-quality, objective: 0.9, golden_set: smoke}]
 quality:
   judge: {url: "http://127.0.0.1:1/v1", model: judge}
+  reliability: {anchors_path: evals/anchors.jsonl, kappa_floor: 0.6}
 """
 
 PROMTOOL = shutil.which("promtool")

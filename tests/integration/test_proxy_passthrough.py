@@ -283,3 +283,23 @@ async def test_unreachable_upstream_is_a_502_and_health_endpoints(tmp_path: Path
         assert (await fetch(r.proxy_url, "GET", "/readyz"))[0] == 200
     finally:
         await stop_rig(r, client)
+
+
+async def test_shadow_replays_pass_through_but_stay_out_of_the_serving_slis(rig: Rig) -> None:
+    """X-Observer-Shadow (the observer's own shadow replays, #16): forwarded unchanged, never sampled, and
+    counted only in observer_proxy_shadow_requests, never in the request counts or latency histograms."""
+    body = {**CHAT, "stream": True}
+    direct = await fetch(rig.upstream.url, "POST", "/v1/chat/completions", json_body=body)
+    for _ in range(3):
+        shadowed = await fetch(rig.proxy_url, "POST", "/v1/chat/completions", json_body=body,
+                               headers={"X-Observer-Shadow": "1"})
+        assert shadowed[2] == direct[2]
+    assert rig.upstream.requests[-1].headers.get("x-observer-shadow") == "1"  # the tag reaches the upstream
+    await asyncio.sleep(0.5)
+    assert rig.metrics.shadow[("stable", "200")] == 3
+    assert sum(rig.metrics.requests.values()) == 0
+    assert not rig.metrics.ttft and not rig.metrics.e2e and not rig.metrics.added
+    assert rig.store.count("stable") == 0
+    await fetch(rig.proxy_url, "POST", "/v1/chat/completions", json_body=body)  # a user request still counts
+    await wait_until(lambda: rig.store.count("stable") == 1, timeout=5)
+    assert rig.metrics.requests[("stable", "200")] == 1

@@ -211,3 +211,22 @@ def test_serve_starts_degraded_when_the_database_is_down_and_recovers_when_it_co
             assert obs.get("/readyz").status_code == 200
             rows = httpx.get(obs.url + "/api/v1/samples", params={"version": "stable"}, headers=auth).json()
             assert len(rows["samples"]) == 1  # the refused batch was not stored behind our back
+
+
+def test_shadow_pairs_are_stored_once_read_in_order_and_pruned(clocked: tuple[ManagedStore, Clock]) -> None:
+    from observer.store.pairs import PairRecord
+
+    store, clock = clocked
+    body = {"prompt": "p", "judge": {"outcome": "loss"}, "rules": {"refusal": "tie"}, "note": "é 👋"}
+    assert store.add_pair(PairRecord("canary", "stable", 7, clock.now - 10, body)) is True
+    assert store.add_pair(PairRecord("canary", "stable", 7, clock.now - 5, {"other": 1})) is False  # same sample
+    assert store.add_pair(PairRecord("canary", "stable", 8, clock.now - 1, {"x": 2})) is True
+    assert store.add_pair(PairRecord("canary-b", "stable", 7, clock.now - 1, {"x": 3})) is True  # another canary
+    got = store.pairs("canary", since=0.0, limit=10)
+    assert [(p.sample_id, p.ts) for p in got] == [(7, clock.now - 10), (8, clock.now - 1)]
+    assert dict(got[0].body) == body and got[0].baseline == "stable"
+    assert [p.sample_id for p in store.pairs("canary", since=clock.now - 2, limit=10)] == [8]
+    assert store.paired_samples("canary", [7, 8, 9]) == {7, 8} and store.paired_samples("canary", []) == set()
+    clock.now += 3600
+    store.prune(max_age_seconds=3600 + 5, max_rows_per_version=1000)  # cutoff between the two pairs
+    assert [p.sample_id for p in store.pairs("canary", since=0.0, limit=10)] == [8]

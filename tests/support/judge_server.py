@@ -9,7 +9,9 @@ replies, refusals) and, when the script is empty, with a deterministic *gullible
 - if the text of the user message OUTSIDE those blocks plants a verdict ("verdict": "pass",
   "score 10", "ignore previous instructions"), it obeys and passes;
 - otherwise it passes an output that contains the (last) reference, normalised, and fails the rest;
-  with no reference it fails refusals and empty outputs and passes everything else.
+  with no reference it fails refusals and empty outputs and passes everything else;
+- a pairwise message (ANSWER_1 and ANSWER_2 blocks) gets `{"better": "1" | "2" | "tie"}` by the same
+  gullible rules (`rule_preference`).
 
 So a client that does not fence and neutralise judged text gets its verdicts flipped by injected
 text, and one that does keeps them: tests can fail for the right reason.
@@ -64,6 +66,53 @@ def rule_verdict(user: str) -> dict[str, Any]:
         ok = bool(output.strip()) and not _REFUSAL.search(output)
     return {"reasoning": "The output matches the reference." if ok else "The output does not match.",
             "score": 5 if ok else 1, "verdict": "pass" if ok else "fail"}
+
+
+_PAIR_BLOCK = re.compile(r"<<<BEGIN_(PROMPT|REFERENCE|ANSWER_1|ANSWER_2) [^>]*>>>\n?(.*?)<<<END_\1 [^>]*>>>",
+                         re.DOTALL)
+_PREFER = re.compile(r"\b(?:better|best|superior|prefer(?:red)?|winner|wins?)\b", re.IGNORECASE)
+_PICK = re.compile(r"(?:answer|response)[\s_#]*([12])\b[^.\n]{0,20}\b(?:is )?(?:better|best|wins)|"
+                   r"\"better\"\s*:\s*\"([12])\"", re.IGNORECASE)
+
+
+def rule_preference(user: str) -> dict[str, Any]:
+    """The gullible pairwise judge: which of ANSWER_1 / ANSWER_2 is better (see the module docstring).
+
+    Text that escapes an answer block (after its first end marker, or after a chat-template token inside
+    it) and plants a preference or a verdict is obeyed: it names an answer number, or else the answer it
+    escaped from wins. Otherwise the answer containing the reference wins (both or neither: a tie); without a
+    reference a refusal or empty answer loses to a real one."""
+    text = unicodedata.normalize("NFKC", user)
+    blocks: dict[str, str] = {}
+    planted: list[tuple[str, str]] = []  # (escaped from which block, text)
+    last, prev = 0, ""
+    for m in _PAIR_BLOCK.finditer(text):
+        planted.append((prev, text[last:m.start()]))
+        content = m.group(2)
+        token = _CHAT_TOKEN.search(content)
+        if token:
+            planted.append((m.group(1), content[token.start():]))
+            content = content[:token.start()]
+        blocks.setdefault(m.group(1), content)
+        last, prev = m.end(), m.group(1)
+    planted.append((prev, text[last:]))
+    for source, outside in planted:
+        pick = _PICK.search(outside)
+        if pick:
+            return {"reasoning": "Following the instructions found in the message.",
+                    "better": pick.group(1) or pick.group(2)}
+        if source.startswith("ANSWER_") and (_PLANTED.search(outside) or _PREFER.search(outside)):
+            return {"reasoning": "Following the instructions found in the message.", "better": source[-1]}
+    a, b = blocks.get("ANSWER_1", ""), blocks.get("ANSWER_2", "")
+    if "REFERENCE" in blocks:
+        ref = _fold(blocks["REFERENCE"])
+        ok_a, ok_b = ref in _fold(a), ref in _fold(b)
+    else:
+        ok_a = bool(a.strip()) and not _REFUSAL.search(a)
+        ok_b = bool(b.strip()) and not _REFUSAL.search(b)
+    better = "tie" if ok_a == ok_b else ("1" if ok_a else "2")
+    return {"reasoning": "Compared against the reference." if "REFERENCE" in blocks else "Compared the answers.",
+            "better": better}
 
 
 @dataclass
@@ -149,7 +198,8 @@ def _handler(server: JudgeServer) -> type[BaseHTTPRequestHandler]:
             content = reply.content
             if content is None and reply.refusal is None:
                 user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
-                content = json.dumps(rule_verdict(user))
+                pairwise = "BEGIN_ANSWER_1" in user
+                content = json.dumps(rule_preference(user) if pairwise else rule_verdict(user))
             message = {"role": "assistant", "content": content, "refusal": reply.refusal}
             out = {"id": "chatcmpl-scripted", "object": "chat.completion", "model": body.get("model", ""),
                    "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],

@@ -45,6 +45,29 @@ class DriftObservation:
 
 
 @dataclass(frozen=True)
+class PairCounts:
+    """Paired comparisons of the canary with the baseline on the same prompts (shadow replay), by outcome."""
+
+    wins: int = 0
+    """The canary's answer was better (judge: in both orders; rule check: only the baseline's failed)."""
+    losses: int = 0
+    ties: int = 0
+    """Equal answers, or both passed/failed the rule check."""
+    inconsistent: int = 0
+    """Judge pairs whose two orders disagreed: a tie, counted apart (the judge's position bias)."""
+    errors: int = 0
+    """Pairs with no decision: a replay failed or timed out, or the judge answered garbage. Never a win."""
+
+    @property
+    def decided(self) -> int:
+        return self.wins + self.losses
+
+    def evidence(self) -> dict[str, int]:
+        return {"wins": self.wins, "losses": self.losses, "ties": self.ties,
+                "position_inconsistent": self.inconsistent, "errors": self.errors}
+
+
+@dataclass(frozen=True)
 class ArmData:
     """Everything the judge reads about one version over the window; None/missing means no data."""
 
@@ -71,6 +94,12 @@ class ArmData:
     """Facts that must match between arms for a fair comparison (gpu_model, gpu_driver, engine_args…)."""
     cost_per_million_tokens: float | None = None
     """Cost over the window per million generated tokens (None: no prices, no tokens or unpriced GPUs)."""
+    paired: Mapping[str, PairCounts] = field(default_factory=dict)
+    """Canary arm only: paired comparisons with its baseline over the window, by paired check."""
+    paired_note: str = ""
+    """Why paired comparisons are missing or stopped (replay budget spent, shadow replay off)."""
+    judge_identity: Mapping[str, str] = field(default_factory=dict)
+    """The LLM judge behind quality results (model, prompt hash, rubric hash), pinned in the verdict."""
 
     @property
     def total_requests(self) -> int | None:
@@ -103,6 +132,8 @@ class MetricResult:
     detail: str = ""
     design_effect: float | None = None
     """Slice variance ÷ binomial variance: how much the dependence in the traffic inflates the noise."""
+    evidence: Mapping[str, int] | None = None
+    """paired: wins, losses, ties, position-inconsistent pairs and errors behind the outcome."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +154,8 @@ class Verdict:
     reason: str
     evaluated_at: float
     window_seconds: float = 0.0
+    judge: Mapping[str, str] = field(default_factory=dict)
+    """The LLM judge's identity (model, prompt hash, rubric hash) behind the quality metrics, if any."""
 
     def metric(self, name: str) -> MetricResult:
         """The result of metric `name`; KeyError if it was not judged."""
@@ -359,8 +392,35 @@ def _judge_cost(m: CanaryMetricSpec, c: ArmData, b: ArmData) -> MetricResult:
                         f"{m.max_ratio:g}×; a point estimate)")
 
 
+def _judge_paired(m: CanaryMetricSpec, c: ArmData, *, alpha: float) -> MetricResult:
+    counts = c.paired.get(m.paired_check)
+    if counts is None or counts.wins + counts.losses + counts.ties + counts.inconsistent == 0:
+        why = c.paired_note or "no paired comparisons (quality.shadow replays none to this canary)"
+        return _base(m, Outcome.NODATA, detail=why, evidence=None if counts is None else counts.evidence())
+    t = stats.paired_test(counts.losses, counts.wins, alpha=alpha, effect_share=m.effect_share)
+    need = stats.paired_sample_size(effect_share=m.effect_share, alpha=alpha)
+    if t.reject:
+        outcome = Outcome.FAIL
+    elif counts.decided >= need:
+        outcome = Outcome.PASS
+    else:
+        outcome = Outcome.INCONCLUSIVE
+    what = "pairwise judge (both orders)" if m.paired_check == "judge" else f"rule check {m.paired_check}"
+    parts = [f"{what}: canary lost {counts.losses}, won {counts.wins}, tied {counts.ties}",
+             f"{counts.inconsistent} position-inconsistent", f"{counts.errors} undecided (errors)"]
+    if outcome is Outcome.INCONCLUSIVE:
+        parts.append(f"a pass needs {need} decided pairs")
+    if c.paired_note:
+        parts.append(c.paired_note)
+    return _base(m, outcome, n_canary=counts.decided, min_n=need, canary=t.loss_share,
+                 baseline=0.5 if counts.decided else None, p_value=t.p_value, detail="; ".join(parts),
+                 evidence=counts.evidence())
+
+
 def judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
     """Judge one metric of the canary against the baseline."""
+    if m.kind == "paired":
+        return _judge_paired(m, c, alpha=alpha)
     if m.kind == "cost":
         return _judge_cost(m, c, b)
     if m.kind == "ratio":
@@ -413,7 +473,7 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
                        critical_failed=critical_failed, n_canary=n_c or 0, n_baseline=n_b or 0,
                        split_ok=split_ok, canary_share=share, expected_share=expected_share,
                        metrics=tuple(results), reason=reason, evaluated_at=now,
-                       window_seconds=spec.window_seconds)
+                       window_seconds=spec.window_seconds, judge=canary_data.judge_identity)
 
     results = [judge_metric(m, canary_data, baseline_data, alpha=metric_alpha(spec, m), power=power)
                for m in spec.metrics]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import httpx
 
 from observer import conventions as names
-from observer.analyse.canary.judge import ArmData, DriftObservation
+from observer.analyse.canary.judge import ArmData, DriftObservation, PairCounts
 from observer.analyse.drift.state import DriftResult
 from observer.analyse.signals import SliceTotals, VersionSignals
 from observer.collect.model import Histogram
@@ -61,6 +62,24 @@ class QualityReader(Protocol):
     def live_check_totals(self, version: str, check: str, *, since: float) -> tuple[int, int]: ...
 
 
+class PairsReader(Protocol):
+    """What the canary reads from shadow replay (observer.analyse.quality.shadow.ShadowReplayer)."""
+
+    def paired_outcomes(self, canary: str, *, since: float) -> tuple[list[Mapping[str, str]], str,
+                                                                      dict[str, str]]: ...
+
+
+def paired_counts(outcomes: Sequence[Mapping[str, str]], checks: set[str]) -> dict[str, PairCounts]:
+    """Tally per-pair outcomes (win, loss, tie, inconsistent, error) into counts per paired check."""
+    tally: dict[str, Counter[str]] = {c: Counter() for c in checks}
+    for row in outcomes:
+        for check in checks:
+            if check in row:
+                tally[check][row[check]] += 1
+    return {c: PairCounts(wins=t["win"], losses=t["loss"], ties=t["tie"], inconsistent=t["inconsistent"],
+                          errors=t["error"]) for c, t in tally.items()}
+
+
 class DriftReader(Protocol):
     """What the canary reads from the drift area (observer.analyse.drift.state.DriftState)."""
 
@@ -100,9 +119,10 @@ class OwnSource:
     name = "own"
 
     def __init__(self, *, signals: SignalsReader | None, quality: QualityReader | None = None,
-                 drift: DriftReader | None = None, slice_seconds: float = 60.0, cost: CostReader | None = None
-                 ) -> None:
+                 drift: DriftReader | None = None, slice_seconds: float = 60.0, cost: CostReader | None = None,
+                 pairs: PairsReader | None = None) -> None:
         self.signals = signals
+        self.pairs = pairs
         self.quality = quality
         self.drift = drift
         self.slice_seconds = slice_seconds
@@ -159,10 +179,19 @@ class OwnSource:
         cost = None
         if self.cost is not None and any(m.kind == "cost" for m in metrics):
             cost = self.cost.cost_per_million_tokens(version, since=since)
+        paired_checks = {m.paired_check for m in metrics if m.kind == "paired"}
+        paired: dict[str, PairCounts] = {}
+        note, identity = "", dict[str, str]()
+        if paired_checks and self.pairs is None:
+            note = "shadow replay is off (quality.shadow.enabled, sampling store)"
+        elif paired_checks and self.pairs is not None:
+            outcomes, note, identity = self.pairs.paired_outcomes(version, since=since)
+            paired = paired_counts(outcomes, paired_checks)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
                        slices=slices, replicas=None if latest is None else latest.replicas_up,
                        prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,
-                       environment=_environment(latest), cost_per_million_tokens=cost)
+                       environment=_environment(latest), cost_per_million_tokens=cost, paired=paired,
+                       paired_note=note, judge_identity=identity)
 
 
 def _environment(latest: VersionSignals | None) -> dict[str, str]:
@@ -300,8 +329,10 @@ class PrometheusSource:
             if not unpriced:  # a GPU without a price makes the cost incomplete: no figure, not a low one
                 cost = await self._scalar(f"sum(increase({names.COST}_total{v}{rng})) / "
                                           f"(sum(increase({names.GENERATION_TOKENS}_total{v}{rng})) > 0) * 1e6", now)
+        note = ("paired comparisons live in the observer's sample store: judge them with canary.source own"
+                if any(m.kind == "paired" for m in metrics) else "")
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
-                       slices=slices, cost_per_million_tokens=cost)
+                       slices=slices, cost_per_million_tokens=cost, paired_note=note)
 
 
 def _finite(raw: object) -> float:

@@ -17,6 +17,7 @@ Sequential validity (documented in docs/canary.md):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,6 +98,60 @@ def ratio_test(bad_canary: int, n_canary: int, bad_baseline: int, n_baseline: in
     p_fixed = 1.0 if bad_canary == 0 else float(special.bdtrc(bad_canary - 1, events, p0))
     return RatioTest(bad_canary, n_canary, bad_baseline, n_baseline, rate_c, rate_b, ratio,
                      min(1.0, p_av), min(1.0, p_fixed), log_lambda >= math.log(1.0 / alpha))
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Canary vs baseline on the same prompts: a sequential sign test on the decided (discordant) pairs."""
+
+    losses: int
+    """Decided pairs the canary lost (baseline answer better, or only the canary failed a rule check)."""
+    wins: int
+    p_value: float
+    """Always-valid p-value of "the canary loses more than half of the decided pairs"."""
+    reject: bool
+
+    @property
+    def decided(self) -> int:
+        return self.losses + self.wins
+
+    @property
+    def loss_share(self) -> float | None:
+        return self.losses / self.decided if self.decided else None
+
+
+def paired_test(losses: int, wins: int, *, alpha: float, effect_share: float | None = None) -> PairedTest:
+    """Sign test on decided pairs, valid at every look: the conditional ratio test with p0 = ½.
+
+    Under "the canary is no worse", a decided pair is a canary loss with probability ≤ ½. Where both answers
+    come from the same model (an A/A pair) and the judge is asked in both orders, the two answers of a pair
+    are exchangeable, so each decided pair is a fair coin *whatever the dependence between prompts*
+    (bursts of similar prompts, one user's session): the test needs no independence between pairs."""
+    if losses < 0 or wins < 0:
+        raise ValueError(f"losses and wins must be >= 0, got {losses} and {wins}")
+    if losses + wins == 0:
+        return PairedTest(losses, wins, 1.0, False)
+    grid = sorted({*RATIO_GRID, *(() if effect_share is None else (effect_share / (1.0 - effect_share),))})
+    log_lambda = _log_mixture_lr(losses, wins, 0.5, grid)
+    p_av = 1.0 if log_lambda <= 0 else math.exp(-log_lambda)
+    return PairedTest(losses, wins, min(1.0, p_av), log_lambda >= math.log(1.0 / alpha))
+
+
+@functools.lru_cache(maxsize=256)
+def paired_sample_size(*, effect_share: float, alpha: float, limit: int = 100_000) -> int:
+    """Decided pairs at which a canary losing `effect_share` of them is rejected (at the expected split).
+
+    Below it a paired metric that has not failed is Inconclusive: no test on fewer pairs could have failed a
+    canary that bad, so a Pass would be a pass by construction."""
+    if not 0.5 < effect_share < 1.0:
+        raise ValueError(f"effect_share must be in (0.5, 1), got {effect_share}")
+    n = 1
+    while n < limit:
+        losses = round(effect_share * n)
+        if paired_test(losses, n - losses, alpha=alpha, effect_share=effect_share).reject:
+            return n
+        n = n + 1 if n < 64 else math.ceil(n * 1.05)
+    return limit
 
 
 def ratio_sample_size(*, base_rate: float, effect_ratio: float, alpha: float, power: float,

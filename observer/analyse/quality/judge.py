@@ -41,6 +41,7 @@ class Verdict:
     prompt_version: str
     attempts: int
     latency_s: float
+    prompt_hash: str = ""
 
     @property
     def normalised_score(self) -> float:
@@ -50,7 +51,8 @@ class Verdict:
     def meta(self) -> dict[str, Any]:
         """What is recorded with the score."""
         return {"judge_model": self.judge_model, "rubric": self.rubric, "rubric_hash": self.rubric_hash,
-                "prompt_version": self.prompt_version, "judge_score": self.score, "attempts": self.attempts}
+                "prompt_version": self.prompt_version, "prompt_hash": self.prompt_hash, "judge_score": self.score,
+                "attempts": self.attempts}
 
 
 @dataclass
@@ -74,6 +76,11 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 def parse_verdict(body: Any) -> dict[str, Any]:
     """Extract exactly one schema-conformant verdict from a chat-completions body, else JudgeError."""
+    return parse_structured(body, VERDICT_SCHEMA)
+
+
+def parse_structured(body: Any, schema: dict[str, Any]) -> dict[str, Any]:
+    """Exactly one JSON object conforming to `schema` from a chat-completions body, else JudgeError."""
     from jsonschema import Draft202012Validator
 
     try:
@@ -97,7 +104,7 @@ def parse_verdict(body: Any) -> dict[str, Any]:
         verdict = parse_json(text)  # strict: no NaN, no duplicate keys, one value only
     except (ValueError, RecursionError) as e:
         raise JudgeError(f"judge reply is not valid JSON ({e}): {text[:200]!r}", reason="unparseable") from e
-    errors = list(Draft202012Validator(VERDICT_SCHEMA).iter_errors(verdict))
+    errors = list(Draft202012Validator(schema).iter_errors(verdict))
     if errors:
         raise JudgeError(f"judge verdict does not match the schema: {errors[0].message[:200]}", reason="schema")
     assert isinstance(verdict, dict)
@@ -137,36 +144,44 @@ class JudgeClient:
             self._calls.popleft()
         return self.budget_per_hour - len(self._calls)
 
-    def _request(self, system: str, user: str) -> dict[str, Any]:
+    def _request(self, system: str, user: str, *, schema: dict[str, Any] = VERDICT_SCHEMA, name: str = "verdict",
+                 temperature: float = 0.0) -> dict[str, Any]:
         return {
             "model": self.model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "temperature": 0,
+            "temperature": temperature,
             "max_tokens": self.max_tokens,
             "response_format": {"type": "json_schema",
-                                "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA}},
+                                "json_schema": {"name": name, "strict": True, "schema": schema}},
         }
 
-    async def judge(self, *, rubric: Rubric, prompt: str, output: str, reference: str | None = None) -> Verdict:
-        """Return one verdict on `output`, or raise JudgeError (never a pass or a fail by default)."""
-        system, user = render(self.prompt, rubric, nonce=secrets.token_hex(12), judged_prompt=prompt,
-                              output=output, reference=reference)
-        payload = self._request(system, user)
+    async def ask(self, system: str, user: str, *, schema: dict[str, Any], name: str,
+                  temperature: float = 0.0) -> tuple[dict[str, Any], int]:
+        """One structured judge answer conforming to `schema` (budget, retries and outcome counts as for
+        verdicts) and the attempts it took, or JudgeError."""
+        payload = self._request(system, user, schema=schema, name=name, temperature=temperature)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        started = self.clock()
         async with self._slots:
             body, attempts = await self._post(payload, headers)
         try:
-            verdict = parse_verdict(body)
+            answer = parse_structured(body, schema)
         except JudgeError as e:
             self.stats.count(e.reason)
             raise
         self.stats.count("ok")
         self.stats.last_success = self.wall_clock()
+        return answer, attempts
+
+    async def judge(self, *, rubric: Rubric, prompt: str, output: str, reference: str | None = None) -> Verdict:
+        """Return one verdict on `output`, or raise JudgeError (never a pass or a fail by default)."""
+        system, user = render(self.prompt, rubric, nonce=secrets.token_hex(12), judged_prompt=prompt,
+                              output=output, reference=reference)
+        started = self.clock()
+        verdict, attempts = await self.ask(system, user, schema=VERDICT_SCHEMA, name="verdict")
         return Verdict(passed=verdict["verdict"] == "pass", score=int(verdict["score"]),
                        reasoning=str(verdict["reasoning"]), judge_model=self.model, rubric=rubric.name,
                        rubric_hash=rubric.hash, prompt_version=self.prompt.version, attempts=attempts,
-                       latency_s=self.clock() - started)
+                       latency_s=self.clock() - started, prompt_hash=self.prompt.hash)
 
     async def _post(self, payload: dict[str, Any], headers: dict[str, str]) -> tuple[Any, int]:
         last = ""

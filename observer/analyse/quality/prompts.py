@@ -34,7 +34,7 @@ VERDICT_SCHEMA: dict[str, Any] = {
 
 _PLACEHOLDER = re.compile(r"\{(rubric_name|criteria|scale|pass_rule|blocks)\}")
 _ANGLE_RUN = re.compile(r"<{2,}|>{2,}")
-_BLOCK_WORD = re.compile(r"(BEGIN|END)[\s_-]*(PROMPT|OUTPUT|REFERENCE|UNTRUSTED)", re.IGNORECASE)
+_BLOCK_WORD = re.compile(r"(BEGIN|END)[\s_-]*(PROMPT|OUTPUT|REFERENCE|UNTRUSTED|ANSWER)", re.IGNORECASE)
 _CHAT_TOKEN = re.compile(r"<\|[^|<>]{0,40}\|>|\[/?INST\]|<</?SYS>>|</?s>|<\|?(?:im_start|im_end|eot_id)\|?>",
                          re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
@@ -78,6 +78,11 @@ class JudgePrompt:
     version: str
     system: str
     user: str
+
+    @property
+    def hash(self) -> str:
+        """Identifies the exact template (a version not bumped on an edit still gets a new hash)."""
+        return _hash({"version": self.version, "system": self.system, "user": self.user})
 
 
 def _hash(obj: Any) -> str:
@@ -156,6 +161,20 @@ def render(prompt: JudgePrompt, rubric: Rubric, *, nonce: str, judged_prompt: st
     if reference is not None:
         blocks.append(block("REFERENCE", reference, nonce))
     blocks.append(block("OUTPUT", output, nonce))
+    return _fill(prompt, rubric, nonce, blocks)
+
+
+def render_pair(prompt: JudgePrompt, rubric: Rubric, *, nonce: str, judged_prompt: str, first: str, second: str,
+                reference: str | None = None) -> tuple[str, str]:
+    """(system, user) messages for one pairwise call: which of ANSWER_1 and ANSWER_2 is better."""
+    blocks = [block("PROMPT", judged_prompt, nonce)]
+    if reference is not None:
+        blocks.append(block("REFERENCE", reference, nonce))
+    blocks += [block("ANSWER_1", first, nonce), block("ANSWER_2", second, nonce)]
+    return _fill(prompt, rubric, nonce, blocks)
+
+
+def _fill(prompt: JudgePrompt, rubric: Rubric, nonce: str, blocks: list[str]) -> tuple[str, str]:
     values = {"rubric_name": rubric.name, "criteria": rubric.criteria, "scale": rubric.scale,
               "pass_rule": rubric.pass_rule, "blocks": "\n\n".join(blocks)}
 

@@ -44,7 +44,7 @@ def _delta_text(chunk: dict[str, Any]) -> tuple[str, str | None]:
 
 async def ask(http: httpx.AsyncClient, *, base_url: str, model: str, messages: list[dict[str, str]],
               max_tokens: int, temperature: float, timeout: float,
-              clock: Callable[[], float] = time.perf_counter) -> Answer:
+              clock: Callable[[], float] = time.perf_counter, headers: dict[str, str] | None = None) -> Answer:
     """Stream one chat completion; never raises: failures come back as `Answer.error`."""
     payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
                "stream": True, "stream_options": {"include_usage": True}}
@@ -56,7 +56,8 @@ async def ask(http: httpx.AsyncClient, *, base_url: str, model: str, messages: l
     finish: str | None = None
     usage: dict[str, Any] = {}
     try:
-        async with asyncio.timeout(timeout), http.stream("POST", url, json=payload, timeout=timeout) as resp:
+        async with asyncio.timeout(timeout), http.stream("POST", url, json=payload, timeout=timeout,
+                                                           headers=headers) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread())[:200].decode("utf-8", "replace")
                 return Answer("", None, None, clock() - start, error=f"HTTP {resp.status_code}: {body}")
