@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from observer.config.base import Spec
+from observer.config.base import Spec, compiled_pattern
 
 LiveCheck = Literal["empty", "refusal", "repetition", "truncation", "invalid_json", "goodput"]
 """Rule checks that need no reference, so they can run on every sampled live output.
@@ -125,13 +125,7 @@ class ShadowSpec(Spec):
     @field_validator("skip_patterns")
     @classmethod
     def _patterns(cls, v: list[str]) -> list[str]:
-        import re
-        for p in v:
-            try:
-                re.compile(p)
-            except re.error as e:
-                raise ValueError(f"skip pattern {p!r} is not a regular expression: {e}") from e
-        return v
+        return [compiled_pattern(p, "skip pattern") for p in v]
 
 
 class ReliabilitySpec(Spec):

@@ -187,7 +187,7 @@ quality:
     ("  shadow: {enabled: true, targets: {canary: 'http://x/v1', ghost: 'http://y/v1'}}\n", "unknown version(s) ghost"),
     ("  shadow: {enabled: true, targets: {canary: 'http://x/v1'}, pairwise: {rubric: nope}}\n",
      "unknown rubric 'nope'"),
-    ("  shadow: {enabled: true, skip_patterns: ['(unclosed']}\n", "is not a regular expression"),
+    ("  shadow: {enabled: true, skip_patterns: ['(unclosed']}\n", "does not compile"),
 ])
 def test_shadow_config_errors_name_the_key(tmp_path: Path, extra: str, message: str) -> None:
     from observer.config import parse_config

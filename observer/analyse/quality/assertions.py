@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from observer.config.base import compiled_pattern
 
 
 class _Assertion(BaseModel):
@@ -55,11 +56,7 @@ class Regex(_Assertion):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"pattern does not compile: {e}") from e
-        return v
+        return compiled_pattern(v)
 
 
 class JsonValid(_Assertion):
