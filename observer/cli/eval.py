@@ -1,11 +1,12 @@
-"""`observer eval run` (golden replay on demand) and `observer eval calibrate` (judge vs human labels)."""
+"""`observer eval run` (golden replay on demand), `observer eval gate` (a candidate against stable before a
+canary starts) and `observer eval calibrate` (judge vs human labels)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import httpx
 import numpy as np
@@ -17,6 +18,7 @@ from rich.table import Table
 
 from observer.analyse.quality.calibrate import Agreement, Judged, calibrate, load_labels
 from observer.analyse.quality.factory import build_judge, check_rubrics
+from observer.analyse.quality.gate import EXIT_CODES, gate
 from observer.analyse.quality.golden import GoldenItem, discover
 from observer.analyse.quality.judge import JudgeStats
 from observer.analyse.quality.model import Answer, GoldenRunResult
@@ -76,6 +78,62 @@ def register(app: typer.Typer) -> None:
         if not any(r.scored for r in results):
             raise typer.Exit(1)
 
+    @group.command("gate")
+    def gate_cmd(
+            candidate: Annotated[str, typer.Option("--candidate", "-c", help="Candidate version name from the "
+                                                   "config, or any name with --candidate-url.")],
+            baseline: Annotated[str, typer.Option("--baseline", "-b", help="Baseline (stable) version name.")],
+            config: ConfigOption = None,
+            candidate_url: Annotated[str | None, typer.Option(help="OpenAI base URL (…/v1) of a candidate that "
+                                                              "is not in the fleet yet (CI, pre-rollout).")] = None,
+            golden_set: Annotated[list[str] | None, typer.Option("--golden-set", "-g",
+                                                                 help="Golden set(s) (default: all).")] = None,
+            margin: Annotated[float, typer.Option(min=0.0, max=1.0, help="Non-inferiority margin on the pass "
+                                                  "rate.")] = 0.05,
+            alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-fail budget of the gate.")] = 0.05,
+            report: Annotated[Path | None, typer.Option(help="Write the JSON report here.")] = None,
+            as_json: Annotated[bool, typer.Option("--json", help="Print the JSON report instead of a table.")] = False,
+    ) -> None:
+        """Gate a candidate against stable on the golden sets: exit 0 pass, 1 fail, 3 inconclusive, 4 nothing
+        scored (2 is a usage error). Both answer the same items; the test is paired by item."""
+        cfg = load(config)
+        try:
+            base = cfg.fleet.version(baseline)
+        except KeyError:
+            fail(f"unknown baseline {baseline!r}; known: {', '.join(x.name for x in cfg.fleet.versions)}")
+        if candidate_url is not None:
+            cand = VersionSpec(name=candidate, openai=candidate_url, vllm=[], model=base.model)
+        else:
+            try:
+                cand = cfg.fleet.version(candidate)
+            except KeyError:
+                fail(f"unknown candidate {candidate!r}: add it to the fleet or pass --candidate-url")
+        for v in (cand, base):
+            if v.openai is None:
+                fail(f"version {v.name!r} has no openai URL in the config")
+        try:
+            runs = asyncio.run(_gate_runs(cfg.quality, cand, base, golden_set or [], quiet=as_json))
+        except ObserverError as e:
+            fail(str(e))
+        c_runs, b_runs = runs
+        outcome, comparisons = gate(c_runs, b_runs, alpha=alpha, margin=margin)
+        body = {"candidate": cand.name, "baseline": base.name, "outcome": str(outcome), "alpha": alpha,
+                "margin": margin, "overall": comparisons[0].body(),
+                "golden_sets": {c.golden_set: {**c.body(), "set_version": next(
+                    (r.set_version for r in b_runs if r.golden_set == c.golden_set), "")} for c in comparisons[1:]},
+                "judge": {"model": cfg.quality.judge.model, "prompt_path": cfg.quality.judge.prompt_path}
+                if cfg.quality.judge.url else None}
+        text = json.dumps(body, allow_nan=False, indent=2)
+        if report is not None:
+            report.write_text(text + "\n", encoding="utf-8")
+        if as_json:
+            print(text)
+        else:
+            _print_gate(body)
+        if comparisons[0].pairs == 0:
+            raise typer.Exit(4)
+        raise typer.Exit(EXIT_CODES[outcome])
+
     @group.command("calibrate")
     def calibrate_cmd(labels: Annotated[Path, typer.Option("--labels", help="Labelled anchor set (JSONL).")],
                       config: ConfigOption = None) -> None:
@@ -108,7 +166,7 @@ def register(app: typer.Typer) -> None:
 
 async def _run(spec: QualitySpec, version: VersionSpec, names: list[str], *, quiet: bool
                ) -> list[GoldenRunResult]:
-    golden = discover(spec.golden_dirs, names=names)
+    golden = discover(spec.golden_dirs, names=names or spec.golden_sets)
     async with httpx.AsyncClient() as http:
         judge, rubrics = build_judge(http, spec, JudgeStats())
         if judge is not None:
@@ -127,6 +185,28 @@ async def _run(spec: QualitySpec, version: VersionSpec, names: list[str], *, qui
 
                 results.append(await runner.run(version, gs, progress=advance))
         return results
+
+
+async def _gate_runs(spec: QualitySpec, candidate: VersionSpec, baseline: VersionSpec, names: list[str], *,
+                     quiet: bool) -> tuple[list[GoldenRunResult], list[GoldenRunResult]]:
+    c, b = await asyncio.gather(_run(spec, candidate, names, quiet=quiet), _run(spec, baseline, names, quiet=True))
+    return c, b
+
+
+def _print_gate(body: dict[str, Any]) -> None:
+    console = Console()
+    table = Table(title=f"offline gate: {body['candidate']} vs {body['baseline']} → {body['outcome'].upper()}",
+                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    for col in ("set", "outcome", "pairs", "cand", "base", "losses", "wins", "diff", "ci", "p"):
+        table.add_column(col, justify="left" if col in ("set", "outcome") else "right")
+    for c in [body["overall"], *body["golden_sets"].values()]:
+        ci = c["ci"]
+        table.add_row(c["golden_set"] or "all", c["outcome"], str(c["pairs"]), str(c["candidate_passed"]),
+                      str(c["baseline_passed"]), str(c["losses"]), str(c["wins"]),
+                      "—" if c["difference"] is None else f"{c['difference']:+.3f}",
+                      "—" if ci[0] is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]", f"{c['p_value']:.2g}")
+    console.print(table)
+    console.print(body["overall"]["reason"], highlight=False)
 
 
 def _print_results(results: list[GoldenRunResult], failures: int) -> None:

@@ -225,6 +225,36 @@ def templates(config: ObserverConfig, *, cluster: bool) -> list[dict[str, Any]]:
             _template(kind, PROMETHEUS, prometheus_spec(config), ns)]
 
 
+OFFLINE_GATE = "observer-offline-gate"
+
+
+def offline_gate(config: ObserverConfig) -> dict[str, Any]:
+    """An AnalysisTemplate whose one `job` metric runs `observer eval gate`: the candidate against stable on
+    the golden sets before any traffic moves (the Rollout's first step). The Job's exit code is the result:
+    0 pass; fail (1), inconclusive (3) or nothing scored (4) fail the metric, so the rollout aborts before
+    the first weight."""
+    spec = config.canary
+    container = {
+        "name": "gate", "image": "observer:0.1.0",
+        "args": ["eval", "gate", "--config", "/etc/observer/observer.yaml", "--candidate", "{{args.candidate}}",
+                 "--candidate-url", "{{args.candidate-url}}", "--baseline", "{{args.baseline}}",
+                 "--margin", "{{args.margin}}", "--json"],
+        "env": [{"name": "OBSERVER_JUDGE_API_KEY",
+                 "valueFrom": {"secretKeyRef": {"name": "observer-judge", "key": "api-key", "optional": True}}}],
+        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/observer", "readOnly": True}],
+    }
+    job = {"backoffLimit": 0, "activeDeadlineSeconds": 1800, "ttlSecondsAfterFinished": 86400,
+           "template": {"spec": {"restartPolicy": "Never", "containers": [container],
+                                 "volumes": [{"name": "config", "configMap": {"name": "observer-config"}}]}}}
+    body = {"args": [{"name": "candidate"}, {"name": "baseline"},
+                     {"name": "candidate-url", "value": f"http://llm-canary-preview.{spec.argo_namespace}.svc:8000/v1"},
+                     {"name": "margin", "value": "0.05"}],
+            "metrics": [{"name": "offline-gate", "count": 1, "failureLimit": 0,
+                         "provider": {"job": {"spec": job}}}]}
+    return _template("AnalysisTemplate", OFFLINE_GATE, body, spec.argo_namespace)
+
+
 WEIGHTS = (5, 25, 50)
 ROLE_LABEL = "observer.dev/role"  # the one label key: Argo's stable/canaryMetadata set it, discovery reads it
 
@@ -290,4 +320,5 @@ def render(config: ObserverConfig) -> dict[str, str]:
         "deploy/argo/analysis-templates.yaml": _docs(templates(config, cluster=False)),
         "deploy/argo/cluster-analysis-templates.yaml": _docs(templates(config, cluster=True)),
         "deploy/argo/rollout-example.yaml": dump_yaml(rollout(config)),
+        "deploy/argo/offline-gate.yaml": dump_yaml(offline_gate(config)),
     }

@@ -61,7 +61,8 @@ def test_committed_files_equal_render(rendered: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("rel", ["deploy/argo/analysis-templates.yaml",
                                  "deploy/argo/cluster-analysis-templates.yaml",
-                                 "deploy/argo/rollout-example.yaml"])
+                                 "deploy/argo/rollout-example.yaml",
+                                 "deploy/argo/offline-gate.yaml"])
 def test_valid_against_crd_schema(rendered: dict[str, str], rel: str) -> None:
     for doc in docs(rendered[rel]):
         errors = sorted(validator(doc["kind"]).iter_errors(doc), key=str)
@@ -172,3 +173,14 @@ def test_tenant_headers_and_a_token_secret_reach_every_prometheus_provider() -> 
             assert {"name": "prometheus-token", "valueFrom": {"secretKeyRef": {"name": "mimir-reader",
                                                                               "key": "token"}}} in d["spec"]["args"]
     assert providers >= 2
+
+
+def test_offline_gate_job_runs_the_gate_and_only_exit_0_passes(rendered: dict[str, str]) -> None:
+    [doc] = docs(rendered["deploy/argo/offline-gate.yaml"])
+    [metric] = doc["spec"]["metrics"]
+    job = metric["provider"]["job"]["spec"]
+    assert job["backoffLimit"] == 0 and metric["failureLimit"] == 0  # one try: a failed gate is not retried
+    [container] = job["template"]["spec"]["containers"]
+    assert container["args"][:2] == ["eval", "gate"]
+    assert {"{{args.candidate}}", "{{args.baseline}}", "{{args.candidate-url}}"} <= set(container["args"])
+    assert {a["name"] for a in doc["spec"]["args"]} == {"candidate", "baseline", "candidate-url", "margin"}
