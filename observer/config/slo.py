@@ -53,6 +53,18 @@ class _Objective(Spec):
         default_factory=list,
         description="Fleet versions this SLO applies to; empty: every version that is not retired.",
     )
+    fast_burn_severity: Literal["page", "ticket"] | None = Field(
+        None, description="Severity of the fast-burn alert (ObserverSLOBurnRatePage): page wakes someone, "
+                          "ticket does not. Default: page for latency, availability and goodput; ticket for "
+                          "golden quality and live checks (a quality dip is not a 3 a.m. page).")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra labels on this SLO's alerts (e.g. team, owner), over "
+                                          "slo.alert_labels.")
+
+    @field_validator("labels", check_fields=False)
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        return _check_labels(v)
 
     @field_validator("name", check_fields=False)
     @classmethod
@@ -147,6 +159,29 @@ class QualitySLOSpec(_Objective):
     golden_set: str | None = Field(None, description="Only this golden set; default: all golden sets.")
 
 
+class LiveCheckSLOSpec(_Objective):
+    """A live-check SLO: the failure ratio of one rule check (or the judge) on sampled live outputs, so a
+    slow quality decay burns a budget (refusals creeping up) before anyone looks at a dashboard."""
+
+    name: str = Field("live-refusals", description="SLO name (label value `slo`), unique among SLOs.")
+    check: str = Field("refusal", description="Live check (quality.live.checks, or `judge`).")
+    objective: float = Field(0.98, gt=0, lt=1, description="Target fraction of checked live samples that pass.")
+
+
+RESERVED_LABELS = frozenset({"severity", "sli", "slo", "version", "alertname", "le", "job", "instance"})
+
+
+def _check_labels(v: dict[str, str]) -> dict[str, str]:
+    for k, val in v.items():
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", k) or k.startswith("__"):
+            raise ValueError(f"label name {k!r} is not a valid Prometheus label name")
+        if k in RESERVED_LABELS:
+            raise ValueError(f"label {k!r} is set by the observer; pick another name (e.g. team, owner)")
+        if not val or len(val) > 128:
+            raise ValueError(f"label {k!r} needs a value of 1–128 characters")
+    return v
+
+
 class LeadingSpec(Spec):
     """Thresholds of the leading-indicator warnings (early signs, before an SLO burns)."""
 
@@ -194,6 +229,10 @@ class SLOSpec(Spec):
                                           description="Golden-set pass-rate SLOs (need golden sets run).")
     goodput: list[GoodputSLOSpec] = Field(default_factory=list,
                                           description="Goodput SLOs (TTFT and TPOT targets met, not failed).")
+    live_checks: list[LiveCheckSLOSpec] = Field(default_factory=list,
+                                                description="Live-check failure-ratio SLOs (sampled outputs).")
+    alert_labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels on every generated alert (owner, team, …) for routing.")
     leading: LeadingSpec = Field(default_factory=LeadingSpec, description="Leading-indicator thresholds.")
     staleness: StalenessSpec = Field(default_factory=StalenessSpec, description="Self-health limits.")
     keep_firing: bool = Field(
@@ -216,10 +255,11 @@ class SLOSpec(Spec):
     @model_validator(mode="after")
     def _unique(self) -> SLOSpec:
         seen: set[str] = set()
-        for slo in (*self.latency, *self.availability, *self.quality, *self.goodput):
+        for slo in (*self.latency, *self.availability, *self.quality, *self.goodput, *self.live_checks):
             if slo.name in seen:
                 raise ValueError(f"duplicate SLO name {slo.name!r}")
             seen.add(slo.name)
+        _check_labels(self.alert_labels)
         if not self.runbook_base_url.strip():
             raise ValueError("runbook_base_url must not be empty")
         return self

@@ -5,13 +5,15 @@ A pure function of the config (style rule 4); observer.render.writer writes the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from observer.config.spec import ObserverConfig
 from observer.render.cost_rules import cost_group
 from observer.render.health_rules import hygiene_group, leading_group, self_health_group
 from observer.render.objectives import Alerting, build_alerting
 from observer.render.prometheusrule import prometheus_rule
 from observer.render.promtool_tests import promtool_tests
-from observer.render.rulemodel import Group, groups_data
+from observer.render.rulemodel import Alert, Group, groups_data
 from observer.render.slo_rules import slo_groups
 from observer.render.yamltext import dump_yaml
 
@@ -26,7 +28,11 @@ def rule_groups(config: ObserverConfig) -> list[Group]:
 
 
 def _groups(a: Alerting) -> list[Group]:
-    return [*slo_groups(a), leading_group(a), self_health_group(a), hygiene_group(a), cost_group(a)]
+    groups = [*slo_groups(a), leading_group(a), self_health_group(a), hygiene_group(a), cost_group(a)]
+    if not a.alert_labels:
+        return groups
+    return [Group(g.name, tuple(replace(r, owner=(*a.alert_labels, *r.owner)) if isinstance(r, Alert) else r
+                                for r in g.rules)) for g in groups]
 
 
 def render(config: ObserverConfig) -> dict[str, str]:

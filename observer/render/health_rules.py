@@ -105,7 +105,31 @@ def leading_group(a: Alerting) -> Group:
             ) if pre_rate > lim.preemptions_per_second else (),
         ),
     )
+    if a.drift_enabled:
+        rules += (_drift_detected(a),)
     return Group(names.RULE_GROUP_LEADING, rules)
+
+
+def _drift_detected(a: Alerting) -> Alert:
+    """Drift on a version's prompts or outputs held for the hold time: a ticket, never a page."""
+    interval, at, steps = _timing(a, a.limits.leading_for)
+    det = names.DRIFT_DETECTED
+    key: Labels = ((names.FIELD, "prompts"), (_V, "canary"))
+    return Alert(
+        name=names.ALERT_DRIFT_DETECTED, expr=f"max by ({_V}, {names.FIELD}) ({det}) == 1", severity="ticket",
+        for_seconds=a.limits.leading_for, summary="{{ $labels.version }}: {{ $labels.field }} drifted",
+        description=("The drift test flags the {{ $labels.field }} of version {{ $labels.version }} as shifted "
+                     f"from its pinned baseline (value {{{{ printf \"%.0f\" $value }}}}) for "
+                     f"{duration(a.limits.leading_for)}: the traffic (prompts) or the model's answers (outputs) "
+                     "no longer look like the baseline."),
+        runbook="drift-detected",
+        examples=(Example(f"{names.ALERT_DRIFT_DETECTED} fires on drifted prompts",
+                          (Series(selector(det, dict(key)), f"1x{steps}"),
+                           Series(selector(det, {names.FIELD: "outputs", _V: "canary"}), f"0x{steps}")),
+                          at, interval, (Firing(key, 1.0),)),
+                  Example(f"{names.ALERT_DRIFT_DETECTED} quiet without drift",
+                          (Series(selector(det, dict(key)), f"0x{steps}"),), at, interval)),
+    )
 
 
 def _stale(a: Alerting, *, name: str, metric: str, by: Sequence[str], limit: float, what: str, runbook: str,

@@ -6,7 +6,7 @@ is the one place that maps the spec, resolves version lists against the fleet an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ class SliKind(StrEnum):
     AVAILABILITY = "availability"
     QUALITY = "quality"
     GOODPUT = "goodput"
+    LIVE = "live"
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Objective:
     golden_set: str | None = None  # quality
     tpot_le: str = ""  # goodput: the TPOT (and ITL fallback) `le` text; `le` is the TTFT one
     tpot_threshold_seconds: float = 0.0
+    check: str = ""  # live: the live-check name
+    page_severity: str = "page"  # severity of the fast-burn tier ("page" or "ticket")
+    owner: tuple[tuple[str, str], ...] = ()  # the SLO's own routing labels (team, owner)
 
     @property
     def budget(self) -> float:
@@ -100,6 +104,8 @@ class Alerting:
     cost_enabled: bool = False
     cost_budget_per_million: float | None = None
     cost_regression_ratio: float = 1.25
+    alert_labels: tuple[tuple[str, str], ...] = ()
+    """Routing labels on every alert (slo.alert_labels)."""
     judge_kappa_floor: float | None = None
     """Alert when the judge's agreement with the anchors falls below this (None: no anchors re-graded)."""
 
@@ -144,6 +150,18 @@ def build_alerting(config: ObserverConfig) -> Alerting:
             objectives.append(Objective(
                 name=q.name, kind=SliKind.QUALITY, objective=q.objective,
                 versions=versions("quality", i, q.versions), golden_set=q.golden_set))
+        for i, lc in enumerate(slo.live_checks):
+            known_checks = [*config.quality.live.checks, "judge"]
+            if lc.check not in known_checks:
+                raise ConfigError(f"live check {lc.check!r} is not run; quality.live.checks: "
+                                  f"{', '.join(known_checks)}", path=f"slo.live_checks.{i}.check")
+            objectives.append(Objective(
+                name=lc.name, kind=SliKind.LIVE, objective=lc.objective,
+                versions=versions("live_checks", i, lc.versions), check=lc.check))
+    specs = {o.name: o for o in (*slo.latency, *slo.availability, *slo.goodput, *slo.quality, *slo.live_checks)}
+    objectives = [replace(o, page_severity=specs[o.name].fast_burn_severity
+                          or ("ticket" if o.kind in (SliKind.QUALITY, SliKind.LIVE) else "page"),
+                          owner=tuple(sorted(specs[o.name].labels.items()))) for o in objectives]
 
     scale = slo.time_scale
     lead, stale = slo.leading, slo.staleness
@@ -171,6 +189,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         cost_enabled=config.cost.enabled and config.cost.priced,
         cost_budget_per_million=config.cost.budget_per_million_tokens,
         cost_regression_ratio=config.cost.regression_ratio,
+        alert_labels=tuple(sorted(slo.alert_labels.items())),
         judge_kappa_floor=config.quality.reliability.kappa_floor if config.quality.enabled
         and config.quality.judge.url is not None and config.quality.reliability.anchors_path else None,
     )

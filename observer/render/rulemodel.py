@@ -72,10 +72,12 @@ class Alert:
     keep_firing_seconds: float = 0.0
     labels: Labels = ()
     examples: tuple[Example, ...] = field(default=(), compare=False)
+    owner: Labels = ()
+    """Routing labels from the config (team, owner): on the alert, but not part of what tells rules apart."""
 
     def all_labels(self) -> dict[str, str]:
-        """The static labels the rule attaches, severity included."""
-        return {names.SEVERITY: self.severity, **dict(self.labels)}
+        """The static labels the rule attaches, severity and owner labels included."""
+        return {names.SEVERITY: self.severity, **dict(self.owner), **dict(self.labels)}
 
 
 Rule = Recording | Alert

@@ -45,6 +45,11 @@ def error_ratio(o: Objective, window: str) -> str:
         return f"(\n  {bad}[{window}]))\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
     if o.kind is SliKind.GOODPUT:
         return goodput_bad_ratio(o, window)
+    if o.kind is SliKind.LIVE:
+        eq = {names.CHECK: o.check}
+        total = f"{by} (rate({selector(names.LIVE_CHECKS + '_total', eq, regex=versions)}[{window}]))"
+        failed = f"{by} (rate({selector(names.LIVE_CHECK_FAILURES + '_total', eq, regex=versions)}[{window}]))"
+        return f"(\n  {failed}\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
     eq = {names.GOLDEN_SET: o.golden_set} if o.golden_set else {}
     total = f"{by} (rate({selector(names.GOLDEN_ITEMS + '_total', eq, regex=versions)}[{window}]))"
     passed = f"{by} (rate({selector(names.GOLDEN_ITEMS_PASSED + '_total', eq, regex=versions)}[{window}]))"
@@ -89,6 +94,9 @@ def _what(o: Objective) -> tuple[str, str]:
         return (f"{pct} of requests with TTFT ≤ {o.threshold_seconds:g}s, time per output token ≤ "
                 f"{o.tpot_threshold_seconds:g}s and no {'/'.join(o.error_reasons)}",
                 "of requests missed a goodput target (union bound over TTFT, TPOT and failures)")
+    if o.kind is SliKind.LIVE:
+        return (f"{pct} of sampled live outputs pass the {o.check} check",
+                f"of sampled live outputs failed the {o.check} check")
     return f"{pct} of golden-set items pass", "of golden-set items failed"
 
 
@@ -108,7 +116,8 @@ def _burn_alert(a: Alerting, o: Objective, tier: Tier) -> Alert:
     speed = "fast" if tier is PAGE else "slowly"
     name = names.ALERT_BURN_PAGE if tier is PAGE else names.ALERT_BURN_TICKET
     return Alert(
-        name=name, expr="\nor\n".join(clauses), severity=tier.severity,
+        name=name, expr="\nor\n".join(clauses), severity=o.page_severity if tier is PAGE else tier.severity,
+        owner=o.owner,
         labels=((names.SLI, o.kind.value), (names.SLO, o.name)),
         keep_firing_seconds=tier.keep_firing_seconds * a.time_scale if a.keep_firing else 0.0,
         summary=f"{{{{ $labels.version }}}}: SLO {{{{ $labels.slo }}}} is burning its error budget {speed}",
@@ -134,6 +143,10 @@ def _scenario_series(o: Objective, version: str, bad: int, steps: int) -> tuple[
                 Series(selector(names.HIST_TPOT + "_count", base), f"0+{EVENTS}x{steps}"),
                 Series(selector(names.REQUESTS + "_total", {**base, names.FINISHED_REASON: "stop"}),
                        f"0+{EVENTS}x{steps}"))
+    if o.kind is SliKind.LIVE:
+        lbase = {names.VERSION: version, names.CHECK: o.check}
+        return (Series(selector(names.LIVE_CHECKS + "_total", lbase), f"0+{EVENTS}x{steps}"),
+                Series(selector(names.LIVE_CHECK_FAILURES + "_total", lbase), f"0+{bad}x{steps}"))
     if o.kind is SliKind.AVAILABILITY:
         req = names.REQUESTS + "_total"
         out = [Series(selector(req, {**base, names.FINISHED_REASON: "stop"}), f"0+{good}x{steps}"),
@@ -187,6 +200,10 @@ def _absent_target(a: Alerting, o: Objective, version: str) -> tuple[str, dict[s
     if o.kind is SliKind.AVAILABILITY:
         metric = names.REQUESTS + "_total"
         return metric, {names.VERSION: version}, metric, a.limits.absent_for
+    if o.kind is SliKind.LIVE:  # live counters appear at the first scoring pass after a restart
+        metric = names.LIVE_CHECKS + "_total"
+        return (metric, {names.VERSION: version, names.CHECK: o.check}, f'{metric}{{check="{o.check}"}}',
+                max(a.limits.absent_for, 3600.0 * a.time_scale))
     metric = names.GOLDEN_ITEMS + "_total"
     matchers = {names.VERSION: version, **({names.GOLDEN_SET: o.golden_set} if o.golden_set else {})}
     # Golden counters reappear only at the first golden run after an observer restart.
@@ -204,6 +221,9 @@ def _present_series(o: Objective, version: str, steps: int) -> tuple[Series, ...
                 Series(selector(o.histogram + "_count", base), f"0+10x{steps}"))
     if o.kind is SliKind.AVAILABILITY:
         return (Series(selector(names.REQUESTS + "_total", {**base, names.FINISHED_REASON: "stop"}),
+                       f"0+10x{steps}"),)
+    if o.kind is SliKind.LIVE:
+        return (Series(selector(names.LIVE_CHECKS + "_total", {names.VERSION: version, names.CHECK: o.check}),
                        f"0+10x{steps}"),)
     return (Series(selector(names.GOLDEN_ITEMS + "_total",
                             {names.VERSION: version, names.GOLDEN_SET: o.golden_set or "default"}),
@@ -245,7 +265,7 @@ def absent_group(a: Alerting) -> Group:
                          f"(absent = {{{{ printf \"%.0f\" $value }}}}): "
                          f"SLO {o.name} cannot be computed and its burn-rate alerts cannot fire. A metric was "
                          f"renamed or removed, the bucket edge changed, or the observer stopped exporting it."),
-            runbook="sli-absent", examples=tuple(examples) if i == 0 else ()))
+            runbook="sli-absent", examples=tuple(examples) if i == 0 else (), owner=o.owner))
     return Group(names.RULE_GROUP_ABSENT, tuple(rules))
 
 

@@ -36,6 +36,10 @@ fleet:
 slo:
   latency: [{name: e2e-latency, histogram: e2e, threshold_seconds: 2.0, objective: 0.99, versions: [canary]}]
   quality: [{name: golden-quality, objective: 0.9, golden_set: smoke}]
+  live_checks:
+    - {name: live-refusals, check: refusal, objective: 0.98, labels: {team: quality}}
+    - {name: live-json, check: invalid_json, objective: 0.99, fast_burn_severity: page}
+  alert_labels: {team: ml-platform, owner: sre}
 quality:
   judge: {url: "http://127.0.0.1:1/v1", model: judge}
   reliability: {anchors_path: evals/anchors.jsonl, kappa_floor: 0.6}
@@ -127,7 +131,7 @@ def test_generated_scenarios_encode_the_burn_rate_claims(slo: str, scenario: str
 def test_generated_tests_cover_every_absent_guard_and_every_alert(full_dir: Path) -> None:
     cases = _cases(full_dir)
     removed = [n for n in cases if n.startswith(names.RULE_GROUP_ABSENT) and n.endswith("removed")]
-    assert len(removed) == 3  # one per SLO: e2e bucket, requests, golden items
+    assert len(removed) == 5  # one per SLO: e2e bucket, requests, golden items, two live checks
     le_case = next(cases[n] for n in removed if "e2e-latency" in n)
     (only,) = _fired(le_case, names.ALERT_SLI_ABSENT)
     assert only["exp_labels"]["le"] == "2.0" and only["exp_labels"]["version"] == "canary"
@@ -259,3 +263,29 @@ def test_runbook_panels_exist_in_the_generated_dashboards() -> None:
         dashboard, panel = m.groups()
         assert dashboard in panels, f"{page.name}: no dashboard {dashboard!r} (have {sorted(panels)})"
         assert panel in panels[dashboard], f"{page.name}: no panel {panel!r} on {dashboard}"
+
+
+def test_owner_labels_and_per_slo_severity(full_dir: Path) -> None:
+    """#18 item 4: slo.alert_labels on every alert (an SLO's own labels over them), quality and live-check
+    SLOs tickets on the fast tier unless fast_burn_severity says page, and the drift ticket."""
+    rules = yaml.safe_load((full_dir / alerts.RULES_FILE).read_text())
+    alerts_ = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    assert alerts_ and all(r["labels"].get("team") and r["labels"]["owner"] == "sre" for r in alerts_)
+    page = {r["labels"]["slo"]: r for r in alerts_ if r["alert"] == names.ALERT_BURN_PAGE}
+    assert page["golden-quality"]["labels"]["severity"] == "ticket"
+    assert page["live-refusals"]["labels"]["severity"] == "ticket"
+    assert page["live-refusals"]["labels"]["team"] == "quality"  # the SLO's own label wins
+    assert page["live-json"]["labels"]["severity"] == "page"
+    assert page["e2e-latency"]["labels"]["severity"] == "page"
+    assert 'observer_live_check_failures_total{check="refusal"' in next(
+        r["expr"] for g in rules["groups"] for r in g["rules"]
+        if r.get("record", "").endswith("5m") and r.get("labels", {}).get("slo") == "live-refusals")
+    drift = next(r for r in alerts_ if r["alert"] == names.ALERT_DRIFT_DETECTED)
+    assert drift["labels"]["severity"] == "ticket"
+
+
+@pytest.mark.parametrize(("labels", "message"), [("{severity: x}", "set by the observer"),
+                                                  ("{'bad-name': x}", "not a valid Prometheus label name")])
+def test_alert_labels_are_checked(labels: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_config(f"slo: {{alert_labels: {labels}}}\n", environ={})
