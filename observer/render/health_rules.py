@@ -58,7 +58,7 @@ def leading_group(a: Alerting) -> Group:
     per_step = 60  # preemptions per interval in the example: 1/s at time_scale 1
     pre_rate = per_step / interval
     quiet_per_step = lim.preemptions_per_second * interval / 4
-    rules = (
+    rules: tuple[Alert, ...] = (
         _threshold(a, name=names.ALERT_QUEUE_DEPTH, metric=names.QUEUE_DEPTH_PER_REPLICA, matchers={},
                    threshold=lim.queue_depth_per_replica, high=lim.queue_depth_per_replica * 1.5,
                    low=lim.queue_depth_per_replica / 2, value_text='{{ printf "%.2f" $value }} waiting '
