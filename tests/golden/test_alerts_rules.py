@@ -289,3 +289,15 @@ def test_owner_labels_and_per_slo_severity(full_dir: Path) -> None:
 def test_alert_labels_are_checked(labels: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_config(f"slo: {{alert_labels: {labels}}}\n", environ={})
+
+
+def test_every_runbook_has_a_command_block_an_on_call_engineer_can_paste() -> None:
+    """#18 item 8: a kubectl / argo block in every runbook, and the TTFT runbook's branches."""
+    for page in sorted(RUNBOOKS.glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+        assert blocks and any("kubectl" in b for b in blocks), f"{page.name}: no kubectl block"
+    latency = (RUNBOOKS / "slo-latency.md").read_text(encoding="utf-8")
+    for branch in ("ObserverQueueDepthHigh", "maxReplicaCount", "Pending", "node pool", "per-GPU",
+                   "escalate", "argo rollouts abort", "argo rollouts undo"):
+        assert branch in latency, branch
