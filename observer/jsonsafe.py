@@ -35,3 +35,21 @@ def strict(value: Any) -> Any:
 def dumps(value: Any, **kwargs: Any) -> str:
     """`json.dumps` of `strict(value)`; allow_nan=False, so a non-finite float that slipped through raises."""
     return json.dumps(strict(value), allow_nan=False, **kwargs)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def loads_strict(text: str) -> Any:
+    """Parse exactly one JSON value, refusing NaN/Infinity and duplicate keys (ValueError)."""
+    return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)

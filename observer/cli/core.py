@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -23,11 +24,34 @@ def load_checked(config: ConfigOption) -> ObserverConfig:
     return cfg
 
 
+def _edge_problems(cfg: ObserverConfig, urls: list[str]) -> list[str]:
+    import httpx
+
+    from observer.collect import edges
+    from observer.collect.vllm import parse_vllm
+
+    ths = edges.thresholds(cfg.slo) if cfg.slo.enabled else []
+    out: list[str] = []
+    for url in urls:
+        try:
+            resp = httpx.get(url, timeout=10.0)
+            resp.raise_for_status()
+        except httpx.HTTPError as e:
+            out.append(f"{url}: could not read the exposition ({e})")
+            continue
+        out += edges.problems(ths, edges.exposed_edges(parse_vllm(resp.text)), where=url)
+    return out
+
+
 def register(app: typer.Typer) -> None:
     """Add the core commands to `app`."""
 
     @app.command("check-config")
-    def check_config(config: ConfigOption = None) -> None:
+    def check_config(config: ConfigOption = None,
+                     edges_from: Annotated[list[str] | None, typer.Option(
+                         "--edges-from", help="A live vLLM /metrics URL: check every latency SLO threshold "
+                                              "against the bucket edges it exposes (repeatable).")] = None,
+                     ) -> None:
         """Validate the config file and print a summary; exit 2 naming the key and line if invalid."""
         cfg = load_checked(config)
         console = Console()
@@ -35,6 +59,12 @@ def register(app: typer.Typer) -> None:
         for v in cfg.fleet.versions:
             console.print(f"  {v.name} ({v.role}): {len(v.vllm)} vLLM target(s), {len(v.dcgm)} DCGM target(s)"
                           f"{', openai ' + v.openai if v.openai else ''}")
+        if edges_from:
+            found = _edge_problems(cfg, edges_from)
+            if found:
+                fail("\n".join(found))
+            console.print(f"[green]ok[/green]: every latency SLO threshold is a bucket edge of {len(edges_from)} "
+                          f"live target(s)")
 
     @app.command("serve")
     def serve(config: ConfigOption = None,

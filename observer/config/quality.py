@@ -8,14 +8,17 @@ from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec, compiled_pattern
 
-LiveCheck = Literal["empty", "refusal", "repetition", "truncation", "invalid_json", "goodput"]
+LiveCheck = Literal["empty", "refusal", "repetition", "truncation", "invalid_json", "goodput", "tool_call"]
 """Rule checks that need no reference, so they can run on every sampled live output.
 
 `invalid_json` scores only samples that expected JSON (the output opens with `{`/`[`, fenced or not, or
-the prompt mentions JSON); the rest are undecided and count in neither failures nor total.
+the prompt mentions JSON); the rest are undecided and count in neither failures nor total. `tool_call` scores
+only samples whose reply made tool calls: each must have the OpenAI shape, name a declared function and carry
+arguments that parse as a JSON object matching that function's parameter schema.
 """
 
-LIVE_CHECKS: tuple[LiveCheck, ...] = ("empty", "refusal", "repetition", "truncation", "invalid_json", "goodput")
+LIVE_CHECKS: tuple[LiveCheck, ...] = ("empty", "refusal", "repetition", "truncation", "invalid_json", "goodput",
+                                      "tool_call")
 
 
 class JudgeSpec(Spec):

@@ -91,10 +91,15 @@ class LatencySLOSpec(_Objective):
         edges = self.edges()
         if not any(math.isclose(self.threshold_seconds, e, rel_tol=1e-9) for e in edges):
             near = " or ".join(f"{e:g}" for e in nearest_edges(self.threshold_seconds, edges))
+            flag = vllm.custom_buckets_flag(vllm.latency_id(self.histogram), self.threshold_seconds,
+                                            tuple(self.bucket_edges) if self.bucket_edges else None)
             raise ValueError(
                 f"threshold_seconds {self.threshold_seconds:g} is not a bucket edge of the {self.histogram} "
                 f"histogram, so no series can count requests under it (a rule on it would never fire); "
-                f"nearest edges: {near}. Pick an edge, or list the deployed edges in bucket_edges"
+                f"nearest edges: {near}. Pick an edge, or start vLLM (>= 0.32) with "
+                f"{flag} "
+                f"and list the same edges in bucket_edges (`observer check-config --edges-from URL` reads "
+                f"them from a live /metrics)"
             )
         return self
 

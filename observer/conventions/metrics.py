@@ -158,6 +158,7 @@ ALERT_JOB_FAILING = "ObserverJobFailing"
 ALERT_JUDGE_NOT_RUNNING = "ObserverJudgeNotRunning"
 ALERT_JUDGE_AGREEMENT = "ObserverJudgeAgreementLow"
 ALERT_DRIFT_DETECTED = "ObserverDriftDetected"
+SLO_THRESHOLD_EXPOSED = "observer_slo_threshold_exposed"  # gauge {slo, version}: the threshold is a scraped edge
 ALERT_GOLDEN_NOT_RUN = "ObserverGoldenSetNotRun"
 ALERT_DRIFT_NOT_RUN = "ObserverDriftCheckNotRun"
 ALERT_VERDICT_STALE = "ObserverCanaryVerdictStale"

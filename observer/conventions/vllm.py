@@ -38,6 +38,20 @@ DEFAULT_EDGES: dict[LatencyId, tuple[float, ...]] = {
 }
 
 
+# vLLM ≥ 0.32 `--custom-histogram-buckets` family keys (vllm/v1/metrics/buckets.py): e2e and queue time share
+# `request_latency`.
+BUCKET_FAMILY: dict[LatencyId, str] = {
+    "ttft": "time_to_first_token", "itl": "inter_token_latency", "e2e": "request_latency", "queue": "request_latency",
+}
+
+
+def custom_buckets_flag(family: LatencyId, edge: float, edges: tuple[float, ...] | None = None) -> str:
+    """The vLLM (≥ 0.32) flag that adds `edge` to the buckets of `family` (its defaults, or `edges`)."""
+    bounds = sorted({*(edges or DEFAULT_EDGES[family]), edge})
+    listed = ", ".join(f"{b:g}" for b in bounds)
+    return f"--custom-histogram-buckets '{{\"{BUCKET_FAMILY[family]}\": [{listed}]}}'"
+
+
 def latency_id(name: str) -> LatencyId:
     """The canonical id of a latency family named by id or by the SLO alias (`inter_token` → `itl`)."""
     canonical = SLO_ALIASES.get(name, name)

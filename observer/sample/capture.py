@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from observer.sample import tool_calls
 from observer.store.base import SampleRecord
 
 Kind = Literal["chat", "completion"]
@@ -106,10 +107,31 @@ def sse_events(data: bytes) -> list[str]:
     return events
 
 
+def _merge_tool_deltas(calls: dict[int, dict[str, Any]], deltas: Any) -> None:
+    """Fold one chunk's `delta.tool_calls` into `calls` by index (name once, arguments in pieces)."""
+    if not isinstance(deltas, list):
+        return
+    for d in deltas:
+        if not isinstance(d, dict):
+            continue
+        idx = d.get("index", 0)
+        call = calls.setdefault(idx if isinstance(idx, int) else 0, {"function": {"name": "", "arguments": ""}})
+        for key in ("id", "type"):
+            if isinstance(d.get(key), str):
+                call[key] = d[key]
+        fn = d.get("function")
+        if isinstance(fn, dict):
+            if isinstance(fn.get("name"), str):
+                call["function"]["name"] += fn["name"]
+            if isinstance(fn.get("arguments"), str):
+                call["function"]["arguments"] += fn["arguments"]
+
+
 def _merge_stream(kind: Kind, events: Sequence[str]) -> dict[str, Any]:
-    """Reassemble choice 0 of a streamed reply: text, finish reason, model and usage."""
+    """Reassemble choice 0 of a streamed reply: text, tool calls, finish reason, model and usage."""
     text: list[str] = []
     merged: dict[str, Any] = {}
+    calls: dict[int, dict[str, Any]] = {}
     for payload in events:
         if payload.strip() == "[DONE]":
             break
@@ -124,9 +146,12 @@ def _merge_stream(kind: Kind, events: Sequence[str]) -> dict[str, Any]:
         for choice in chunk.get("choices") or []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 text.append(_choice_text(kind, choice, stream=True))
+                if kind == "chat" and isinstance(choice.get("delta"), dict):
+                    _merge_tool_deltas(calls, choice["delta"].get("tool_calls"))
                 if choice.get("finish_reason"):
                     merged["finish_reason"] = choice["finish_reason"]
     merged["text"] = "".join(text)
+    merged["tool_calls"] = [calls[i] for i in sorted(calls)]
     return merged
 
 
@@ -160,17 +185,22 @@ def to_record(capture: Capture) -> SampleRecord:
             if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
                 raise CaptureError("the reply has no choices")
             choice = body["choices"][0]
+            message = choice.get("message") if isinstance(choice, dict) else None
             reply = {"model": body.get("model"), "usage": body.get("usage"),
                      "text": _choice_text(capture.kind, choice, stream=False),
-                     "finish_reason": choice.get("finish_reason")}
+                     "finish_reason": choice.get("finish_reason"),
+                     "tool_calls": message.get("tool_calls") if isinstance(message, dict) else None}
     except (UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError) as e:
         raise CaptureError(f"could not read the exchange: {type(e).__name__}") from e
     raw_usage = reply.get("usage")
     usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     model = reply.get("model") or request.get("model")
     finish = reply.get("finish_reason")
+    output = str(reply.get("text") or "")
+    if reply.get("tool_calls"):
+        output += tool_calls.render(tool_calls.check(request.get("tools"), reply["tool_calls"]))
     return SampleRecord(
-        version=capture.version, prompt=prompt, output=str(reply.get("text") or ""), ts=capture.ts,
+        version=capture.version, prompt=prompt, output=output, ts=capture.ts,
         model=model if isinstance(model, str) else None,
         finish_reason=finish if isinstance(finish, str) else None,
         prompt_tokens=_int(usage.get("prompt_tokens")), output_tokens=_int(usage.get("completion_tokens")),

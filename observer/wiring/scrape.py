@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from observer.analyse.cost import CostMeter
 from observer.analyse.signals import SignalStore
+from observer.collect import edges
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.scraper import Scraper, TargetHealth
 from observer.collect.vllm import parse_vllm
@@ -120,5 +121,10 @@ def build(ctx: Context) -> ScrapeComponent:
 
     ctx.fleet.subscribe(follow)
     component._collectors.append(ScrapeCollector(store, health))
+    if ctx.config.slo.enabled and (ths := edges.thresholds(ctx.config.slo)):
+        window = cfg.window_seconds
+        component._collectors.append(edges.ThresholdCollector(
+            ths, lambda v, fam: store.histogram_delta(v, fam, since=ctx.clock() - window),
+            lambda: [v.name for v in ctx.fleet.versions() if not v.retired]))
     ctx.ready_checks.append(lambda: None if component.first_cycle_done else "the first scrape cycle has not finished")
     return component

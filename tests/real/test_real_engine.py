@@ -336,11 +336,51 @@ def test_sigkill_mid_stream_is_seen_and_never_passes(engines: Engines, tmp_path:
         assert kill_mid_stream(engines.canary), "the client did not see the stream break"
         wait_until(lambda: _target(obs, engines.canary.url)["up"] is False, timeout=20, message="canary down")
         assert _verdict(obs)["verdict"] != "pass"
+        # It comes back as a new build would: with its TTFT buckets changed (2 s added, vLLM >= 0.32's
+        # --custom-histogram-buckets), so the observer must absorb a counter reset *and* a new bucket layout.
+        engines.canary.spec = replace(engines.canary.spec, extra_args=(*engines.canary.spec.extra_args,
+                                                                       *CUSTOM_TTFT_ARGS))
         engines.canary.restart(timeout=420)
         drive({"canary": engines.canary.url}, requests=4, concurrency=2)
         wait_until(lambda: _target(obs, engines.canary.url)["up"] is True, timeout=30, message="canary up")
         wait_until(lambda: _total(obs, "canary") >= before + 4, timeout=30, message="counted after restart")
         assert _total(obs, "canary") >= before  # the counter reset is absorbed: the running total never drops
+
+
+CUSTOM_TTFT = tuple(sorted({*vocab.TTFT_EDGES, 2.0}))
+CUSTOM_TTFT_ARGS = ("--custom-histogram-buckets", json.dumps({"time_to_first_token": list(CUSTOM_TTFT)}))
+
+
+def test_custom_ttft_buckets_are_read_from_the_scrape(engines: Engines, tmp_path: Path) -> None:
+    """#18 item 5 on the real engine: a canary started with --custom-histogram-buckets exposes le="2.0";
+    check-config --edges-from accepts a 2 s TTFT SLO against it and refuses it against stable (default edges),
+    naming the flag; the observer exports the new edge and marks where the SLO can burn."""
+    from typer.testing import CliRunner
+
+    from observer.cli.main import app
+
+    if "--custom-histogram-buckets" not in engines.canary.spec.extra_args:  # run alone: restart it so
+        engines.respec_canary(replace(engines.canary.spec, extra_args=CUSTOM_TTFT_ARGS))
+    raw = httpx.get(engines.canary.url + "/metrics", timeout=10).text
+    assert 'vllm:time_to_first_token_seconds_bucket{' in raw and 'le="2.0"' in raw
+    data = _config(engines, tmp_path).model_dump(mode="json")
+    data["slo"] = {"latency": [{"name": "ttft-2s", "threshold_seconds": 2.0, "bucket_edges": list(CUSTOM_TTFT),
+                                "versions": ["canary"]}]}
+    cfg_path = tmp_path / "observer.yaml"
+    cfg_path.write_text(json.dumps(data), encoding="utf-8")
+    ok = CliRunner().invoke(app, ["check-config", "--config", str(cfg_path), "--edges-from",
+                                  engines.canary.url + "/metrics"])
+    bad = CliRunner().invoke(app, ["check-config", "--config", str(cfg_path), "--edges-from",
+                                   engines.stable.url + "/metrics"])
+    assert ok.exit_code == 0, ok.output
+    assert bad.exit_code == 2 and "--custom-histogram-buckets" in " ".join(bad.output.split())
+    with run_observer(ObserverConfig.model_validate(data), areas=["scrape"]) as obs:
+        obs.wait_ready(timeout=30)
+        drive({"canary": engines.canary.url}, requests=2, concurrency=1)
+        wait_until(lambda: 'observer_slo_threshold_exposed{slo="ttft-2s",version="canary"} 1.0'
+                   in obs.get("/metrics").text, timeout=30, message="the 2 s edge seen on the canary")
+        assert re.search(r'^observer_ttft_seconds_bucket\{le="2\.0",[^}]*version="canary"', obs.get("/metrics").text,
+                         re.M)
 
 
 def _total(obs: ObserverProcess, version: str) -> float:

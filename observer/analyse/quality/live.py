@@ -59,6 +59,8 @@ def live_check(check: str, sample: StoredSample, goodput: GoodputCheckSpec | Non
             return rules.not_truncated(sample.finish_reason)
         case "invalid_json":
             return rules.valid_json_when_expected(sample.prompt, sample.output)
+        case "tool_call":
+            return rules.valid_tool_calls(sample.output)
     raise ValueError(f"unknown live check {check!r}")
 
 

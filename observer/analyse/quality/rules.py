@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from typing import Any
@@ -10,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from observer.analyse.quality.model import Outcome
+from observer.conventions import toolcalls
+from observer.jsonsafe import loads_strict
 
 MAX_SCAN_CHARS = 200_000  # regexes and loop detection look at no more than this (bounded CPU per output)
 
@@ -95,26 +96,13 @@ def regex(output: str, pattern: str, *, mode: str = "search", ignore_case: bool 
                    f"matches /{pattern[:60]}/" if ok else f"does not {mode} /{pattern[:60]}/")
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
 def parse_json(output: str) -> Any:
     """Parse one strict JSON value (no NaN/Infinity, no duplicate keys); one ```json fence is allowed."""
     text = output.strip()
     m = _FENCE.match(text)
     if m:
         text = m.group(1).strip()
-    return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    return loads_strict(text)
 
 
 def json_valid(output: str) -> Outcome:
@@ -137,6 +125,19 @@ def valid_json_when_expected(prompt: str, output: str) -> Outcome:
         return Outcome("invalid_json", None, None, "no JSON expected")
     o = json_valid(output)
     return Outcome("invalid_json", o.passed, o.score, o.reason)
+
+
+def valid_tool_calls(output: str) -> Outcome:
+    """Pass when every tool call the reply made was valid (checked at capture against the declared tools,
+    recorded in the output by observer.conventions.toolcalls); undecided when it made none."""
+    calls = toolcalls.read(output)
+    if not calls:
+        return Outcome("tool_call", None, None, "no tool calls")
+    bad = [c for c in calls if not c.get("valid")]
+    if bad:
+        return Outcome("tool_call", False, 0.0, f"{len(bad)} of {len(calls)} tool call(s) invalid: "
+                       f"{str(bad[0].get('name') or '?')[:60]}: {str(bad[0].get('error') or '')[:160]}")
+    return Outcome("tool_call", True, 1.0, f"{len(calls)} valid tool call(s)")
 
 
 def json_schema(output: str, schema: dict[str, Any]) -> Outcome:
