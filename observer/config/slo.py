@@ -41,6 +41,9 @@ def nearest_edges(value: float, edges: tuple[float, ...] | list[float]) -> list[
     return ordered[max(0, i - 1):i + 1]
 
 
+AVAILABILITY_ERROR_REASONS: tuple[ErrorReason, ...] = ("error",)
+
+
 def _default_error_reasons() -> list[ErrorReason]:
     return ["error", "abort"]
 
@@ -75,6 +78,11 @@ class _Objective(Spec):
 class LatencySLOSpec(_Objective):
     """A latency SLO read from a histogram: `objective` of requests finish under `threshold_seconds`."""
 
+    source: Literal["engine", "client"] = Field(
+        "engine", description="engine: vLLM's histograms (every request); client: the sampling proxy's "
+                              "client-side histograms (what users wait, network and queueing in front of vLLM "
+                              "included; ttft and e2e only, vLLM's default edges).")
+
     name: str = Field("ttft-latency", description="SLO name (label value `slo`), unique among SLOs.")
     histogram: HistogramKind = Field("ttft", description="Which vLLM histogram: ttft | inter_token | e2e | "
                                                          "queue.")
@@ -88,6 +96,9 @@ class LatencySLOSpec(_Objective):
 
     @model_validator(mode="after")
     def _edge(self) -> LatencySLOSpec:
+        if self.source == "client" and (self.histogram not in ("ttft", "e2e") or self.bucket_edges):
+            raise ValueError("a client-side latency SLO reads the proxy's ttft or e2e histogram, whose edges "
+                             "are vLLM's defaults: use histogram ttft or e2e and no bucket_edges")
         edges = self.edges()
         if not any(math.isclose(self.threshold_seconds, e, rel_tol=1e-9) for e in edges):
             near = " or ".join(f"{e:g}" for e in nearest_edges(self.threshold_seconds, edges))
@@ -114,10 +125,33 @@ class AvailabilitySLOSpec(_Objective):
     name: str = Field("availability", description="SLO name (label value `slo`), unique among SLOs.")
     objective: float = Field(0.999, gt=0, lt=1, description="Target fraction of requests that succeed.")
     error_reasons: list[ErrorReason] = Field(
-        default_factory=_default_error_reasons,
+        default_factory=lambda: list(AVAILABILITY_ERROR_REASONS),
         min_length=1,
-        description="vLLM finished_reason values counted as failures (errors and aborts by default).",
+        description="vLLM finished_reason values counted as failures. Errors only by default: client aborts "
+                    "(users closing a stream) are not the service failing — a healthy fleet's 0.5% aborts "
+                    "would burn a 99.9% budget at 5×; add `abort` to count them.",
     )
+
+
+class ClientAvailabilitySLOSpec(_Objective):
+    """An availability SLO as users see it, from the sampling proxy's status codes: 5xx answers (the engine's,
+    and the proxy's own 502/504 when the upstream is unreachable or times out) are bad; client aborts (499)
+    count in neither. Catches what vLLM's finish reasons miss (a dead pod, a gateway timeout, vLLM < 0.13
+    which has no `error` finish reason)."""
+
+    name: str = Field("client-availability", description="SLO name (label value `slo`), unique among SLOs.")
+    objective: float = Field(0.999, gt=0, lt=1, description="Target fraction of answered requests that are not "
+                                                            "5xx.")
+    error_codes: list[str] = Field(default_factory=lambda: ["5.."],
+                                   description="HTTP status codes (regex parts, e.g. 5.., 429) counted as bad.")
+
+    @field_validator("error_codes")
+    @classmethod
+    def _codes(cls, v: list[str]) -> list[str]:
+        for c in v:
+            if not re.fullmatch(r"[0-9.]{3}", c):
+                raise ValueError(f"status code {c!r} must be three digits or dots (e.g. 5.., 504, 429)")
+        return v
 
 
 class GoodputSLOSpec(_Objective):
@@ -194,6 +228,8 @@ class LeadingSpec(Spec):
     kv_cache_usage: float = Field(0.9, gt=0, le=1, description="KV-cache usage fraction (max over replicas).")
     gpu_framebuffer_used: float = Field(0.95, gt=0, le=1, description="GPU framebuffer used fraction (max).")
     preemptions_per_second: float = Field(0.5, gt=0, description="Preemptions per second per version.")
+    shed_ratio: float = Field(0.01, gt=0, lt=1, description="Share of proxied requests shed (429/503) that "
+                                                            "warns: capacity is short before latency burns.")
     for_seconds: float = Field(600.0, ge=0, description="How long a leading indicator must hold to fire.")
 
 
@@ -234,6 +270,8 @@ class SLOSpec(Spec):
                                           description="Golden-set pass-rate SLOs (need golden sets run).")
     goodput: list[GoodputSLOSpec] = Field(default_factory=list,
                                           description="Goodput SLOs (TTFT and TPOT targets met, not failed).")
+    client_availability: list[ClientAvailabilitySLOSpec] = Field(
+        default_factory=list, description="Client-side availability SLOs (the sampling proxy's 5xx).")
     live_checks: list[LiveCheckSLOSpec] = Field(default_factory=list,
                                                 description="Live-check failure-ratio SLOs (sampled outputs).")
     alert_labels: dict[str, str] = Field(
@@ -260,7 +298,8 @@ class SLOSpec(Spec):
     @model_validator(mode="after")
     def _unique(self) -> SLOSpec:
         seen: set[str] = set()
-        for slo in (*self.latency, *self.availability, *self.quality, *self.goodput, *self.live_checks):
+        for slo in (*self.latency, *self.availability, *self.quality, *self.goodput, *self.live_checks,
+                    *self.client_availability):
             if slo.name in seen:
                 raise ValueError(f"duplicate SLO name {slo.name!r}")
             seen.add(slo.name)

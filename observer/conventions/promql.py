@@ -6,12 +6,13 @@ import re
 from collections.abc import Mapping, Sequence
 
 
-def selector(metric: str, matchers: Mapping[str, str] | None = None, *, regex: Mapping[str, str] | None = None
-             ) -> str:
-    """A PromQL selector `metric{a="x",b=~"y|z"}` (`metric` may be "" for the label set alone, to append
-    to a name built elsewhere); values escaped as PromQL string literals."""
+def selector(metric: str, matchers: Mapping[str, str] | None = None, *, regex: Mapping[str, str] | None = None,
+             exclude: Mapping[str, str] | None = None) -> str:
+    """A PromQL selector `metric{a="x",b=~"y|z",c!="w"}` (`metric` may be "" for the label set alone, to
+    append to a name built elsewhere); values escaped as PromQL string literals."""
     parts = [f'{k}="{escape(v)}"' for k, v in (matchers or {}).items()]
     parts += [f'{k}=~"{escape(v)}"' for k, v in (regex or {}).items()]
+    parts += [f'{k}!="{escape(v)}"' for k, v in (exclude or {}).items()]
     return f"{metric}{{{','.join(parts)}}}" if parts else metric
 
 

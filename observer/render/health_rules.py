@@ -105,9 +105,72 @@ def leading_group(a: Alerting) -> Group:
             ) if pre_rate > lim.preemptions_per_second else (),
         ),
     )
+    rules += (_shedding(a),)
+    if a.quality_enabled:
+        rules += (_probe_failing(a),)
     if a.drift_enabled:
         rules += (_drift_detected(a),)
     return Group(names.RULE_GROUP_LEADING, rules)
+
+
+def _shedding(a: Alerting) -> Alert:
+    """The sampling proxy sees the fleet shed load (429/503): users are turned away before latency burns."""
+    interval, at, steps = _timing(a, a.limits.leading_for)
+    proxied = names.PROXY_REQUESTS + "_total"
+    window = duration(300 * a.time_scale)
+    shed = f"sum by ({_V}) (rate({selector(proxied, regex={names.CODE: '429|503'})}[{window}]))"
+    total = f"sum by ({_V}) (rate({proxied}[{window}]))"
+    limit = a.limits.shed_ratio
+    per_step = 1000
+    high, low = round(min(0.5, limit * 5) * per_step), round(limit / 4 * per_step)
+    key: Labels = ((_V, "stable"),)
+
+    def series(shed_per_step: int) -> tuple[Series, ...]:
+        return (Series(selector(proxied, {_V: "stable", names.CODE: "200"}), f"0+{per_step - shed_per_step}x{steps}"),
+                Series(selector(proxied, {_V: "stable", names.CODE: "429"}), f"0+{shed_per_step}x{steps}"))
+
+    return Alert(
+        name=names.ALERT_LOAD_SHEDDING, expr=f"{shed}\n/\n({total} > 0)\n> {limit!r}", severity="warning",
+        for_seconds=a.limits.leading_for, summary="{{ $labels.version }}: requests shed (429/503)",
+        description=(f"{{{{ $value | humanizePercentage }}}} of the requests the sampling proxy forwarded to version "
+                     f"{{{{ $labels.version }}}} were answered 429 or 503 for {duration(a.limits.leading_for)} "
+                     f"(threshold {limit:.2%}): the fleet turns users away — a leading sign of a capacity "
+                     "shortage, seen before latency or availability SLOs burn."),
+        runbook="load-shedding",
+        examples=(Example(f"{names.ALERT_LOAD_SHEDDING} fires at {high / per_step:.1%} shed", series(high), at,
+                          interval, (Firing(key, high / per_step),)),
+                  Example(f"{names.ALERT_LOAD_SHEDDING} quiet at {low / per_step:.2%}", series(low), at, interval)),
+    )
+
+
+def _probe_failing(a: Alerting) -> Alert:
+    """Golden replays (the synthetic probe, through whatever URL `fleet.versions[].openai` names: a gateway in
+    front of the fleet tests the users' path) get no answer: request errors, not wrong answers."""
+    window_s = max(1800.0 * a.time_scale, 2 * a.limits.leading_for)
+    window = duration(window_s)
+    interval = example_interval(a, window_s)
+    steps = round(window_s / interval) + 5
+    at = steps * interval
+    unscored = names.GOLDEN_UNSCORED + "_total"
+    items = names.GOLDEN_ITEMS + "_total"
+    failed = f"sum by ({_V}) (increase({selector(unscored, {names.REASON: 'request_error'})}[{window}]))"
+    answered = f"sum by ({_V}) (increase({items}[{window}]))"
+    key: Labels = ((_V, "canary"),)
+    labels = {_V: "canary", names.GOLDEN_SET: "factual"}
+    errors = Series(selector(unscored, {**labels, names.REASON: "request_error"}), f"0+10x{steps}")
+    return Alert(
+        name=names.ALERT_PROBE_FAILING, expr=f"{failed} > 0\nunless on ({_V})\n{answered} > 0", severity="warning",
+        summary="{{ $labels.version }}: synthetic probe gets no answers",
+        description=(f"Every golden-set request to version {{{{ $labels.version }}}} failed in the last {window} "
+                     f"({{{{ printf \"%.0f\" $value }}}} request errors, no item answered): the path the probe "
+                     "takes (gateway, service, pods) does not answer, whatever the engine's own metrics say."),
+        runbook="probe-failing",
+        examples=(Example(f"{names.ALERT_PROBE_FAILING} fires when no probe is answered",
+                          (errors, Series(selector(items, labels), f"0x{steps}")), at, interval,
+                          (Firing(key, 10.0 * window_s / interval),)),
+                  Example(f"{names.ALERT_PROBE_FAILING} quiet when some items are answered",
+                          (errors, Series(selector(items, labels), f"0+5x{steps}")), at, interval)),
+    )
 
 
 def _drift_detected(a: Alerting) -> Alert:

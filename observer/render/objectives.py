@@ -26,6 +26,10 @@ HISTOGRAMS: dict[str, str] = {
 }
 
 
+CLIENT_HISTOGRAMS: dict[str, str] = {"ttft": names.PROXY_TTFT, "e2e": names.PROXY_E2E}
+"""The sampling proxy's client-side histograms (`slo.latency[].source: client`)."""
+
+
 class SliKind(StrEnum):
     """What an SLO measures; also the `sli` label value and the runbook page suffix."""
 
@@ -34,6 +38,7 @@ class SliKind(StrEnum):
     QUALITY = "quality"
     GOODPUT = "goodput"
     LIVE = "live"
+    CLIENT = "client"
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class Objective:
     tpot_le: str = ""  # goodput: the TPOT (and ITL fallback) `le` text; `le` is the TTFT one
     tpot_threshold_seconds: float = 0.0
     check: str = ""  # live: the live-check name
+    error_codes: tuple[str, ...] = ()  # client: HTTP status code regex parts counted as bad
     page_severity: str = "page"  # severity of the fast-burn tier ("page" or "ticket")
     owner: tuple[tuple[str, str], ...] = ()  # the SLO's own routing labels (team, owner)
 
@@ -69,6 +75,7 @@ class Limits:
     kv_cache_usage: float
     gpu_framebuffer_used: float
     preemptions_per_second: float
+    shed_ratio: float
     leading_for: float
     target_down: float
     signals_stale: float
@@ -132,7 +139,8 @@ def build_alerting(config: ObserverConfig) -> Alerting:
     for i, lat in enumerate(slo.latency):
         objectives.append(Objective(
             name=lat.name, kind=SliKind.LATENCY, objective=lat.objective,
-            versions=versions("latency", i, lat.versions), histogram=HISTOGRAMS[lat.histogram],
+            versions=versions("latency", i, lat.versions),
+            histogram=CLIENT_HISTOGRAMS[lat.histogram] if lat.source == "client" else HISTOGRAMS[lat.histogram],
             le=vllm.format_le(lat.threshold_seconds), threshold_seconds=lat.threshold_seconds))
     for i, av in enumerate(slo.availability):
         objectives.append(Objective(
@@ -145,6 +153,10 @@ def build_alerting(config: ObserverConfig) -> Alerting:
             le=vllm.format_le(gp.ttft_threshold_seconds), threshold_seconds=gp.ttft_threshold_seconds,
             tpot_le=vllm.format_le(gp.tpot_threshold_seconds), tpot_threshold_seconds=gp.tpot_threshold_seconds,
             error_reasons=tuple(gp.error_reasons)))
+    for i, ca in enumerate(slo.client_availability):
+        objectives.append(Objective(
+            name=ca.name, kind=SliKind.CLIENT, objective=ca.objective,
+            versions=versions("client_availability", i, ca.versions), error_codes=tuple(ca.error_codes)))
     if config.quality.enabled:
         for i, q in enumerate(slo.quality):
             objectives.append(Objective(
@@ -158,7 +170,8 @@ def build_alerting(config: ObserverConfig) -> Alerting:
             objectives.append(Objective(
                 name=lc.name, kind=SliKind.LIVE, objective=lc.objective,
                 versions=versions("live_checks", i, lc.versions), check=lc.check))
-    specs = {o.name: o for o in (*slo.latency, *slo.availability, *slo.goodput, *slo.quality, *slo.live_checks)}
+    specs = {o.name: o for o in (*slo.latency, *slo.availability, *slo.goodput, *slo.quality, *slo.live_checks,
+                                 *slo.client_availability)}
     objectives = [replace(o, page_severity=specs[o.name].fast_burn_severity
                           or ("ticket" if o.kind in (SliKind.QUALITY, SliKind.LIVE) else "page"),
                           owner=tuple(sorted(specs[o.name].labels.items()))) for o in objectives]
@@ -168,6 +181,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
     limits = Limits(
         queue_depth_per_replica=lead.queue_depth_per_replica, kv_cache_usage=lead.kv_cache_usage,
         gpu_framebuffer_used=lead.gpu_framebuffer_used, preemptions_per_second=lead.preemptions_per_second,
+        shed_ratio=lead.shed_ratio,
         leading_for=lead.for_seconds * scale, target_down=stale.target_down_seconds * scale,
         signals_stale=stale.signals_seconds * scale, job_failing=stale.job_failing_seconds * scale,
         golden_stale=stale.golden_hours * 3600 * scale, drift_stale=stale.drift_hours * 3600 * scale,

@@ -45,6 +45,11 @@ def error_ratio(o: Objective, window: str) -> str:
         return f"(\n  {bad}[{window}]))\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
     if o.kind is SliKind.GOODPUT:
         return goodput_bad_ratio(o, window)
+    if o.kind is SliKind.CLIENT:
+        proxied = names.PROXY_REQUESTS + "_total"
+        total = f"{by} (rate({selector(proxied, regex=versions, exclude={names.CODE: '499'})}[{window}]))"
+        bad = f"{by} (rate({selector(proxied, regex={**versions, names.CODE: '|'.join(o.error_codes)})}[{window}]))"
+        return f"(\n  {bad}\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
     if o.kind is SliKind.LIVE:
         eq = {names.CHECK: o.check}
         total = f"{by} (rate({selector(names.LIVE_CHECKS + '_total', eq, regex=versions)}[{window}]))"
@@ -94,6 +99,9 @@ def _what(o: Objective) -> tuple[str, str]:
         return (f"{pct} of requests with TTFT ≤ {o.threshold_seconds:g}s, time per output token ≤ "
                 f"{o.tpot_threshold_seconds:g}s and no {'/'.join(o.error_reasons)}",
                 "of requests missed a goodput target (union bound over TTFT, TPOT and failures)")
+    if o.kind is SliKind.CLIENT:
+        return (f"{pct} of proxied requests answered without HTTP {'/'.join(o.error_codes)} (client side)",
+                f"of proxied requests answered HTTP {'/'.join(o.error_codes)}")
     if o.kind is SliKind.LIVE:
         return (f"{pct} of sampled live outputs pass the {o.check} check",
                 f"of sampled live outputs failed the {o.check} check")
@@ -143,6 +151,11 @@ def _scenario_series(o: Objective, version: str, bad: int, steps: int) -> tuple[
                 Series(selector(names.HIST_TPOT + "_count", base), f"0+{EVENTS}x{steps}"),
                 Series(selector(names.REQUESTS + "_total", {**base, names.FINISHED_REASON: "stop"}),
                        f"0+{EVENTS}x{steps}"))
+    if o.kind is SliKind.CLIENT:
+        proxied = names.PROXY_REQUESTS + "_total"
+        return (Series(selector(proxied, {names.VERSION: version, names.CODE: "200"}), f"0+{good}x{steps}"),
+                Series(selector(proxied, {names.VERSION: version, names.CODE: "504"}), f"0+{bad}x{steps}"),
+                Series(selector(proxied, {names.VERSION: version, names.CODE: "499"}), f"0+{EVENTS}x{steps}"))
     if o.kind is SliKind.LIVE:
         lbase = {names.VERSION: version, names.CHECK: o.check}
         return (Series(selector(names.LIVE_CHECKS + "_total", lbase), f"0+{EVENTS}x{steps}"),
@@ -200,6 +213,9 @@ def _absent_target(a: Alerting, o: Objective, version: str) -> tuple[str, dict[s
     if o.kind is SliKind.AVAILABILITY:
         metric = names.REQUESTS + "_total"
         return metric, {names.VERSION: version}, metric, a.limits.absent_for
+    if o.kind is SliKind.CLIENT:
+        metric = names.PROXY_REQUESTS + "_total"
+        return metric, {names.VERSION: version}, f"{metric} (the sampling proxy)", a.limits.absent_for
     if o.kind is SliKind.LIVE:  # live counters appear at the first scoring pass after a restart
         metric = names.LIVE_CHECKS + "_total"
         return (metric, {names.VERSION: version, names.CHECK: o.check}, f'{metric}{{check="{o.check}"}}',
@@ -221,6 +237,9 @@ def _present_series(o: Objective, version: str, steps: int) -> tuple[Series, ...
                 Series(selector(o.histogram + "_count", base), f"0+10x{steps}"))
     if o.kind is SliKind.AVAILABILITY:
         return (Series(selector(names.REQUESTS + "_total", {**base, names.FINISHED_REASON: "stop"}),
+                       f"0+10x{steps}"),)
+    if o.kind is SliKind.CLIENT:
+        return (Series(selector(names.PROXY_REQUESTS + "_total", {names.VERSION: version, names.CODE: "200"}),
                        f"0+10x{steps}"),)
     if o.kind is SliKind.LIVE:
         return (Series(selector(names.LIVE_CHECKS + "_total", {names.VERSION: version, names.CHECK: o.check}),

@@ -34,11 +34,14 @@ fleet:
     - {name: canary, role: canary, vllm: [http://127.0.0.1:2/metrics]}
     - {name: old, retired: true, vllm: [http://127.0.0.1:3/metrics]}
 slo:
-  latency: [{name: e2e-latency, histogram: e2e, threshold_seconds: 2.0, objective: 0.99, versions: [canary]}]
+  latency:
+    - {name: e2e-latency, histogram: e2e, threshold_seconds: 2.0, objective: 0.99, versions: [canary]}
+    - {name: client-ttft, histogram: ttft, source: client, threshold_seconds: 2.5, objective: 0.95, versions: [stable]}
   quality: [{name: golden-quality, objective: 0.9, golden_set: smoke}]
   live_checks:
     - {name: live-refusals, check: refusal, objective: 0.98, labels: {team: quality}}
     - {name: live-json, check: invalid_json, objective: 0.99, fast_burn_severity: page}
+  client_availability: [{name: client-availability, objective: 0.999, versions: [canary]}]
   alert_labels: {team: ml-platform, owner: sre}
 quality:
   judge: {url: "http://127.0.0.1:1/v1", model: judge}
@@ -131,7 +134,8 @@ def test_generated_scenarios_encode_the_burn_rate_claims(slo: str, scenario: str
 def test_generated_tests_cover_every_absent_guard_and_every_alert(full_dir: Path) -> None:
     cases = _cases(full_dir)
     removed = [n for n in cases if n.startswith(names.RULE_GROUP_ABSENT) and n.endswith("removed")]
-    assert len(removed) == 5  # one per SLO: e2e bucket, requests, golden items, two live checks
+    assert len(removed) == 7  # one per SLO: e2e and client TTFT buckets, requests, golden items, two live
+    # checks, the proxy's requests
     le_case = next(cases[n] for n in removed if "e2e-latency" in n)
     (only,) = _fired(le_case, names.ALERT_SLI_ABSENT)
     assert only["exp_labels"]["le"] == "2.0" and only["exp_labels"]["version"] == "canary"

@@ -142,5 +142,5 @@ def test_docs_yaml_examples_are_valid_configs() -> None:
     assert blocks
     for block in blocks:
         c = parse_config(FLEET + block, environ={})
-        # latency, availability, quality, goodput and a live check: one fast-burn alert each
-        assert alerts.render(c)[alerts.RULES_FILE].count("alert: ObserverSLOBurnRatePage") == 5
+        # latency, availability, client availability, quality, goodput and a live check: one fast-burn alert each
+        assert alerts.render(c)[alerts.RULES_FILE].count("alert: ObserverSLOBurnRatePage") == 6
