@@ -84,6 +84,12 @@ class GpuSignals:
     """Distinct DCGM modelName values (the canary's fairness check compares them between arms)."""
     drivers: tuple[str, ...] = ()
     """Distinct driver versions (DCGM_FI_DRIVER_VERSION label)."""
+    memory_errors: Mapping[str, float] = field(default_factory=dict)
+    """Sums over the version's GPUs of DCGM's ECC and row-remap counters, by kind (dbe_volatile, sbe_volatile,
+    dbe_aggregate, sbe_aggregate, remapped_uncorrectable, remapped_correctable, remap_failures); a kind
+    no GPU reports is absent."""
+    throttle_seconds: Mapping[str, float] = field(default_factory=dict)
+    """Sums of DCGM's power and thermal violation counters over the version's GPUs, in seconds, by reason."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,8 @@ class VersionExport:
     xid_errors_seen: int
     cost: CostTotals | None = None
     cost_window: CostWindow | None = None
+    engine_restarts: int = 0
+    """Restarts of the version's vLLM servers seen since the observer started (counter resets)."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,25 @@ class _Version:
     models_seen: set[str] = field(default_factory=set)
     ignored: set[tuple[Target, str]] = field(default_factory=set)
     xid_seen: int = 0
+    restarts: int = 0
     departed: list[ModelTotals] = field(default_factory=list)  # frozen counts of pods that left
+
+
+MEMORY_ERROR_FIELDS: Mapping[str, str] = {
+    "dbe_volatile": "ecc_dbe_volatile", "sbe_volatile": "ecc_sbe_volatile", "dbe_aggregate": "ecc_dbe_aggregate",
+    "sbe_aggregate": "ecc_sbe_aggregate", "remapped_uncorrectable": "remapped_rows_uncorrectable",
+    "remapped_correctable": "remapped_rows_correctable", "remap_failures": "row_remap_failure"}
+THROTTLE_FIELDS: Mapping[str, str] = {"power": "power_violation_ns", "thermal": "thermal_violation_ns"}
+
+
+def _sums(gpus: Sequence[GpuMetrics], fields: Mapping[str, str]) -> dict[str, float]:
+    """Per kind, the sum over GPUs of a DCGM field (finite values only); kinds no GPU reports are left out."""
+    out: dict[str, float] = {}
+    for kind, attr in fields.items():
+        xs = [x for g in gpus if (x := getattr(g, attr)) is not None and math.isfinite(x) and x >= 0]
+        if xs:
+            out[kind] = float(sum(xs))
+    return out
 
 
 class SignalStore:
@@ -291,7 +317,13 @@ class SignalStore:
                     continue
                 self._last_ok[target] = result
                 if result.vllm is not None and target in self._target_totals:
-                    self._target_totals[target].observe(result.vllm)
+                    tt = self._target_totals[target]
+                    before = tt.resets
+                    tt.observe(result.vllm)
+                    if tt.resets > before:
+                        for v in self._versions.values():
+                            if target in v.vllm:
+                                v.restarts += tt.resets - before
             gpu_owners = self._gpu_owners(ts)
             self._count_xids(gpu_owners)
             exports: dict[str, VersionExport] = {}
@@ -354,7 +386,7 @@ class SignalStore:
                                      requests=None if finished is None else sum(finished.values()))
             window = self.cost.window(name, since=ts - self.cost.spec.window_seconds)
         return VersionExport(signals=v.signals, totals=totals, xid_errors_seen=v.xid_seen, cost=cost,
-                             cost_window=window)
+                             cost_window=window, engine_restarts=v.restarts)
 
     # --- GPUs ------------------------------------------------------------------------------------
 
@@ -415,6 +447,8 @@ class SignalStore:
             xid_errors_seen=v.xid_seen,
             models=tuple(sorted({g.model_name[:64] for g in gpus if g.model_name})),
             drivers=tuple(sorted({g.driver_version[:32] for g in gpus if g.driver_version})),
+            memory_errors=_sums(gpus, MEMORY_ERROR_FIELDS),
+            throttle_seconds={k: x / 1e9 for k, x in _sums(gpus, THROTTLE_FIELDS).items()},
         )
 
     # --- window signals --------------------------------------------------------------------------

@@ -23,6 +23,15 @@ FIELDS: dict[str, str] = {
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
     "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gr_engine_active",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_dbe_volatile",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_sbe_volatile",
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": "ecc_dbe_aggregate",
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": "ecc_sbe_aggregate",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "remapped_rows_uncorrectable",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "remapped_rows_correctable",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row_remap_failure",
+    "DCGM_FI_DEV_POWER_VIOLATION": "power_violation_ns",
+    "DCGM_FI_DEV_THERMAL_VIOLATION": "thermal_violation_ns",
 }
 """DCGM field → GpuMetrics attribute."""
 

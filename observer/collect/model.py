@@ -74,6 +74,15 @@ class GpuMetrics:
     tensor_active: float | None = None
     dram_active: float | None = None
     gr_engine_active: float | None = None
+    ecc_dbe_volatile: float | None = None  # double-bit (uncorrectable) ECC errors since the driver loaded
+    ecc_sbe_volatile: float | None = None
+    ecc_dbe_aggregate: float | None = None  # over the GPU's lifetime
+    ecc_sbe_aggregate: float | None = None
+    remapped_rows_uncorrectable: float | None = None
+    remapped_rows_correctable: float | None = None
+    row_remap_failure: float | None = None  # 1: a row could not be remapped (the GPU needs service)
+    power_violation_ns: float | None = None  # time throttled by the power cap (a counter, ns)
+    thermal_violation_ns: float | None = None
 
 
 @dataclass(frozen=True)

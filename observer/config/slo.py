@@ -231,6 +231,10 @@ class LeadingSpec(Spec):
     shed_ratio: float = Field(0.01, gt=0, lt=1, description="Share of proxied requests shed (429/503) that "
                                                             "warns: capacity is short before latency burns.")
     for_seconds: float = Field(600.0, ge=0, description="How long a leading indicator must hold to fire.")
+    throttled_share: float = Field(0.1, gt=0, le=1, description="Share of time the version's average GPU is "
+                                                                "throttled (power or thermal) that warns.")
+    restarts_per_15m: int = Field(3, ge=1, description="vLLM restarts of one version within 15 minutes that "
+                                                       "make a restart storm.")
 
 
 class StalenessSpec(Spec):

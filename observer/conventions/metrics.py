@@ -42,6 +42,9 @@ GPU_TEMP = "observer_gpu_temperature_celsius"
 GPU_POWER = "observer_gpu_power_watts"
 GPU_TENSOR_ACTIVE = "observer_gpu_tensor_active_ratio"
 GPU_DRAM_ACTIVE = "observer_gpu_dram_active_ratio"
+GPU_MEMORY_ERRORS = "observer_gpu_memory_errors"  # gauge {version, kind}: ECC / remapped rows (DCGM sums)
+GPU_THROTTLE_SECONDS = "observer_gpu_throttle_seconds"  # counter {version, reason=power|thermal}
+ENGINE_RESTARTS = "observer_engine_restarts"  # counter {version}: vLLM restarts seen as counter resets
 GPU_XID_ERRORS = "observer_gpu_xid_errors"  # counter: XID events seen (changes of the last-XID gauge to non-zero)
 # --- Cost and energy per version (issue #17): running totals and window ratios.
 COST = "observer_cost"  # counter {version}: currency units (cost.gpu_hour_prices / replica_hour_price)
@@ -159,6 +162,9 @@ ALERT_JUDGE_NOT_RUNNING = "ObserverJudgeNotRunning"
 ALERT_JUDGE_AGREEMENT = "ObserverJudgeAgreementLow"
 ALERT_DRIFT_DETECTED = "ObserverDriftDetected"
 ALERT_LOAD_SHEDDING = "ObserverLoadShedding"
+ALERT_GPU_MEMORY_ERRORS = "ObserverGPUMemoryErrors"
+ALERT_GPU_THROTTLED = "ObserverGPUThrottled"
+ALERT_RESTART_STORM = "ObserverRestartStorm"
 ALERT_PROBE_FAILING = "ObserverProbeFailing"
 SLO_THRESHOLD_EXPOSED = "observer_slo_threshold_exposed"  # gauge {slo, version}: the threshold is a scraped edge
 ALERT_GOLDEN_NOT_RUN = "ObserverGoldenSetNotRun"

@@ -198,13 +198,27 @@ class ScrapeCollector(Collector):
         xid = CounterMetricFamily(names.GPU_XID_ERRORS, "XID errors seen on the version's GPUs (changes of the "
                                                         "last-XID code to a new non-zero value).",
                                   labels=[names.VERSION])
+        mem = _gauge(names.GPU_MEMORY_ERRORS, "DCGM ECC and row-remap counters summed over the version's GPUs, "
+                     "by kind (dbe_volatile: uncorrectable since the driver loaded; remap_failures: GPUs whose "
+                     "row remapping failed).", [names.VERSION, names.KIND])
+        throttle = CounterMetricFamily(names.GPU_THROTTLE_SECONDS, "Time the version's GPUs were throttled by the "
+                                       "power cap or temperature (DCGM violation counters, summed, seconds).",
+                                       labels=[names.VERSION, names.REASON])
+        restarts = CounterMetricFamily(names.ENGINE_RESTARTS, "Restarts of the version's vLLM servers seen as "
+                                       "counter resets between scrapes (absorbed in every running total).",
+                                       labels=[names.VERSION])
         for e in exports:
             v, g = e.signals.version, e.signals.gpu
+            restarts.add_metric([v], e.engine_restarts)
             if e.signals.gpu is not None or e.xid_errors_seen:
                 xid.add_metric([v], e.xid_errors_seen)
             if g is None:
                 continue
             count.add_metric([v], g.gpus)
+            for kind, x in sorted(g.memory_errors.items()):
+                mem.add_metric([v, kind], x)
+            for reason, x in sorted(g.throttle_seconds.items()):
+                throttle.add_metric([v, reason], x)
             pairs = ((util, g.utilization_mean, g.utilization_max),
                      (fb, g.framebuffer_used_mean, g.framebuffer_used_max),
                      (temp, g.temperature_celsius_mean, g.temperature_celsius_max),
@@ -215,7 +229,7 @@ class ScrapeCollector(Collector):
                     if _ok(value):
                         assert value is not None
                         family.add_metric([v, label], value)
-        yield from (util, fb, temp, power, tensor, dram, count, xid)
+        yield from (util, fb, temp, power, tensor, dram, count, xid, mem, throttle, restarts)
 
     def _cost(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         meter = self.store.cost

@@ -105,12 +105,96 @@ def leading_group(a: Alerting) -> Group:
             ) if pre_rate > lim.preemptions_per_second else (),
         ),
     )
-    rules += (_shedding(a),)
+    rules += (_shedding(a), *_gpu_health(a), _restart_storm(a))
     if a.quality_enabled:
         rules += (_probe_failing(a),)
     if a.drift_enabled:
         rules += (_drift_detected(a),)
     return Group(names.RULE_GROUP_LEADING, rules)
+
+
+def _gpu_health(a: Alerting) -> tuple[Alert, Alert]:
+    """Silent GPU degradation from DCGM: uncorrectable memory errors, and throttling by power or temperature."""
+    interval, at, steps = _timing(a, a.limits.leading_for)
+    mem = names.GPU_MEMORY_ERRORS
+    key: Labels = ((_V, "canary"),)
+    memory = Alert(
+        name=names.ALERT_GPU_MEMORY_ERRORS,
+        expr=(f"max by ({_V}) ({selector(mem, regex={names.KIND: 'dbe_volatile|remap_failures'})}) > 0"),
+        severity="warning", summary="{{ $labels.version }}: a GPU reports uncorrectable memory errors",
+        description=("A GPU of version {{ $labels.version }} reports uncorrectable (double-bit) ECC errors since "
+                     "its driver loaded, or a failed row remap ({{ printf \"%.0f\" $value }}): its results can "
+                     "be wrong or it can fail any moment. Drain it."),
+        runbook="gpu-memory-errors",
+        examples=(Example(f"{names.ALERT_GPU_MEMORY_ERRORS} fires on a double-bit ECC error",
+                          (Series(selector(mem, {_V: "canary", names.KIND: "dbe_volatile"}), f"0 2x{steps}"),
+                           Series(selector(mem, {_V: "canary", names.KIND: "sbe_volatile"}), f"40x{steps}")),
+                          at, interval, (Firing(key, 2.0),)),
+                  Example(f"{names.ALERT_GPU_MEMORY_ERRORS} quiet on corrected (single-bit) errors only",
+                          (Series(selector(mem, {_V: "canary", names.KIND: "dbe_volatile"}), f"0x{steps}"),
+                           Series(selector(mem, {_V: "canary", names.KIND: "sbe_volatile"}), f"40x{steps}")),
+                          at, interval)),
+    )
+    thr = names.GPU_THROTTLE_SECONDS + "_total"
+    window = duration(600 * a.time_scale)
+    limit = a.limits.throttled_share
+    # rate() over a counter that starts at zero ramps up over its window: the example runs for the window
+    # plus the hold time.
+    steps = round((a.limits.leading_for + 600 * a.time_scale) / interval) + 3
+    at = steps * interval
+    share = (f"sum by ({_V}, {names.REASON}) (rate({thr}[{window}]))\n/ on ({_V}) group_left ()\n"
+             f"max by ({_V}) ({names.GPU_COUNT})")
+    hot = round(min(1.0, 3 * limit) * interval, 6)
+    cool = round(limit / 4 * interval, 6)
+
+    def series(per_step: float) -> tuple[Series, ...]:
+        return (Series(selector(thr, {_V: "canary", names.REASON: "thermal"}), f"0+{per_step!r}x{steps}"),
+                Series(selector(names.GPU_COUNT, {_V: "canary"}), f"1x{steps}"))
+
+    throttled = Alert(
+        name=names.ALERT_GPU_THROTTLED, expr=f"{share}\n> {limit!r}", severity="warning",
+        for_seconds=a.limits.leading_for, summary="{{ $labels.version }}: GPUs throttled ({{ $labels.reason }})",
+        description=(f"The average GPU of version {{{{ $labels.version }}}} was throttled by its "
+                     f"{{{{ $labels.reason }}}} limit {{{{ $value | humanizePercentage }}}} of the time for "
+                     f"{duration(a.limits.leading_for)} (threshold {limit:.0%}): it runs slower than its siblings "
+                     "without any error, so latency degrades silently."),
+        runbook="gpu-throttled",
+        examples=(Example(f"{names.ALERT_GPU_THROTTLED} fires when thermally throttled {hot / interval:.0%}",
+                          series(hot), at, interval, (Firing(((names.REASON, "thermal"), (_V, "canary")),
+                                                             hot / interval),)),
+                  Example(f"{names.ALERT_GPU_THROTTLED} quiet at {cool / interval:.1%}", series(cool), at,
+                          interval)),
+    )
+    return memory, throttled
+
+
+def _restart_storm(a: Alerting) -> Alert:
+    """vLLM servers of one version restart again and again (crash loop, OOM): each restart is a counter reset
+    the running totals absorb, so without this count nothing shows it."""
+    window_s = 900 * a.time_scale
+    interval = example_interval(a, window_s)
+    steps = round(window_s / interval) + 5
+    at = steps * interval
+    rst = names.ENGINE_RESTARTS + "_total"
+    n = a.limits.restarts_per_15m
+    window = duration(window_s)
+    key: Labels = ((_V, "canary"),)
+    per_window = window_s / interval  # one restart per evaluation interval: that many in a window, > n
+    return Alert(
+        name=names.ALERT_RESTART_STORM, expr=f"increase({rst}[{window}]) > {n}", severity="warning",
+        summary="{{ $labels.version }}: vLLM restarting repeatedly",
+        description=(f"The vLLM servers of version {{{{ $labels.version }}}} restarted "
+                     f"{{{{ printf \"%.0f\" $value }}}} times in {window} (more than {n}): a crash loop, OOM kills "
+                     "or a failing probe. Each restart fails its in-flight requests and resets the engine's "
+                     "counters (the observer's totals absorb the resets)."),
+        runbook="restart-storm",
+        examples=(Example(f"{names.ALERT_RESTART_STORM} fires in a crash loop",
+                          (Series(selector(rst, {_V: "canary"}), f"0+1x{steps}"),), at, interval,
+                          (Firing(key, per_window),)),
+                  Example(f"{names.ALERT_RESTART_STORM} quiet after one restart",
+                          (Series(selector(rst, {_V: "canary"}), f"0 1x{steps}"),), at, interval))
+        if per_window > n else (),
+    )
 
 
 def _shedding(a: Alerting) -> Alert:

@@ -55,6 +55,14 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
 )
 """(field, type, HELP) in dcgm-exporter's default-counters order."""
 
+EXTRA_FIELDS: tuple[tuple[str, str, str], ...] = (
+    # Not in the exporter's default counters CSV (commented out there): the simulator exports them last, as an
+    # exporter whose counters file enables the ECC and violation fields would (docs/scraping.md).
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in ns)."),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in ns)."),
+)
 RATIO_FIELDS = frozenset({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
                           "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"})
 """Fields the exporter prints with six decimals; every other field is an integer."""
@@ -98,6 +106,7 @@ class SimGpu:
         self.clock = clock
         self._lock = threading.Lock()
         self._energy_mj = 9.0e10
+        self._thermal_ns = 0.0
         self._last = clock()
         self._tokens: float | None = None
 
@@ -121,8 +130,10 @@ class SimGpu:
                 self._energy_mj += spent * 1000.0
                 power = spent / dt if dt > 0 else s.profile.gpu_idle_watts
             self._tokens = tokens
+            self._thermal_ns += s.profile.gpu_thermal_throttle * dt * 1e9
             self._last = now
             energy = self._energy_mj
+            thermal = self._thermal_ns
         fb_used = round(GPU_MEMORY_UTILIZATION * FB_TOTAL_MIB)
         gr = util / 100 * 0.95
         return {
@@ -136,6 +147,8 @@ class SimGpu:
             "DCGM_FI_DEV_FB_RESERVED": FB_RESERVED_MIB, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 0,
             "DCGM_FI_DEV_VGPU_LICENSE_STATUS": 0, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 0,
             "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": 0, "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,
+            "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": 0, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": s.profile.gpu_ecc_dbe,
+            "DCGM_FI_DEV_POWER_VIOLATION": 0, "DCGM_FI_DEV_THERMAL_VIOLATION": round(thermal),
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE": gr, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": gr * 0.55,
             "DCGM_FI_PROF_DRAM_ACTIVE": gr * 0.7,
             "DCGM_FI_PROF_PCIE_TX_BYTES": round(2.0e7 + 6.0e8 * busy),
@@ -147,7 +160,7 @@ def render(gpus: Sequence[SimGpu]) -> bytes:
     """The exporter's text: per field HELP, TYPE, then one line per GPU."""
     readings = [(g.identity.labels(), g.readings()) for g in gpus]
     out: list[str] = []
-    for name, kind, help_text in FIELDS:
+    for name, kind, help_text in (*FIELDS, *EXTRA_FIELDS):
         out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
         for labels, values in readings:
             v = values[name]

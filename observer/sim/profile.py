@@ -40,6 +40,9 @@ class Profile(BaseModel):
     gpus_per_replica: int = Field(1, ge=1, le=8, description="GPUs each replica holds (tensor parallel): all are "
                                                              "busy together, all are billed (DCGM shows each).")
     gpu_idle_watts: float = Field(68.0, ge=0, le=2000, description="Power of an idle GPU.")
+    gpu_ecc_dbe: int = Field(0, ge=0, description="Uncorrectable (double-bit) ECC errors the GPU reports.")
+    gpu_thermal_throttle: float = Field(0.0, ge=0, le=1, description="Share of time the GPU is thermally "
+                                                                     "throttled (its violation counter grows).")
     gpu_joules_per_token: float | None = Field(
         None, ge=0, le=100, description="Energy per processed token (prompt + generated), shared by the replica's "
                                         "GPUs, on top of idle power. None: power follows utilisation only.")

@@ -302,6 +302,6 @@ def test_every_runbook_has_a_command_block_an_on_call_engineer_can_paste() -> No
         blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
         assert blocks and any("kubectl" in b for b in blocks), f"{page.name}: no kubectl block"
     latency = (RUNBOOKS / "slo-latency.md").read_text(encoding="utf-8")
-    for branch in ("ObserverQueueDepthHigh", "maxReplicaCount", "Pending", "node pool", "per-GPU",
+    for branch in ("ObserverQueueDepthHigh", "maxReplicaCount", "Pending", "node pool", "Throttled time",
                    "escalate", "argo rollouts abort", "argo rollouts undo"):
         assert branch in latency, branch

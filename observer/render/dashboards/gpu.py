@@ -56,6 +56,30 @@ def dashboard(obj: Objectives) -> DashboardSpec:
                            f"{{{{{V}}}}}")],
         ),
         PanelSpec(
+            title="Memory errors", unit="short", width=8, thresholds=(Step(1, RED),),
+            runbooks=(names.ALERT_GPU_MEMORY_ERRORS,),
+            description=("DCGM ECC and row-remap counters summed over the version's GPUs: dbe_volatile "
+                         "(uncorrectable since the driver loaded) and remap_failures mean drain the GPU; "
+                         "sbe_* are corrected errors, a trend to watch."),
+            queries=[Query(f"max by ({V}, {names.KIND}) ({sel(names.GPU_MEMORY_ERRORS)})",
+                           f"{{{{{V}}}}} {{{{{names.KIND}}}}}")],
+        ),
+        PanelSpec(
+            title="Throttled time", unit="percentunit", width=8, min=0, max=1,
+            thresholds=(Step(obj.gpu_throttled_share, RED),), runbooks=(names.ALERT_GPU_THROTTLED,),
+            description=("Share of time the version's average GPU was throttled by its power cap or temperature "
+                         "(DCGM power/thermal violation counters): slower with no error."),
+            queries=[Query(f"sum by ({V}, {names.REASON}) (rate({sel(names.GPU_THROTTLE_SECONDS + '_total')}"
+                           f"[{RATE}])) / on ({V}) group_left () max by ({V}) ({sel(names.GPU_COUNT)})",
+                           f"{{{{{V}}}}} {{{{{names.REASON}}}}}")],
+        ),
+        PanelSpec(
+            title="vLLM restarts", unit="short", width=8, runbooks=(names.ALERT_RESTART_STORM,),
+            description="Restarts of the version's vLLM servers (counter resets between scrapes).",
+            queries=[Query(f"sum by ({V}) (increase({sel(names.ENGINE_RESTARTS + '_total')}[{RATE}]))",
+                           f"{{{{{V}}}}}")],
+        ),
+        PanelSpec(
             title="GPUs per version", unit="short", width=8,
             description="GPUs the observer joined to each version (pods listed in the fleet config).",
             queries=[Query(f"sum by ({V}) ({sel(names.GPU_COUNT)})", f"{{{{{V}}}}}")],

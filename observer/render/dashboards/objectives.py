@@ -47,6 +47,7 @@ class Objectives:
     canary_marginal_score: float
     runbook_base_url: str
     gpu_temperature_celsius: float = GPU_TEMPERATURE_CELSIUS
+    gpu_throttled_share: float = 0.1
     drift_p_value: float = 0.01
     live_check_failure_ratio: float = LIVE_CHECK_FAILURE_RATIO
     goodput: float | None = None  # objective of the first goodput SLO
@@ -106,7 +107,7 @@ def objectives(config: ObserverConfig) -> Objectives:
         golden_pass_ratio=golden, period=duration(alerting.period_seconds), burn_lines=lines,
         queue_depth_per_replica=lim.queue_depth_per_replica, kv_cache_usage=lim.kv_cache_usage,
         gpu_framebuffer_used=lim.gpu_framebuffer_used, preemptions_per_second=lim.preemptions_per_second,
-        drift_p_value=config.drift.alpha, canary_pass_score=config.canary.pass_score,
+        gpu_throttled_share=lim.throttled_share, drift_p_value=config.drift.alpha, canary_pass_score=config.canary.pass_score,
         canary_marginal_score=config.canary.marginal_score,
         runbook_base_url=config.slo.runbook_base_url,
         runbook_pages={alert: tuple(sorted(p)) for alert, p in pages.items()},
