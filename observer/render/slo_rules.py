@@ -49,16 +49,21 @@ def error_ratio(o: Objective, window: str) -> str:
         proxied = names.PROXY_REQUESTS + "_total"
         total = f"{by} (rate({selector(proxied, regex=versions, exclude={names.CODE: '499'})}[{window}]))"
         bad = f"{by} (rate({selector(proxied, regex={**versions, names.CODE: '|'.join(o.error_codes)})}[{window}]))"
-        return f"(\n  {bad}\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
+        return _bad_share(bad, total)
     if o.kind is SliKind.LIVE:
         eq = {names.CHECK: o.check}
         total = f"{by} (rate({selector(names.LIVE_CHECKS + '_total', eq, regex=versions)}[{window}]))"
-        failed = f"{by} (rate({selector(names.LIVE_CHECK_FAILURES + '_total', eq, regex=versions)}[{window}]))"
-        return f"(\n  {failed}\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
+        return _bad_share(f"{by} (rate({selector(names.LIVE_CHECK_FAILURES + '_total', eq, regex=versions)}"
+                          f"[{window}]))", total)
     eq = {names.GOLDEN_SET: o.golden_set} if o.golden_set else {}
     total = f"{by} (rate({selector(names.GOLDEN_ITEMS + '_total', eq, regex=versions)}[{window}]))"
     passed = f"{by} (rate({selector(names.GOLDEN_ITEMS_PASSED + '_total', eq, regex=versions)}[{window}]))"
     return f"(\n  {total}\n  -\n  (\n    {passed}\n    or\n    {total} * 0\n  )\n)\n/\n({total} > 0)"
+
+
+def _bad_share(bad: str, total: str) -> str:
+    """bad ÷ total, 0 (not absent) when no bad series exists, absent when there were no events."""
+    return f"(\n  {bad}\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
 
 
 def _latency_bad(histogram: str, le: str, versions: dict[str, str], window: str) -> str:
