@@ -9,7 +9,6 @@ vLLM flag that adds a missing edge.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -51,10 +50,6 @@ def exposed_edges(scrape: VllmScrape) -> dict[vllm.LatencyId, tuple[float, ...]]
     return {k: tuple(sorted(v)) for k, v in out.items()}
 
 
-def has_edge(edges: Sequence[float], seconds: float) -> bool:
-    return any(math.isclose(seconds, e, rel_tol=1e-9) for e in edges)
-
-
 def problems(ths: Sequence[Threshold], edges: Mapping[vllm.LatencyId, tuple[float, ...]], *, where: str
              ) -> list[str]:
     """What is wrong with the thresholds against `where`'s edges, each with the fix; [] when all match."""
@@ -63,7 +58,7 @@ def problems(ths: Sequence[Threshold], edges: Mapping[vllm.LatencyId, tuple[floa
         got = edges.get(t.family)
         if got is None:
             out.append(f"{where}: no {vllm.FAMILY[t.family]} histogram, so SLO {t.slo!r} has no data there")
-        elif not has_edge(got, t.seconds):
+        elif not vllm.has_edge(got, t.seconds):
             out.append(f"{where}: SLO {t.slo!r} threshold {t.seconds:g}s is not a bucket edge of "
                        f"{vllm.FAMILY[t.family]} there (edges: {', '.join(f'{e:g}' for e in got)}); start vLLM "
                        f"(>= 0.32) with {vllm.custom_buckets_flag(t.family, t.seconds, got)} and set the SLO's "
@@ -94,5 +89,5 @@ class ThresholdCollector(Collector):
                     continue
                 h = self.histogram(v, vllm.FAMILY[t.family])
                 if h is not None:
-                    g.add_metric([t.slo, v], 1.0 if has_edge(h.bounds, t.seconds) else 0.0)
+                    g.add_metric([t.slo, v], 1.0 if vllm.has_edge(h.bounds, t.seconds) else 0.0)
         yield g

@@ -7,7 +7,6 @@ Every field is described once, here. `observer render alerts` maps this spec to 
 from __future__ import annotations
 
 import bisect
-import math
 import re
 from typing import Literal
 
@@ -100,7 +99,7 @@ class LatencySLOSpec(_Objective):
             raise ValueError("a client-side latency SLO reads the proxy's ttft or e2e histogram, whose edges "
                              "are vLLM's defaults: use histogram ttft or e2e and no bucket_edges")
         edges = self.edges()
-        if not any(math.isclose(self.threshold_seconds, e, rel_tol=1e-9) for e in edges):
+        if not vllm.has_edge(edges, self.threshold_seconds):
             near = " or ".join(f"{e:g}" for e in nearest_edges(self.threshold_seconds, edges))
             flag = vllm.custom_buckets_flag(vllm.latency_id(self.histogram), self.threshold_seconds,
                                             tuple(self.bucket_edges) if self.bucket_edges else None)
@@ -176,7 +175,7 @@ class GoodputSLOSpec(_Objective):
     def _edges(self) -> GoodputSLOSpec:
         for what, value, edges in (("ttft", self.ttft_threshold_seconds, self.ttft_edges()),
                                    ("tpot", self.tpot_threshold_seconds, self.tpot_edges())):
-            if not any(math.isclose(value, e, rel_tol=1e-9) for e in edges):
+            if not vllm.has_edge(edges, value):
                 near = " or ".join(f"{e:g}" for e in nearest_edges(value, edges))
                 raise ValueError(f"{what}_threshold_seconds {value:g} is not a bucket edge of the {what} histogram "
                                  f"(no series counts requests under it); nearest edges: {near}. Pick an edge, or "

@@ -6,6 +6,8 @@ latency metrics, the SLO config, the exporter, the simulator and the Argo/alert 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Literal
 
 from prometheus_client.utils import floatToGoString
@@ -43,6 +45,11 @@ DEFAULT_EDGES: dict[LatencyId, tuple[float, ...]] = {
 BUCKET_FAMILY: dict[LatencyId, str] = {
     "ttft": "time_to_first_token", "itl": "inter_token_latency", "e2e": "request_latency", "queue": "request_latency",
 }
+
+
+def has_edge(edges: Iterable[float], seconds: float) -> bool:
+    """Whether `seconds` is one of the bucket edges (compared as floats, not as `le` text)."""
+    return any(math.isclose(seconds, e, rel_tol=1e-9) for e in edges)
 
 
 def custom_buckets_flag(family: LatencyId, edge: float, edges: tuple[float, ...] | None = None) -> str:

@@ -25,6 +25,14 @@ def _timing(a: Alerting, for_seconds: float) -> tuple[float, float, int]:
     return interval, steps * interval, steps
 
 
+def _covering(a: Alerting, window_seconds: float) -> tuple[float, float, int]:
+    """(interval, eval time, steps) of an example whose series cover a whole `window_seconds` range plus
+    five intervals, so an increase() over the window counts exactly what the series added."""
+    interval = example_interval(a, window_seconds)
+    steps = round(window_seconds / interval) + 5
+    return interval, steps * interval, steps
+
+
 def _threshold(a: Alerting, *, name: str, metric: str, matchers: dict[str, str], threshold: float,
                high: float, low: float, value_text: str, what: str, runbook: str) -> Alert:
     """A gauge-over-threshold warning held for `leading_for`, with a firing and a quiet example."""
@@ -172,9 +180,7 @@ def _restart_storm(a: Alerting) -> Alert:
     """vLLM servers of one version restart again and again (crash loop, OOM): each restart is a counter reset
     the running totals absorb, so without this count nothing shows it."""
     window_s = 900 * a.time_scale
-    interval = example_interval(a, window_s)
-    steps = round(window_s / interval) + 5
-    at = steps * interval
+    interval, at, steps = _covering(a, window_s)
     rst = names.ENGINE_RESTARTS + "_total"
     n = a.limits.restarts_per_15m
     window = duration(window_s)
@@ -232,9 +238,7 @@ def _probe_failing(a: Alerting) -> Alert:
     front of the fleet tests the users' path) get no answer: request errors, not wrong answers."""
     window_s = max(1800.0 * a.time_scale, 2 * a.limits.leading_for)
     window = duration(window_s)
-    interval = example_interval(a, window_s)
-    steps = round(window_s / interval) + 5
-    at = steps * interval
+    interval, at, steps = _covering(a, window_s)
     unscored = names.GOLDEN_UNSCORED + "_total"
     items = names.GOLDEN_ITEMS + "_total"
     failed = f"sum by ({_V}) (increase({selector(unscored, {names.REASON: 'request_error'})}[{window}]))"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fastapi import APIRouter
@@ -29,7 +29,7 @@ from observer.analyse.quality.judge import JudgeClient, JudgeStats
 from observer.analyse.quality.live import JUDGE_CHECK, JUDGE_JOB, LiveScorer, as_score
 from observer.analyse.quality.model import GoldenRunResult, encode_run
 from observer.analyse.quality.pairwise import PairwiseJudge
-from observer.analyse.quality.prompts import load_prompt, load_rubrics
+from observer.analyse.quality.prompts import Rubric, load_prompt
 from observer.analyse.quality.reliability import JudgeReliability, ReliabilityCollector
 from observer.analyse.quality.runner import GoldenRunner
 from observer.analyse.quality.scorer import Scorer
@@ -250,7 +250,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
                           rubric=rubrics.get(spec.live.judge_rubric) if spec.live.judge_fraction > 0 else None,
                           judge_jobs=judge_jobs if judge is not None else None, sync=sync.run_once)
     runner = GoldenRunner(ctx.http, spec=spec, scorer=scorer, clock=ctx.clock)
-    shadow = build_shadow(ctx, spec, store, judge) if spec.shadow.enabled else None
+    shadow = build_shadow(ctx, spec, store, judge, rubrics) if spec.shadow.enabled else None
     reliability = None
     if judge is not None and spec.reliability.anchors_path:
         reliability = JudgeReliability(judge, rubrics, load_labels(spec.reliability.anchors_path),
@@ -265,8 +265,8 @@ def build(ctx: Context, *, store: ManagedStore | None,
                             shadow=shadow, reliability=reliability)
 
 
-def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore | None, judge: JudgeClient | None
-                 ) -> ShadowReplayer:
+def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore | None, judge: JudgeClient | None,
+                 rubrics: Mapping[str, Rubric]) -> ShadowReplayer:
     """The shadow replayer of every (canary, baseline) pair; ConfigError when it cannot run."""
     if store is None:
         raise ConfigError("shadow replay reads stable's sampled prompts from the sample store: turn sampling on "
@@ -290,7 +290,6 @@ def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore | None, ju
                           path="quality.shadow.targets")
     pairwise = None
     if judge is not None and spec.shadow.judge:
-        rubrics = load_rubrics(spec.judge.rubric_dir)
         if spec.shadow.pairwise.rubric not in rubrics:
             raise ConfigError(f"unknown rubric {spec.shadow.pairwise.rubric!r}; known: {', '.join(sorted(rubrics))}",
                               path="quality.shadow.pairwise.rubric")

@@ -55,11 +55,12 @@ class JudgeReliability:
         self.clock = clock
         self.last: Grade | None = None
 
-    def due(self) -> str | None:
-        """Why a re-grade is due now, or None."""
+    def due(self, now_identity: Mapping[str, str] | None = None) -> str | None:
+        """Why a re-grade is due now (for the judge's current identity), or None."""
         if self.last is None:
             return "first grade"
-        now_identity = judge_identity(self.judge, self.rubrics, self.items)
+        if now_identity is None:
+            now_identity = judge_identity(self.judge, self.rubrics, self.items)
         if dict(self.last.identity) != now_identity:
             changed = sorted(k for k in now_identity if now_identity[k] != self.last.identity.get(k))
             return f"judge identity changed ({', '.join(changed)})"
@@ -69,10 +70,10 @@ class JudgeReliability:
 
     async def run_once(self) -> Grade | None:
         """Re-grade when due (the calls count against the judge's hourly budget); the new grade or None."""
-        why = self.due()
+        identity = judge_identity(self.judge, self.rubrics, self.items)
+        why = self.due(identity)
         if why is None:
             return None
-        identity = judge_identity(self.judge, self.rubrics, self.items)
         agree, _ = await calibrate(self.judge, self.rubrics, self.items)
         self.last = Grade(identity=identity, agreement=agree, checked_at=self.clock())
         kappa = "undefined" if agree.kappa is None else f"{agree.kappa:.3f}"

@@ -104,6 +104,23 @@ async def ask(http: httpx.AsyncClient, *, base_url: str, model: str, messages: l
                   prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"))
 
 
+class ServedModels:
+    """The model name to request at an endpoint: the version's configured one, else the first model the
+    endpoint serves (asked once per URL, then cached)."""
+
+    def __init__(self, http: httpx.AsyncClient, *, timeout: float) -> None:
+        self.http = http
+        self.timeout = timeout
+        self._models: dict[str, str] = {}
+
+    async def model(self, version: VersionSpec, base_url: str) -> str:
+        if version.model:
+            return version.model
+        if base_url not in self._models:
+            self._models[base_url] = await resolve_model(self.http, base_url, timeout=self.timeout)
+        return self._models[base_url]
+
+
 class GoldenRunner:
     """Replays golden sets against versions with bounded concurrency and scores the answers."""
 
@@ -113,17 +130,12 @@ class GoldenRunner:
         self.spec = spec
         self.scorer = scorer
         self.clock = clock
-        self._models: dict[str, str] = {}
+        self.models = ServedModels(http, timeout=spec.request_timeout_seconds)
 
     async def model_for(self, version: VersionSpec) -> str:
         """The model name to request: configured, else the endpoint's first served model (cached)."""
-        if version.model:
-            return version.model
-        if version.name not in self._models:
-            assert version.openai is not None
-            self._models[version.name] = await resolve_model(self.http, version.openai,
-                                                             timeout=self.spec.request_timeout_seconds)
-        return self._models[version.name]
+        assert version.openai is not None
+        return await self.models.model(version, version.openai)
 
     async def run(self, version: VersionSpec, golden: GoldenSet, *, progress: Progress | None = None
                   ) -> GoldenRunResult:

@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 from observer import conventions as names
 from observer.analyse.quality.model import Answer
 from observer.analyse.quality.pairwise import PairwiseJudge, paired_rule
-from observer.analyse.quality.runner import ask, resolve_model
+from observer.analyse.quality.runner import ServedModels, ask
 from observer.config.fleet import VersionSpec
 from observer.config.quality import ShadowSpec
 from observer.store.base import SampleStore, StoredSample
@@ -67,8 +67,6 @@ class ShadowStats:
     replays: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, ok|error)
     skipped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (canary, reason)
     pairs: Counter[tuple[str, str]] = field(default_factory=Counter)  # (canary, judge outcome)
-    queued: int = 0
-    budget_left: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,7 +92,7 @@ class ShadowReplayer:
         self.store = store
         self.pairs = list(pairs)
         self.judge = judge
-        self._models: dict[str, str] = {}
+        self.models = ServedModels(http, timeout=spec.timeout_seconds)
         self.clock = clock
         self.monotonic = monotonic
         self.sleep = sleep
@@ -131,15 +129,22 @@ class ShadowReplayer:
 
     # --- the leader's job ---
 
-    def budget_left(self, canary: str) -> int:
+    @property
+    def queue_depth(self) -> int:
+        return len(self._queue)
+
+    def _used_today(self, canary: str) -> tuple[float, int]:
+        """(today's UTC day start, pairs started today); yesterday's count does not carry over."""
         day = day_start(self.clock())
         start, used = self._used.get(canary, (day, 0))
-        return self.spec.daily_budget - (used if start == day else 0)
+        return day, (used if start == day else 0)
+
+    def budget_left(self, canary: str) -> int:
+        return self.spec.daily_budget - self._used_today(canary)[1]
 
     def _use(self, canary: str) -> None:
-        day = day_start(self.clock())
-        start, used = self._used.get(canary, (day, 0))
-        self._used[canary] = (day, (used if start == day else 0) + 1)
+        day, used = self._used_today(canary)
+        self._used[canary] = (day, used + 1)
 
     def _restore_budget(self, canary: str) -> None:
         """After a restart: today's pairs already stored count against today's budget."""
@@ -169,14 +174,13 @@ class ShadowReplayer:
             if fresh:
                 self._cursor[canary] = max(s.ts for s in fresh)
             done = self.store.paired_samples(canary, [s.id for s in fresh])
+            waiting = sum(1 for q in self._queue if q.pair.canary.name == canary)
             for s in sorted(fresh, key=lambda s: (s.ts, s.id)):
-                reason = None
                 if s.id in done or (canary, s.id) in self._queued_ids:
-                    reason = "already_paired"
+                    reason: str | None = "already_paired"
                 else:
                     reason = self._replay_safe(s)
-                if reason is None and self.budget_left(canary) - sum(
-                        1 for q in self._queue if q.pair.canary.name == canary) <= 0:
+                if reason is None and self.budget_left(canary) - waiting <= 0:
                     reason = "budget"
                 if reason is None and len(self._queue) >= self.spec.queue_size:
                     reason = "queue_full"
@@ -186,9 +190,8 @@ class ShadowReplayer:
                     continue
                 self._queue.append(_Queued(pair, s))
                 self._queued_ids.add((canary, s.id))
+                waiting += 1
                 queued += 1
-            self.stats.budget_left[canary] = self.budget_left(canary)
-        self.stats.queued = len(self._queue)
         return queued
 
     async def run_once(self) -> int:
@@ -204,7 +207,6 @@ class ShadowReplayer:
                 continue
             self._use(q.pair.canary.name)
             batch.append(q)
-        self.stats.queued = len(self._queue)
         slots = asyncio.Semaphore(self.spec.concurrency)
 
         async def one(q: _Queued) -> bool:
@@ -212,10 +214,7 @@ class ShadowReplayer:
                 await self._pace()
                 return await self.replay(q.pair, q.sample)
 
-        stored = sum(await asyncio.gather(*(one(q) for q in batch)))
-        for p in self.pairs:
-            self.stats.budget_left[p.canary.name] = self.budget_left(p.canary.name)
-        return stored
+        return sum(await asyncio.gather(*(one(q) for q in batch)))
 
     async def _pace(self) -> None:
         """Space replay starts by 1 / rate_per_second."""
@@ -225,17 +224,9 @@ class ShadowReplayer:
         if wait > 0:
             await self.sleep(wait)
 
-    async def model_for(self, version: VersionSpec, url: str) -> str:
-        """The model to request at `url`: the version's configured one, else the first the target serves."""
-        if version.model:
-            return version.model
-        if url not in self._models:
-            self._models[url] = await resolve_model(self.http, url, timeout=self.spec.timeout_seconds)
-        return self._models[url]
-
     async def _answer(self, version: VersionSpec, url: str, prompt: str) -> Answer:
         try:
-            model = await self.model_for(version, url)
+            model = await self.models.model(version, url)
         except ValueError as e:
             return Answer("", None, None, 0.0, error=str(e))
         answer = await ask(self.http, base_url=url, model=model, messages=[{"role": "user", "content": prompt}],
@@ -314,7 +305,8 @@ class ShadowCollector(Collector):
                 pairs.add_metric([c, o], st.pairs.get((c, o), 0))
             budget.add_metric([c], self.r.budget_left(c))
         yield from (replays, skipped, pairs, budget)
-        yield GaugeMetricFamily(names.SHADOW_QUEUE, "Stable prompts waiting for a shadow replay.", value=st.queued)
+        yield GaugeMetricFamily(names.SHADOW_QUEUE, "Stable prompts waiting for a shadow replay.",
+                                value=self.r.queue_depth)
 
     def position(self) -> tuple[int, int]:
         """(consistent, judged) pairs: judged excludes errors and pairs without a judge."""
