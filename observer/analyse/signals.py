@@ -19,9 +19,11 @@ import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from observer.analyse import histogram as hmath
 from observer.analyse.cost import CostMeter, CostTotals, CostWindow
+from observer.analyse.replicas import ReplicaStat, ReplicaTracker
 from observer.analyse.window import History, ModelTotals, TargetTotals, Totals, sum_totals
 from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
@@ -143,6 +145,8 @@ class VersionExport:
     cost_window: CostWindow | None = None
     engine_restarts: int = 0
     """Restarts of the version's vLLM servers seen since the observer started (counter resets)."""
+    replicas: tuple[ReplicaStat, ...] = ()
+    """Per replica (pod, else host:port of its target): window TTFT p95, request share, outlier test."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +216,7 @@ class _Version:
     xid_seen: int = 0
     restarts: int = 0
     departed: list[ModelTotals] = field(default_factory=list)  # frozen counts of pods that left
+    replicas: ReplicaTracker | None = None
 
 
 MEMORY_ERROR_FIELDS: Mapping[str, str] = {
@@ -219,6 +224,14 @@ MEMORY_ERROR_FIELDS: Mapping[str, str] = {
     "sbe_aggregate": "ecc_sbe_aggregate", "remapped_uncorrectable": "remapped_rows_uncorrectable",
     "remapped_correctable": "remapped_rows_correctable", "remap_failures": "row_remap_failure"}
 THROTTLE_FIELDS: Mapping[str, str] = {"power": "power_violation_ns", "thermal": "thermal_violation_ns"}
+
+
+def replica_name(spec: VersionSpec, index: int, url: str) -> str:
+    """The replica label of a version's `index`-th vLLM target: its pod when the pods line up with the
+    targets (discovery, or a config listing both), else the target's host:port (bounded by config)."""
+    if len(spec.pods) == len(spec.vllm) and index < len(spec.pods):
+        return spec.pods[index].pod[:63]
+    return (urlsplit(url).netloc or url)[:63]
 
 
 def _sums(gpus: Sequence[GpuMetrics], fields: Mapping[str, str]) -> dict[str, float]:
@@ -377,6 +390,12 @@ class SignalStore:
                                         max(kv_maxes) if kv_maxes else None))
         gpus = [g for g, owners in gpu_owners.values() if name in owners]
         v.signals = self._signals(name, v, ts, len(up), gpus)
+        if v.replicas is None:
+            v.replicas = ReplicaTracker(window_seconds=self.window_seconds)
+        v.replicas.observe({replica_name(v.spec, i, t.url): hmath.merge(
+            mt.histograms[TTFT] for model, mt in self._target_totals[t].models.items()
+            if (v.spec.model is None or model == v.spec.model) and TTFT in mt.histograms)
+            for i, t in enumerate(v.vllm)}, ts)
         cost = window = None
         if self.cost is not None:
             finished = None if totals is None else totals.labelled(REQUEST_SUCCESS)
@@ -386,7 +405,8 @@ class SignalStore:
                                      requests=None if finished is None else sum(finished.values()))
             window = self.cost.window(name, since=ts - self.cost.spec.window_seconds)
         return VersionExport(signals=v.signals, totals=totals, xid_errors_seen=v.xid_seen, cost=cost,
-                             cost_window=window, engine_restarts=v.restarts)
+                             cost_window=window, engine_restarts=v.restarts,
+                             replicas=tuple(v.replicas.window(ts)))
 
     # --- GPUs ------------------------------------------------------------------------------------
 

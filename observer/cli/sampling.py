@@ -17,6 +17,32 @@ from observer.errors import ObserverError
 def register(app: typer.Typer) -> None:
     """Add this area's commands to `app`."""
 
+    @app.command("fingerprint")
+    def fingerprint_cmd(
+        system_file: list[Path] | None = typer.Option(None, "--system-file", help="A system (or developer) "
+                                                      "prompt, as the gateway sends it; repeat in message order."),
+        sampling: str = typer.Option("{}", help="The request's sampling parameters as a JSON object."),
+        chat_template: Path | None = typer.Option(None, help="A per-request chat template, if requests send one."),
+    ) -> None:
+        """Print the template and sampling hashes the observer computes for these inputs: the values to
+        declare as prompt_template_hash / sampling_defaults_hash in fleet.versions."""
+        import json
+
+        from observer.conventions import fingerprint
+
+        try:
+            params = json.loads(sampling)
+            texts = [p.read_text(encoding="utf-8") for p in system_file or []]
+            template = chat_template.read_text(encoding="utf-8") if chat_template else None
+        except (OSError, UnicodeDecodeError) as e:
+            fail(f"could not read a prompt file: {e}")
+        except ValueError as e:
+            fail(f"--sampling is not JSON: {e}")
+        if not isinstance(params, dict):
+            fail("--sampling must be a JSON object, e.g. '{\"temperature\": 0.2}'")
+        typer.echo(f"prompt_template_hash: {fingerprint.template_hash(texts, template)}")
+        typer.echo(f"sampling_defaults_hash: {fingerprint.sampling_hash(params)}")
+
     @app.command("proxy")
     def proxy(
         version: str | None = typer.Option(None, "--version", help="Fleet version this proxy fronts."),

@@ -155,6 +155,25 @@ class StoreSpec(Spec):
         return v
 
 
+class FingerprintSpec(Spec):
+    """Observed version identity (issue 18 item 1): the system-prompt and sampling-parameter hashes the
+    sampled requests carry, compared across time and with the fleet's declared hashes."""
+
+    enabled: bool = Field(True, description="Count the observed fingerprints of stored samples per version.")
+    interval_seconds: float = Field(60.0, gt=0, le=3600, description="Seconds between checks.")
+    window_seconds: float = Field(900.0, gt=0, le=7 * 86400,
+                                  description="The current window: what a version serves now.")
+    reference_seconds: float = Field(
+        6 * 3600.0, gt=0, le=30 * 86400,
+        description="The reference window just before the current one: what the version served before. The "
+                    "changed signal holds until the new fingerprint is also the reference's (about half of it).")
+    min_samples: int = Field(20, ge=1, le=1_000_000,
+                             description="Fewest samples of a window before its fingerprint is trusted.")
+    dominant_share: float = Field(0.5, gt=0, le=1, description="Share of a window one fingerprint must hold to "
+                                  "be the version's fingerprint in that window.")
+    top_k: int = Field(3, ge=1, le=20, description="Most fingerprints exported per version (label cardinality).")
+
+
 class SamplingSpec(Spec):
     """Live output sampling, mirror ingest, sample store and redaction (issue 3)."""
 
@@ -174,6 +193,8 @@ class SamplingSpec(Spec):
     )
     redaction: RedactionSpec = Field(default_factory=RedactionSpec, description="Redaction before storage.")
     store: StoreSpec = Field(default_factory=StoreSpec, description="The sample store.")
+    fingerprint: FingerprintSpec = Field(default_factory=FingerprintSpec,
+                                         description="Observed prompt-template and sampling fingerprints.")
 
     def fraction_for(self, version: str) -> float:
         """The sampling fraction of `version`."""

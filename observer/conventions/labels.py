@@ -50,3 +50,9 @@ PYTHON_VERSION = "python_version"  # on BUILD_INFO
 QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
 FINISHED_REASONS: tuple[str, ...] = ("stop", "length", "abort", "error", "repetition")
 """Finished reasons vLLM emits (error from 0.13, repetition from 0.20). Others are folded into 'other'."""
+# --- Observed fingerprints (issue 18 item 1): hashes, never text (conventions.fingerprint).
+TEMPLATE_HASH = "template_hash"  # 12 hex digits of the system prompt's hash; bounded by sampling.fingerprint.top_k
+SAMPLING_HASH = "sampling_hash"  # 12 hex digits of the sampling parameters' hash
+PART = "part"  # template | sampling
+WINDOW = "window"  # current | reference (FINGERPRINT_SAMPLES)
+REPLICA = "replica"  # a version's pod (or target host:port); bounded by the version's targets (pod cap)

@@ -34,6 +34,11 @@ QUEUE_DEPTH_PER_REPLICA = "observer_queue_depth_per_replica_requests"
 RUNNING_REQUESTS = "observer_running_requests"
 KV_CACHE_USAGE = "observer_kv_cache_usage_ratio"  # {stat=mean|max}
 REPLICAS = "observer_replicas"  # vLLM targets up per version
+REPLICA_TTFT_P50 = "observer_replica_ttft_p50_seconds"  # {version,replica}: window TTFT median of one replica
+REPLICA_TTFT_P95 = "observer_replica_ttft_p95_seconds"  # {version,replica}: window TTFT p95 of one replica
+REPLICA_SHARE = "observer_replica_request_share_ratio"  # {version,replica}: share of the version's requests
+REPLICA_OUTLIER_SCORE = "observer_replica_outlier_score"  # {version,replica}: robust z of its p95 vs siblings
+REPLICA_OUTLIER = "observer_replica_outlier"  # {version,replica} 0/1 (analyse.replicas)
 
 # --- GPU (DCGM joined to version), {stat=mean|max} where it applies.
 GPU_UTIL = "observer_gpu_utilization_ratio"
@@ -135,6 +140,10 @@ CANARY_SAMPLES = "observer_canary_samples"  # {canary,baseline,arm}
 CANARY_CRITICAL_FAILED = "observer_canary_critical_failed"  # {canary,baseline} 0/1
 CANARY_LAST_EVALUATED = "observer_canary_last_evaluated_timestamp_seconds"  # {canary,baseline}
 VERSION_INFO = "observer_version_info"  # {version,model,fingerprint,...}
+FINGERPRINT_SHARE = "observer_fingerprint_observed_ratio"  # {version,template_hash,sampling_hash}: share, top-k
+FINGERPRINT_SAMPLES = "observer_fingerprint_samples"  # {version,window}: samples with a fingerprint per window
+FINGERPRINT_CHANGED = "observer_fingerprint_changed"  # {version,part} 0/1: current ≠ reference window
+FINGERPRINT_MISMATCH = "observer_fingerprint_declared_mismatch"  # {version,part} 0/1: observed ≠ declared
 CANARY_EVALUATIONS = "observer_canary_evaluations"  # counter {canary,baseline,outcome}: judge runs by verdict/error
 CANARY_SOURCE_ERRORS = "observer_canary_source_errors"  # counter {canary,baseline}: data source unreachable
 
@@ -165,12 +174,15 @@ ALERT_LOAD_SHEDDING = "ObserverLoadShedding"
 ALERT_GPU_MEMORY_ERRORS = "ObserverGPUMemoryErrors"
 ALERT_GPU_THROTTLED = "ObserverGPUThrottled"
 ALERT_RESTART_STORM = "ObserverRestartStorm"
+ALERT_REPLICA_OUTLIER = "ObserverReplicaSlow"
 ALERT_PROBE_FAILING = "ObserverProbeFailing"
 SLO_THRESHOLD_EXPOSED = "observer_slo_threshold_exposed"  # gauge {slo, version}: the threshold is a scraped edge
 ALERT_GOLDEN_NOT_RUN = "ObserverGoldenSetNotRun"
 ALERT_DRIFT_NOT_RUN = "ObserverDriftCheckNotRun"
 ALERT_VERDICT_STALE = "ObserverCanaryVerdictStale"
 ALERT_FINGERPRINTS = "ObserverVersionMultipleFingerprints"
+ALERT_FINGERPRINT_CHANGED = "ObserverFingerprintChanged"
+ALERT_FINGERPRINT_MISMATCH = "ObserverFingerprintMismatch"
 ALERT_RETIRED_TRAFFIC = "ObserverRetiredVersionTraffic"
 
 # --- Dashboards (issue 8): accumulated per-version histograms the dashboards need for parity with vLLM's

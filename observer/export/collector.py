@@ -182,9 +182,29 @@ class ScrapeCollector(Collector):
     def _replicas(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         # Every version, also one that never answered (model label empty until a model is seen): 0 is news.
         replicas = _gauge(names.REPLICAS, "vLLM targets of the version that answered the last scrape.", _VM)
+        rv = [names.VERSION, names.REPLICA]
+        p50 = _gauge(names.REPLICA_TTFT_P50, "Window TTFT median of one replica (its own histogram); the "
+                     "outlier test compares it with the siblings'.", rv)
+        p95 = _gauge(names.REPLICA_TTFT_P95, "Window TTFT p95 of one replica (its own histogram).", rv)
+        share = _gauge(names.REPLICA_SHARE, "Share of the version's window requests one replica served.", rv)
+        score = _gauge(names.REPLICA_OUTLIER_SCORE, "Robust z-score of a replica's TTFT p95 against its "
+                       "siblings' (median, MAD); only with enough replicas and requests.", rv)
+        outlier = _gauge(names.REPLICA_OUTLIER, "1 when a replica is much slower than its siblings (z-score, "
+                         "ratio to the median and request floors of analyse.replicas).", rv)
         for e in exports:
             replicas.add_metric(self._labels(e), e.signals.replicas_up)
-        yield replicas
+            for r in e.replicas:
+                labels = [e.signals.version, r.replica]
+                if r.ttft_p50 is not None:
+                    p50.add_metric(labels, r.ttft_p50)
+                if r.ttft_p95 is not None:
+                    p95.add_metric(labels, r.ttft_p95)
+                if r.share is not None:
+                    share.add_metric(labels, r.share)
+                if r.score is not None:
+                    score.add_metric(labels, r.score)
+                    outlier.add_metric(labels, float(r.outlier))
+        yield from (replicas, p50, p95, share, score, outlier)
 
     def _gpus(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         stat = [names.VERSION, names.STAT]

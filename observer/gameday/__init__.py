@@ -87,7 +87,7 @@ class Scenario:
 
     name: str
     title: str
-    expect: str  # pass | fail | nodata | drift | not-pass
+    expect: str  # pass | fail | nodata | drift | not-pass | alerts
     canary: Mapping[str, Any] = field(default_factory=dict)
     stable: Mapping[str, Any] = field(default_factory=dict)
     change_after: int | None = None  # rounds before `change` is applied to the canary
@@ -98,6 +98,12 @@ class Scenario:
     html_at_verdict_url: bool = False  # the gate's web URL answers 200 with an HTML page, no observer behind it
     costly: bool = False  # the advisory cost_per_token metric must fail (canary dearer per token), else pass
     must_fail: tuple[str, ...] = ()  # verdict metrics that must end `fail`
+    # expect "alerts": these generated alerts' expressions, evaluated by the rig's Prometheus, must return a
+    # series with `alert_labels` after the change and none before it (the `for` hold is promtool-tested).
+    alerts: tuple[str, ...] = ()
+    alert_labels: Mapping[str, str] = field(default_factory=dict)
+    replica: int | None = None  # the change applies to this replica of `change_version` only
+    change_version: str = "canary"
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -117,7 +123,20 @@ SCENARIOS: tuple[Scenario, ...] = (
              canary={"gpus_per_replica": 2}, costly=True),
     Scenario("goodput", "same cost, time per output token ×3: worse goodput", "fail", canary={"itl_scale": 3.0},
              dimension="quality", needs="goodput", must_fail=("goodput",)),
+    Scenario("template-rollback", "weights rolled back, the new system prompt kept", "alerts", change_after=2,
+             needs="fingerprint", alerts=(names.ALERT_FINGERPRINT_CHANGED, names.ALERT_FINGERPRINT_MISMATCH),
+             alert_labels={names.VERSION: "canary", names.PART: "template"}),
+    Scenario("slow-replica", "one stable GPU 3× slower than its three siblings", "alerts", change_after=2,
+             change={"ttft_scale": 3.0}, change_version="stable", replica=2,
+             alerts=(names.ALERT_REPLICA_OUTLIER,),
+             alert_labels={names.VERSION: "stable", names.REPLICA: "sim-stable-2"}),
+    Scenario("gpu-ecc", "the canary's GPU reports uncorrectable ECC errors", "alerts", change_after=2,
+             change={"gpu_ecc_dbe": 2}, alerts=(names.ALERT_GPU_MEMORY_ERRORS,),
+             alert_labels={names.VERSION: "canary"}),
 )
+FINGERPRINT_OLD = "You are ACME's support assistant. Answer in two sentences."
+FINGERPRINT_NEW = "You are ACME's support assistant v2. Use bullet points and cite the help centre."
+FINGERPRINT_WINDOW = 3.0  # seconds: the game day's current window (one round of mirrored samples)
 STABLE_PODS = 4  # stable pods of the rig: at the 80/20 split each pod of either arm serves the same load
 
 
@@ -214,6 +233,15 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         data["quality"] = {"enabled": True, "golden_dirs": [str(ROOT / "golden_sets")], "golden_sets": ["factual"],
                            "interval_seconds": 3600, "run_at_start": False,
                            "live": {"interval_seconds": 1.0, "checks": ["goodput"]}}
+    if scenario.needs == "fingerprint":
+        from observer.conventions.fingerprint import template_hash
+
+        work = workdir or Path(tempfile.gettempdir())
+        for v in versions:  # both versions were released with the old system prompt
+            v["prompt_template_hash"] = template_hash([FINGERPRINT_OLD])
+        data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")},
+                            "fingerprint": {"interval_seconds": 0.5, "window_seconds": FINGERPRINT_WINDOW,
+                                            "reference_seconds": 600.0, "min_samples": 20}}
     if scenario.needs == "drift":
         work = workdir or Path(tempfile.gettempdir())
         # Samples reach the store through mirror ingest; the baseline is pinned from stable's samples.
@@ -420,6 +448,45 @@ def _prepare_drift(fleet: Any, observer_url: str, *, ports: Mapping[str, int], p
     _ingest(fleet, observer_url, "canary", want=500, seconds=5.0)
 
 
+def _ingest_fingerprinted(observer_url: str, version: str, system: str, *, n: int, ts: float) -> None:
+    """Mirror `n` chat samples of `version` whose requests carry `system` as their system prompt."""
+    batch = [{"version": version, "output": "ok", "ts": ts + i * 1e-3, "model": "llm",
+              "messages": [{"role": "system", "content": system}, {"role": "user", "content": f"order {i}?"}],
+              "sampling": {"temperature": 0.2, "max_tokens": 64}} for i in range(n)]
+    r = httpx.post(f"{observer_url}/api/v1/samples", json={"samples": batch}, timeout=30)
+    if r.status_code >= 300:
+        raise GamedayError(f"ingest of {version} samples answered HTTP {r.status_code}: {r.text[:200]}")
+
+
+def alert_exprs(config: ObserverConfig) -> dict[str, str]:
+    """The generated alerting rules' expressions by alert name (what Prometheus would evaluate)."""
+    from observer.render import alerts
+
+    rules = yaml.safe_load(alerts.render(config)[alerts.RULES_FILE])
+    return {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+
+
+def _firing(prom_url: str, expr: str, labels: Mapping[str, str]) -> bool:
+    """Whether `expr`, evaluated now, returns a series carrying `labels`."""
+    r = httpx.get(f"{prom_url}/api/v1/query", params={"query": expr}, timeout=10).json()
+    if r.get("status") != "success":
+        raise GamedayError(f"Prometheus refused a generated alert expression: {r.get('error')}: {expr}")
+    return any(all(x["metric"].get(k) == v for k, v in labels.items()) for x in r["data"]["result"])
+
+
+def _alert_round(s: Scenario, row: Row, rnd: int, exprs: Mapping[str, str], prom_url: str) -> bool:
+    """Evaluate the scenario's alerts after round `rnd`; True once every one fires after the change."""
+    fired = {name: _firing(prom_url, exprs[name], s.alert_labels) for name in s.alerts}
+    before = s.change_after is not None and rnd < s.change_after
+    for name, on in fired.items():
+        if on and before:
+            row.detail = (row.detail + f"; {name} fired before the change (round {rnd})").strip("; ")
+        if on and not before and name not in row.prometheus:
+            row.prometheus[name] = f"fired (look {rnd - (s.change_after or 0) + 1} after the change)"
+    row.verdicts.append("alert" if all(fired.values()) else "quiet")
+    return not before and all(name in row.prometheus for name in s.alerts)
+
+
 @contextmanager
 def html_page_server() -> Iterator[str]:
     """A loopback server answering every GET with 200 and an HTML login page (an ingress default backend,
@@ -487,9 +554,13 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
         if s.needs == "drift":
             assert workdir is not None
             _prepare_drift(fleet, obs.url, ports=ports, plan=plan, scenario=s, workdir=workdir)
+        exprs = alert_exprs(config) if s.alerts else {}
+        if s.needs == "fingerprint":  # the hour before: both versions served the old system prompt
+            for version in ("stable", "canary"):
+                _ingest_fingerprinted(obs.url, version, FINGERPRINT_OLD, n=60, ts=time.time() - 300)
         for rnd in range(plan.max_rounds):
-            if s.change_after is not None and rnd == s.change_after:
-                fleet.set_profile("canary", **dict(s.change))
+            if s.change_after is not None and rnd == s.change_after and s.change:
+                fleet.set_profile(s.change_version, replica=s.replica, **dict(s.change))
             if s.restart_after is not None and rnd == s.restart_after:
                 obs.stop()
                 obs = start_observer(config)
@@ -504,12 +575,24 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 # More mirrored canary samples each round: the drift test's power grows with the window.
                 _ingest(fleet, obs.url, "canary", want=250, seconds=5.0)
                 time.sleep(plan.scrape_interval * 5.0)  # the drift job runs every 10 s
+            elif s.needs == "fingerprint":
+                time.sleep(FINGERPRINT_WINDOW + 0.5)  # the last round's samples leave the current window
+                changed = s.change_after is not None and rnd >= s.change_after
+                now = time.time()
+                _ingest_fingerprinted(obs.url, "stable", FINGERPRINT_OLD, n=30, ts=now)
+                _ingest_fingerprinted(obs.url, "canary", FINGERPRINT_NEW if changed else FINGERPRINT_OLD, n=30,
+                                      ts=now)
+                time.sleep(plan.scrape_interval * 2.0)  # one fingerprint check and one Prometheus scrape
             elif s.needs == "goodput":
                 for version in ("stable", "canary"):  # both arms mirrored: the goodput check compares them
                     _ingest(fleet, obs.url, version, want=150, seconds=1.0)
                 time.sleep(plan.scrape_interval * 3.0)  # live scoring runs every second
             else:
                 time.sleep(plan.scrape_interval * 2.0)  # about one round per two-second slice
+            if s.expect == "alerts":
+                if _alert_round(s, row, rnd, exprs, prom_url):
+                    break
+                continue
             body = _verdict(obs.url)
             row.verdicts.append(str(body["verdict"]))
             if _settled(s, rnd, row.verdicts[-1], body):
@@ -517,6 +600,13 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
             if s.expect in ("nodata", "not-pass") and rnd + 1 >= plan.max_rounds // 2 \
                     and (s.restart_after is None or rnd > s.restart_after + 2):
                 break  # enough looks to show it never passes
+        if s.expect == "alerts":
+            missing = [name for name in s.alerts if name not in row.prometheus]
+            problems = [p for p in (row.detail,) if p] + [f"{name} never fired" for name in missing]
+            row.ok, row.detail = not problems, "; ".join(problems) or ", ".join(
+                f"{k} {v}" for k, v in row.prometheus.items())
+            row.seconds = time.monotonic() - t0
+            return row
         # Let the periodic judge export the gauges and Prometheus scrape them before Argo's queries run.
         want = {"pass": 1.0, "fail": -1.0}.get(row.verdicts[-1] if row.verdicts else "", 0.0)
         sel = names.CANARY_VERDICT + '{canary="canary",baseline="stable"}'

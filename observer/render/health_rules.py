@@ -113,7 +113,7 @@ def leading_group(a: Alerting) -> Group:
             ) if pre_rate > lim.preemptions_per_second else (),
         ),
     )
-    rules += (_shedding(a), *_gpu_health(a), _restart_storm(a))
+    rules += (_shedding(a), *_gpu_health(a), _restart_storm(a), _replica_outlier(a))
     if a.quality_enabled:
         rules += (_probe_failing(a),)
     if a.drift_enabled:
@@ -174,6 +174,34 @@ def _gpu_health(a: Alerting) -> tuple[Alert, Alert]:
                           interval)),
     )
     return memory, throttled
+
+
+def _replica_outlier(a: Alerting) -> Alert:
+    """One replica much slower than its siblings (one bad GPU or node) for the hold time."""
+    interval, at, steps = _timing(a, a.limits.leading_for)
+    out, score = names.REPLICA_OUTLIER, names.REPLICA_OUTLIER_SCORE
+    key: Labels = ((names.REPLICA, "llm-canary-0"), (_V, "canary"))
+    other = {_V: "canary", names.REPLICA: "llm-canary-1"}
+    return Alert(
+        name=names.ALERT_REPLICA_OUTLIER,
+        expr=f"max by ({_V}, {names.REPLICA}) ({out}) == 1",
+        severity="warning", for_seconds=a.limits.leading_for,
+        summary="{{ $labels.version }}: replica {{ $labels.replica }} much slower than its siblings",
+        description=("Replica {{ $labels.replica }} of version {{ $labels.version }} has a median TTFT far above its "
+                     f"siblings' for {duration(a.limits.leading_for)}: the version's latency averages it away, "
+                     "its users wait. One GPU or node is degraded: check its DCGM panel (throttling, ECC) "
+                     "(outlier flag {{ printf \"%.0f\" $value }})."),
+        runbook="replica-slow",
+        examples=(Example(f"{names.ALERT_REPLICA_OUTLIER} fires on one slow replica",
+                          (Series(selector(out, dict(key)), f"1x{steps}"),
+                           Series(selector(score, dict(key)), f"8x{steps}"),
+                           Series(selector(out, other), f"0x{steps}"),
+                           Series(selector(score, other), f"-0.5x{steps}")),
+                          at, interval, (Firing(key, 1.0),)),
+                  Example(f"{names.ALERT_REPLICA_OUTLIER} quiet when replicas agree",
+                          (Series(selector(out, dict(key)), f"0x{steps}"),
+                           Series(selector(score, dict(key)), f"0.4x{steps}")), at, interval)),
+    )
 
 
 def _restart_storm(a: Alerting) -> Alert:
@@ -442,8 +470,43 @@ def hygiene_group(a: Alerting) -> Group:
                               (Series(selector(req, {_V: old, names.MODEL: "m", names.FINISHED_REASON: "stop"}),
                                       f"0+60x{steps}"),), at, interval, (Firing(((_V, old),), 60 / interval),)),),
         ))
+    if a.fingerprint_enabled:
+        rules.extend(_observed_fingerprint(a))
     rules.extend(_discovery_hygiene(a))
     return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
+
+
+def _observed_fingerprint(a: Alerting) -> list[Alert]:
+    """The observed system prompt / sampling parameters of a version changed, or differ from the declared."""
+    interval, at, steps = _timing(a, 0.0)
+    key: Labels = ((names.PART, "template"), (_V, "canary"))
+    out = []
+    for name, metric, summary, description, runbook in (
+        (names.ALERT_FINGERPRINT_CHANGED, names.FINGERPRINT_CHANGED,
+         "{{ $labels.version }}: {{ $labels.part }} changed without a new version",
+         "The {{ $labels.part }} hash the sampled requests of version {{ $labels.version }} carry is not the one "
+         "they carried before (sampling.fingerprint reference window), and the version name did not change: a "
+         "prompt template or sampling defaults rolled (back or forward) apart from the weights (gauge "
+         "{{ printf \"%.0f\" $value }}).",
+         "fingerprint-changed"),
+        (names.ALERT_FINGERPRINT_MISMATCH, names.FINGERPRINT_MISMATCH,
+         "{{ $labels.version }}: observed {{ $labels.part }} is not the declared one",
+         "The {{ $labels.part }} hash the sampled requests of version {{ $labels.version }} carry differs from "
+         "the hash declared in fleet.versions (prompt_template_hash / sampling_defaults_hash): the version "
+         "serves another prompt template or sampling parameters than its config says (gauge "
+         "{{ printf \"%.0f\" $value }}).",
+         "fingerprint-mismatch"),
+    ):
+        out.append(Alert(
+            name=name, expr=f"max by ({_V}, {names.PART}) ({metric}) == 1", severity="ticket",
+            summary=summary, description=description, runbook=runbook,
+            examples=(Example(f"{name} fires", (Series(selector(metric, dict(key)), f"1x{steps}"),
+                                                 Series(selector(metric, {names.PART: "sampling", _V: "canary"}),
+                                                        f"0x{steps}")),
+                              at, interval, (Firing(key, 1.0),)),
+                      Example(f"{name} quiet", (Series(selector(metric, dict(key)), f"0x{steps}"),), at, interval)),
+        ))
+    return out
 
 
 def _discovery_hygiene(a: Alerting) -> list[Alert]:

@@ -106,6 +106,7 @@ class Alerting:
     judge_enabled: bool
     drift_enabled: bool
     canary_enabled: bool
+    fingerprint_enabled: bool
     canary_pairs: tuple[tuple[str, str], ...]  # (canary, baseline) judged by the canary area
     rule_name: str
     rule_namespace: str | None
@@ -199,6 +200,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         quality_enabled=config.quality.enabled,
         judge_enabled=config.quality.enabled and config.quality.judge.url is not None,
         drift_enabled=config.drift.enabled,
+        fingerprint_enabled=config.sampling.enabled and config.sampling.fingerprint.enabled,
         canary_enabled=bool(pairs), canary_pairs=pairs, rule_name=slo.prometheus_rule.name,
         rule_namespace=slo.prometheus_rule.namespace,
         rule_labels=tuple(sorted(slo.prometheus_rule.labels.items())),

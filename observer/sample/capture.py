@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from observer.conventions import fingerprint
 from observer.sample import tool_calls
 from observer.store.base import SampleRecord
 
@@ -204,7 +205,9 @@ def to_record(capture: Capture) -> SampleRecord:
         model=model if isinstance(model, str) else None,
         finish_reason=finish if isinstance(finish, str) else None,
         prompt_tokens=_int(usage.get("prompt_tokens")), output_tokens=_int(usage.get("completion_tokens")),
-        latency_s=capture.latency_s, ttft_s=capture.ttft_s, source="proxy")
+        latency_s=capture.latency_s, ttft_s=capture.ttft_s, source="proxy",
+        **dict(zip(("template_hash", "sampling_hash"),
+                   fingerprint.request_fingerprint(request, chat=capture.kind == "chat"), strict=True)))
 
 
 def _int(value: Any) -> int | None:

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from observer.conventions import fingerprint
 from observer.export import contract
 from observer.export.contract import inline_schema
 from observer.sample.capture import CaptureError, render_messages
@@ -33,6 +34,7 @@ MAX_TOKENS = 100_000_000  # far above any context window; bounded so every value
 MAX_SECONDS = 86_400.0  # a request's latency, at most a day
 MAX_TS = 4_102_444_800.0  # 2100-01-01: a `ts` beyond it is a unit mistake (ms, ns) or garbage
 _KEY = re.compile(r"[\x21-\x7e]{1,200}")  # an Idempotency-Key: printable ASCII, bounded
+_HASH = f"^[0-9a-f]{{{fingerprint.HASH_HEX}}}$"  # an observed fingerprint hash (conventions.fingerprint)
 FUTURE_SLACK_SECONDS = 86_400.0  # clock skew tolerated for a `ts` ahead of the observer's clock
 
 
@@ -55,6 +57,12 @@ class IngestSample(BaseModel):
     ttft_s: float | None = Field(None, ge=0, le=MAX_SECONDS)
     tenant_tier: str | None = Field(None, max_length=32)
     source: Literal["ingest", "proxy"] = "ingest"
+    template_hash: str | None = Field(None, pattern=_HASH, description="Observed system-prompt hash "
+                                      "(`observer fingerprint`); default: computed from `messages`.")
+    sampling_hash: str | None = Field(None, pattern=_HASH, description="Observed sampling-parameter hash; "
+                                      "default: computed from `sampling`.")
+    sampling: dict[str, Any] | None = Field(None, description="The request's sampling parameters (temperature, "
+                                            "top_p, ...), hashed into sampling_hash and not stored.")
 
     @model_validator(mode="after")
     def _one_prompt(self) -> IngestSample:
@@ -153,7 +161,7 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
                 version=s.version, prompt=prompt, output=s.output, ts=s.ts if s.ts is not None else now,
                 model=s.model, finish_reason=s.finish_reason, prompt_tokens=s.prompt_tokens,
                 output_tokens=s.output_tokens, latency_s=s.latency_s, ttft_s=s.ttft_s,
-                tenant_tier=s.tenant_tier, source=s.source))
+                tenant_tier=s.tenant_tier, source=s.source, **_observed(s)))
         for r in records:
             metrics.seen[(r.version, r.source)] += 1
             metrics.sampled[(r.version, r.source)] += 1
@@ -183,6 +191,17 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
     return router
 
 
+def _observed(s: IngestSample) -> dict[str, str | None]:
+    """The sample's observed identity: hashes sent as they are, else computed from messages / sampling."""
+    template = s.template_hash
+    if template is None and s.messages is not None:
+        template = fingerprint.messages_template_hash(s.messages)
+    sampling = s.sampling_hash
+    if sampling is None and s.sampling is not None:
+        sampling = fingerprint.sampling_hash(s.sampling)
+    return {"template_hash": template, "sampling_hash": sampling}
+
+
 def _commit(store: SampleStore, redactor: Redactor | None, records: Sequence[SampleRecord], key: str | None
             ) -> tuple[list[int], Any]:
     redacted, counts = redact_records(redactor, records)
@@ -192,7 +211,7 @@ def _commit(store: SampleStore, redactor: Redactor | None, records: Sequence[Sam
 def _public(sample: Any) -> dict[str, Any]:
     out = {k: getattr(sample, k) for k in (
         "id", "version", "ts", "source", "model", "prompt", "output", "finish_reason", "prompt_tokens",
-        "output_tokens", "latency_s", "ttft_s", "tenant_tier", "content_hash")}
+        "output_tokens", "latency_s", "ttft_s", "tenant_tier", "content_hash", "template_hash", "sampling_hash")}
     out["scores"] = {name: {"passed": s.passed, "score": None if s.score is None or math.isnan(s.score)
                             else s.score, "reason": s.reason} for name, s in sample.scores.items()}
     return out

@@ -96,12 +96,17 @@ class FleetHandle:
         """The current profile of `version`."""
         return self.version(version).profile
 
-    def set_profile(self, version: str, preset: str | None = None, **changes: Any) -> Profile:
-        """Change `version`'s behaviour now: optionally from a preset, then field overrides."""
+    def set_profile(self, version: str, preset: str | None = None, *, replica: int | None = None,
+                    **changes: Any) -> Profile:
+        """Change `version`'s behaviour now (of every replica, or of `replica` only): optionally from a
+        preset, then field overrides."""
         spec: dict[str, Any] = dict(changes)
         if preset is not None:
             spec["preset"] = preset
-        return self.version(version).set_profile(spec)
+        try:
+            return self.version(version).set_profile(spec, replica=replica)
+        except ValueError as e:
+            raise SimError(str(e)) from e
 
     def restart(self, version: str, replica: int | None = None) -> None:
         """Simulate a pod restart of `version` (all replicas, or one): counters reset."""

@@ -74,10 +74,14 @@ class SimVersion:
     def profile(self) -> Profile:
         return self.replicas[0].engine.profile
 
-    def set_profile(self, changes: Mapping[str, Any] | Profile | str) -> Profile:
-        """Apply a preset name, a Profile, or overrides (validated) to every replica."""
-        profile = build_profile(changes, base=self.profile) if not isinstance(changes, Profile) else changes
-        for r in self.replicas:
+    def set_profile(self, changes: Mapping[str, Any] | Profile | str, *, replica: int | None = None) -> Profile:
+        """Apply a preset name, a Profile, or overrides (validated) to every replica, or to one (a slow GPU)."""
+        chosen = [r for r in self.replicas if replica is None or r.index == replica]
+        if not chosen:
+            raise ValueError(f"version {self.name} has no replica {replica} (it has {len(self.replicas)})")
+        base = chosen[0].engine.profile
+        profile = build_profile(changes, base=base) if not isinstance(changes, Profile) else changes
+        for r in chosen:
             r.engine.set_profile(profile)
         return profile
 

@@ -38,6 +38,8 @@ class SampleRecord:
     ttft_s: float | None = None
     tenant_tier: str | None = None
     source: Source = "ingest"
+    template_hash: str | None = None  # observed identity (conventions.fingerprint); None: not known
+    sampling_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,11 @@ class ManagedStore(SampleStore, SharedWork, PairStore, Protocol):
         """Bytes the store takes on disk."""
         ...
 
+    def fingerprint_counts(self, version: str, *, since: float, until: float) -> dict[tuple[str, str], int]:
+        """Samples per observed (template hash, sampling hash) of `version` with since <= ts < until; a part
+        a sample did not carry reads ""; samples with neither are left out."""
+        ...
+
     def prune(self, *, max_age_seconds: float, max_rows_per_version: int) -> int:
         """Delete samples older than `max_age_seconds` and beyond the newest `max_rows_per_version`."""
         ...
@@ -134,10 +141,12 @@ class ManagedStore(SampleStore, SharedWork, PairStore, Protocol):
 
 def stored_sample(row: Sequence[Any], scores: Mapping[str, Score]) -> StoredSample:
     """A StoredSample from a row of the stores' common column order (id, version, ts, source, model, prompt,
-    output, finish_reason, prompt_tokens, output_tokens, latency_s, ttft_s, tenant_tier, content_hash)."""
+    output, finish_reason, prompt_tokens, output_tokens, latency_s, ttft_s, tenant_tier, content_hash,
+    template_hash, sampling_hash)."""
     (sid, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, latency_s,
-     ttft_s, tenant_tier, chash) = row
+     ttft_s, tenant_tier, chash, template, sampling) = row
     return StoredSample(version=version, prompt=prompt, output=output, ts=ts, model=model,
                         finish_reason=finish_reason, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                         latency_s=latency_s, ttft_s=ttft_s, tenant_tier=tenant_tier, source=source,
-                        id=int(sid), content_hash=chash, scores=MappingProxyType(dict(scores)))
+                        template_hash=template, sampling_hash=sampling, id=int(sid), content_hash=chash,
+                        scores=MappingProxyType(dict(scores)))

@@ -34,6 +34,7 @@ from observer.store.sql import (
     complete_sql,
     encode_meta,
     enqueue_rows,
+    fingerprint_counts_query,
     golden_run_row,
     insert_golden_run_sql,
     insert_job_sql,
@@ -136,6 +137,11 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (canary, sample_id)
     );
     CREATE INDEX pairs_by_canary ON pairs (canary, ts);
+    """,
+    # 4: the observed identity of each sample (issue 18 item 1): system-prompt and sampling-parameter hashes.
+    """
+    ALTER TABLE samples ADD COLUMN template_hash TEXT;
+    ALTER TABLE samples ADD COLUMN sampling_hash TEXT;
     """,
 )
 # A row is in the feed once no transaction older than its own is still open: then every row with a smaller
@@ -339,6 +345,12 @@ class PostgresStore(SqlReads):
         with self._conn("count samples") as conn:
             rows = conn.execute("SELECT version, COUNT(*) FROM samples GROUP BY version").fetchall()
         return {str(v): int(n) for v, n in rows}
+
+    def fingerprint_counts(self, version: str, *, since: float, until: float) -> dict[tuple[str, str], int]:
+        """Samples per (template hash, sampling hash) of `version` with since <= ts < until."""
+        with self._conn("count fingerprints") as conn:
+            rows = conn.execute(*fingerprint_counts_query(version, since=since, until=until, mark="%s")).fetchall()
+        return {(str(t), str(s)): int(n) for t, s, n in rows}
 
     def size_bytes(self) -> int:
         """Bytes on disk of the store's tables and their indexes."""

@@ -32,6 +32,7 @@ from observer.store.sql import (
     complete_sql,
     encode_meta,
     enqueue_rows,
+    fingerprint_counts_query,
     golden_run_row,
     insert_golden_run_sql,
     insert_job_sql,
@@ -135,6 +136,11 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (canary, sample_id)
     );
     CREATE INDEX pairs_by_canary ON pairs (canary, ts);
+    """,
+    # 5: the observed identity of each sample (issue 18 item 1): system-prompt and sampling-parameter hashes.
+    """
+    ALTER TABLE samples ADD COLUMN template_hash TEXT;
+    ALTER TABLE samples ADD COLUMN sampling_hash TEXT;
     """,
 )
 _NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM scores)"
@@ -298,6 +304,15 @@ class SqliteStore(SqlReads):
         with self._locked() as db:
             rows = db.execute("SELECT version, COUNT(*) FROM samples GROUP BY version").fetchall()
         return {str(v): int(n) for v, n in rows}
+
+    def fingerprint_counts(self, version: str, *, since: float, until: float) -> dict[tuple[str, str], int]:
+        """Samples per (template hash, sampling hash) of `version` with since <= ts < until."""
+        with self._locked() as db:
+            try:
+                rows = db.execute(*fingerprint_counts_query(version, since=since, until=until, mark="?")).fetchall()
+            except sqlite3.Error as e:
+                raise StoreError(f"could not count fingerprints in {self.path}: {e}") from e
+        return {(str(t), str(s)): int(n) for t, s, n in rows}
 
     def size_bytes(self) -> int:
         """Bytes on disk: the database file plus its write-ahead log."""

@@ -12,6 +12,7 @@ import httpx
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
+from observer.analyse.fingerprint import FingerprintCollector, FingerprintWatch
 from observer.config.sampling import SamplingSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
@@ -97,6 +98,7 @@ class SamplingComponent:
     _apps: list[ProxyApp] = field(default_factory=list)
     _client: httpx.AsyncClient | None = None
     guards: dict[str, ConnectionGuard] = field(default_factory=dict)
+    fingerprints: FingerprintWatch | None = None
 
     @property
     def spec(self) -> SamplingSpec:
@@ -105,7 +107,8 @@ class SamplingComponent:
     def collectors(self) -> Sequence[Collector]:
         return (SamplingCollector(self.metrics, queue_depth=self.pipeline.queue_depth,
                                   store_bytes=lambda: self.stats.size, store_rows=lambda: self.stats.rows,
-                                  redaction_kinds=self.pipeline.redactor.kinds if self.pipeline.redactor else ()),)
+                                  redaction_kinds=self.pipeline.redactor.kinds if self.pipeline.redactor else ()),
+                *((FingerprintCollector(self.fingerprints),) if self.fingerprints is not None else ()))
 
     def routers(self) -> Sequence[APIRouter]:
         config = self.ctx.config
@@ -117,7 +120,14 @@ class SamplingComponent:
 
     def jobs(self) -> Sequence[Job]:
         return (Job("sample-store-prune", self.spec.store.prune_interval_seconds, self.prune, singleton=True),
-                Job("sample-store-stats", 15.0, self.refresh_stats))
+                Job("sample-store-stats", 15.0, self.refresh_stats),
+                *((Job("fingerprint-check", self.spec.fingerprint.interval_seconds, self.check_fingerprints),)
+                  if self.fingerprints is not None else ()))
+
+    async def check_fingerprints(self) -> None:
+        """Count the observed fingerprints of every version in the current and reference windows."""
+        if self.fingerprints is not None:
+            await asyncio.to_thread(self.fingerprints.check, self.ctx.clock())
 
     async def prune(self) -> None:
         """Apply retention by age and by rows per version, and to finished shared-work jobs."""
@@ -190,5 +200,7 @@ def build(ctx: Context) -> SamplingComponent | None:
     pipeline = build_pipeline(spec, StoreSink(store), metrics, clock=ctx.clock)
     guards = {name: proxy_guard(spec, name) for name, o in spec.versions.items() if o.listen}
     ctx.connection_guards.extend(guards.values())
-    return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics, guards=guards)
+    watch = FingerprintWatch(ctx.fleet, store, spec.fingerprint) if spec.fingerprint.enabled else None
+    return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics, guards=guards,
+                             fingerprints=watch)
 

@@ -33,6 +33,7 @@ from observer import conventions as names
 from observer.cli.main import app
 from observer.config import parse_config
 from observer.config.spec import ObserverConfig
+from observer.conventions.fingerprint import sampling_hash, template_hash
 from observer.render import alerts as alert_render
 from observer.render.dashboards import render
 from observer.render.dashboards.lint import PanelQuery, queries, substitute
@@ -57,11 +58,19 @@ FEEDS = {"fleet": ("scrape runtime", "observer_ttft"), "gpu": ("scrape runtime",
          "cost": ("cost meter", "observer_cost_per")}
 
 
-def _sample(version: str, i: int) -> dict[str, Any]:
+TEMPLATE = template_hash(["You answer questions about topics."])
+SAMPLING = sampling_hash({"temperature": 0.3})
+
+
+def _sample(version: str, i: int, ts: float | None = None) -> dict[str, Any]:
     refusal = i % 10 == 0
-    return {"version": version, "prompt": f"Question {i} on topic {i % 7}?",
-            "output": "I'm sorry, I can't help with that." if refusal else f"Answer {i} about topic {i % 7}.",
-            "finish_reason": "stop", "prompt_tokens": 6, "output_tokens": 8, "latency_s": 0.5, "ttft_s": 0.1}
+    out = {"version": version, "prompt": f"Question {i} on topic {i % 7}?",
+           "output": "I'm sorry, I can't help with that." if refusal else f"Answer {i} about topic {i % 7}.",
+           "finish_reason": "stop", "prompt_tokens": 6, "output_tokens": 8, "latency_s": 0.5, "ttft_s": 0.1,
+           "template_hash": TEMPLATE, "sampling_hash": SAMPLING}  # what the proxy computes from each request
+    if ts is not None:
+        out["ts"] = ts
+    return out
 
 
 @dataclass
@@ -83,6 +92,7 @@ fleet:
       dcgm: [http://127.0.0.1:{dcgm}/metrics]
       pods: [{{namespace: llm-serving, pod: sim-stable-0}}]
       expected_traffic_weight: 0.9
+      prompt_template_hash: {TEMPLATE}
     - name: canary
       role: canary
       vllm: [http://127.0.0.1:{canary}/metrics]
@@ -90,9 +100,10 @@ fleet:
       dcgm: [http://127.0.0.1:{dcgm}/metrics]
       pods: [{{namespace: llm-serving, pod: sim-canary-0}}]
       expected_traffic_weight: 0.1
+      prompt_template_hash: {TEMPLATE}
 scrape: {{interval_seconds: 1, timeout_seconds: 1, window_seconds: 30}}
 server: {{auth_token: {TOKEN}}}
-sampling: {{store: {{path: {tmp}/samples.db}}}}
+sampling: {{store: {{path: {tmp}/samples.db}}, fingerprint: {{interval_seconds: 1}}}}
 quality:
   golden_dirs: [{tmp}/golden]
   interval_seconds: 3
@@ -131,7 +142,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             with (run_fleet(config, seed=7, answer_dir=ROOT / "golden_sets", total_rps=40.0),
                   run_observer(config) as obs):
                 obs.wait_ready(timeout=30)
-                first = [_sample(v, i) for v in sorted(VERSIONS) for i in range(40)]
+                # The hour before (the fingerprints' reference window), then now.
+                first = [_sample(v, i, ts=time.time() - 1800 + i) for v in sorted(VERSIONS) for i in range(40)]
+                first += [_sample(v, i) for v in sorted(VERSIONS) for i in range(40)]
                 assert httpx.post(f"{obs.url}/api/v1/samples", json={"samples": first}, timeout=10,
                                   headers=AUTH).status_code == 200
                 pinned = CliRunner().invoke(app, ["baseline", "pin", "--version", "stable", "--promote",

@@ -155,3 +155,40 @@ def test_store_failure_is_503_and_counted(observer: ObserverProcess) -> None:
     assert resp.status_code == 503 and "closed" in resp.json()["detail"]
     text = observer.get("/metrics").text
     assert 'observer_samples_dropped_total{reason="store_error",version="stable"} 1.0' in text
+
+
+def test_observed_template_change_reaches_metrics_and_bad_hashes_are_400(tmp_path: Path) -> None:
+    """Issue 18 item 1 through the service: mirrored messages carry their system prompt's hash; the
+    fingerprint job sees the canary's template change (same version name) at its next run."""
+    from observer.conventions import fingerprint as fp
+
+    text = config_text(tmp_path / "samples.db") + """  fingerprint: {interval_seconds: 0.2, window_seconds: 600,
+                 reference_seconds: 3600, min_samples: 5}
+"""
+    config = parse_config(text, environ={})
+    now = time.time()
+
+    def batch(system: str, ts: float, n: int) -> list[dict[str, Any]]:
+        return [sample(version="canary", prompt=None, ts=ts + i, sampling={"temperature": 0.2, "max_tokens": i},
+                       messages=[{"role": "system", "content": system}, {"role": "user", "content": f"q{i}"}])
+                for i in range(n)]
+
+    with run_observer(config, areas=["sample"]) as proc:
+        bad = post(proc, {"samples": [sample(template_hash="You are a pirate")]})
+        assert bad.status_code == 400 and bad.json()["field"] == "samples.0.template_hash"
+        assert post(proc, {"samples": batch("old template", now - 2000, 10) + batch("new template", now - 60, 10)
+                           }).status_code == 200
+        [row] = httpx.get(proc.url + "/api/v1/samples", params={"version": "canary", "limit": 1},
+                          headers=AUTH).json()["samples"]
+        assert row["template_hash"] == fp.template_hash(["new template"])
+        assert row["sampling_hash"] == fp.sampling_hash({"temperature": 0.2})
+        want = (names.FINGERPRINT_CHANGED, {"version": "canary", "part": "template"})
+        deadline = time.monotonic() + 15
+        value = None
+        while time.monotonic() < deadline and value != 1.0:
+            time.sleep(0.2)
+            for fam in text_string_to_metric_families(proc.get("/metrics").text):
+                for s in fam.samples:
+                    if (s.name, s.labels) == want:
+                        value = s.value
+        assert value == 1.0

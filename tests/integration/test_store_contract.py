@@ -230,3 +230,17 @@ def test_shadow_pairs_are_stored_once_read_in_order_and_pruned(clocked: tuple[Ma
     clock.now += 3600
     store.prune(max_age_seconds=3600 + 5, max_rows_per_version=1000)  # cutoff between the two pairs
     assert [p.sample_id for p in store.pairs("canary", since=0.0, limit=10)] == [8]
+
+
+def test_fingerprint_counts_group_by_hash_pair_in_the_range(store: ManagedStore) -> None:
+    store.add([rec(i=1, template_hash="aaaaaaaaaaaa", sampling_hash="111111111111"),
+               rec(i=2, template_hash="aaaaaaaaaaaa", sampling_hash="111111111111"),
+               rec(i=3, template_hash="bbbbbbbbbbbb"),  # a mirror that sent no sampling parameters
+               rec(i=4),  # no fingerprint at all: not counted
+               rec(i=50, template_hash="cccccccccccc", sampling_hash="111111111111"),  # after the range
+               rec("canary", 2, template_hash="dddddddddddd", sampling_hash="222222222222")])
+    got = store.fingerprint_counts("stable", since=1_000_000.0, until=1_000_010.0)
+    assert got == {("aaaaaaaaaaaa", "111111111111"): 2, ("bbbbbbbbbbbb", ""): 1}
+    [back] = [s for s in store.samples("stable") if s.prompt == "prompt 1"]
+    assert (back.template_hash, back.sampling_hash) == ("aaaaaaaaaaaa", "111111111111")
+    assert store.fingerprint_counts("nope", since=0.0, until=2e9) == {}

@@ -130,11 +130,36 @@ def _side_by_side(config: ObserverConfig) -> Section:
     ])
 
 
+def _identity() -> Section:
+    part = names.PART
+    return Section("Version identity", [
+        PanelSpec(
+            title="Observed fingerprints", unit="percentunit", width=12, min=0, max=1,
+            runbooks=(names.ALERT_FINGERPRINT_CHANGED,),
+            description="Share of each version's sampled requests per observed (system prompt, sampling "
+                        "parameters) hash pair in the current window (top-k): one line per version is one build.",
+            queries=[Query(f"max by ({V}, {names.TEMPLATE_HASH}, {names.SAMPLING_HASH}) "
+                           f"({sel(names.FINGERPRINT_SHARE)})",
+                           f"{{{{{V}}}}} {{{{{names.TEMPLATE_HASH}}}}}/{{{{{names.SAMPLING_HASH}}}}}")],
+        ),
+        PanelSpec(
+            title="Fingerprint changed or undeclared", kind="state", unit="none", width=12,
+            runbooks=(names.ALERT_FINGERPRINT_MISMATCH,),
+            description="1 when a version's observed template or sampling hash changed without a new version "
+                        "(changed), or is not the one declared in the fleet config (mismatch).",
+            queries=[Query(f"max by ({V}, {part}) ({sel(names.FINGERPRINT_CHANGED)})",
+                           f"{{{{{V}}}}} {{{{{part}}}}} changed"),
+                     Query(f"max by ({V}, {part}) ({sel(names.FINGERPRINT_MISMATCH)})",
+                           f"{{{{{V}}}}} {{{{{part}}}}} mismatch")],
+        ),
+    ])
+
+
 def dashboard(obj: Objectives, config: ObserverConfig) -> DashboardSpec:
     """The canary analysis dashboard."""
     return DashboardSpec(
         slug="canary", title="Canary analysis",
         description="Canary vs baseline: verdict and score over time, per-metric results, samples, traffic split.",
-        sections=[_verdict(obj), _metrics(), _side_by_side(config)],
+        sections=[_verdict(obj), _metrics(), _side_by_side(config), _identity()],
     )
 

@@ -85,8 +85,24 @@ def dashboard(obj: Objectives) -> DashboardSpec:
             queries=[Query(f"sum by ({V}) ({sel(names.GPU_COUNT)})", f"{{{{{V}}}}}")],
         ),
     ])
+    replica = names.REPLICA
+    replicas = Section("Replicas", [
+        PanelSpec(
+            title="Per-replica median TTFT", unit="s", width=12, runbooks=(names.ALERT_REPLICA_OUTLIER,),
+            description="Window median time to first token of each replica, from its own histogram: one slow GPU "
+                        "or node stands out here while the version's latency averages it away.",
+            queries=[Query(f"max by ({V}, {replica}) ({sel(names.REPLICA_TTFT_P50)})",
+                           f"{{{{{V}}}}} {{{{{replica}}}}}")],
+        ),
+        PanelSpec(
+            title="Per-replica request share", unit="percentunit", width=12, min=0, max=1,
+            description="Share of the version's window requests each replica served (routing skew).",
+            queries=[Query(f"max by ({V}, {replica}) ({sel(names.REPLICA_SHARE)})",
+                           f"{{{{{V}}}}} {{{{{replica}}}}}")],
+        ),
+    ])
     return DashboardSpec(
         slug="gpu", title="GPU",
         description="DCGM GPU metrics per model version: utilisation, memory, tensor/DRAM activity, health.",
-        sections=[usage, health],
+        sections=[usage, health, replicas],
     )

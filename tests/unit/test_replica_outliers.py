@@ -1,0 +1,90 @@
+"""One slow replica among its siblings (issue 18 item 2): the robust outlier test, seeded trials of its
+false-alarm rate on dependent (bursty, queueing) per-replica traffic, and its power on a 3× slower GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from observer.analyse.replicas import OutlierRule, ReplicaStat, ReplicaTracker, judge, robust_scores
+from observer.collect.model import Histogram
+
+EDGES = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)  # vLLM TTFT
+
+
+def hist(samples: np.ndarray) -> Histogram:
+    cum = (*(float(np.sum(samples <= b)) for b in EDGES), float(len(samples)))
+    return Histogram(bounds=EDGES, cumulative=cum, sum=float(samples.sum()), count=float(len(samples)))
+
+
+def test_robust_scores_floor_the_mad() -> None:
+    same = robust_scores({"a": 1.0, "b": 1.0, "c": 1.0, "d": 3.0}, mad_floor=0.05)
+    assert same["a"] == 0.0 and same["d"] == pytest.approx(2.0 / (1.4826 * 0.05))
+    assert robust_scores({"a": 0.0, "b": 0.0}, mad_floor=0.05) == {"a": 0.0, "b": 0.0}  # no division by 0
+
+
+def test_judge_needs_siblings_requests_and_a_real_ratio() -> None:
+    rule = OutlierRule()
+    three = [ReplicaStat("a", 0.3, 100, 0.10), ReplicaStat("b", 0.3, 100, 0.11), ReplicaStat("c", 0.9, 100, 0.33)]
+    got = {s.replica: s for s in judge(three, rule)}
+    assert got["c"].outlier and not got["a"].outlier and got["c"].share == pytest.approx(1 / 3)
+    assert not any(s.outlier for s in judge(three[1:], rule))  # two replicas: undecidable, no claim
+    assert all(s.score is None for s in judge(three[1:], rule))
+    few = [ReplicaStat("a", 0.3, 100, 0.10), ReplicaStat("b", 0.3, 100, 0.11), ReplicaStat("c", 0.9, 5, 0.33)]
+    assert not any(s.outlier for s in judge(few, rule))  # 5 requests: too few to call it slow
+    # Far in z but only 1.3× the median: a tight fleet's small wobble is not paged on.
+    tight = [ReplicaStat("a", 0.3, 100, 0.100), ReplicaStat("b", 0.3, 100, 0.100), ReplicaStat("c", 0.4, 100, 0.130)]
+    assert not any(s.outlier for s in judge(tight, rule))
+    idle = [ReplicaStat("a", None, 0.0)]
+    assert judge(idle, rule)[0].share is None
+
+
+def _pod_traffic(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
+    """TTFTs of one pod over one window, dependent as production is: bursts raise a shared queueing
+    delay for runs of requests (an AR(1) load level), batches share their prefill, one stall per window."""
+    level = np.empty(n)
+    x = 0.0
+    for i in range(n):
+        x = 0.9 * x + rng.normal(0, 0.3)
+        level[i] = x
+    queue = 0.02 * np.exp(np.clip(level, -3, 3))
+    batch = np.repeat(rng.lognormal(np.log(0.08), 0.35, size=n // 8 + 1), 8)[:n]
+    out = (batch + queue) * scale
+    stall = rng.integers(0, n - 10)
+    out[stall:stall + 10] += rng.uniform(0.2, 0.6)
+    return out
+
+
+def _trial(rng: np.random.Generator, pods: int, slow: int | None) -> bool:
+    tracker = ReplicaTracker(window_seconds=60.0)
+    start = {f"p{i}": hist(np.zeros(0)) for i in range(pods)}
+    tracker.observe(start, 0.0)
+    window = {}
+    for i in range(pods):
+        n = int(rng.integers(150, 400))  # uneven routing between pods
+        window[f"p{i}"] = hist(_pod_traffic(rng, n, 3.0 if i == slow else 1.0))
+    tracker.observe(window, 60.0)
+    flagged = {s.replica for s in tracker.window(60.0) if s.outlier}
+    return flagged == ({f"p{slow}"} if slow is not None else set())
+
+
+def test_false_alarms_and_power_over_seeded_trials_on_dependent_traffic() -> None:
+    rng = np.random.default_rng(18)
+    trials = 300
+    false_alarm = sum(not _trial(rng, 6, None) for _ in range(trials)) / trials
+    power = sum(_trial(rng, 6, 2) for _ in range(trials)) / trials
+    power4 = sum(_trial(rng, 4, 1) for _ in range(trials)) / trials
+    assert false_alarm <= 0.02, false_alarm
+    assert power >= 0.95 and power4 >= 0.9, (power, power4)
+
+
+def test_tracker_forgets_departed_replicas_and_reports_idle_ones() -> None:
+    rng = np.random.default_rng(1)
+    tracker = ReplicaTracker(window_seconds=60.0)
+    h = hist(_pod_traffic(rng, 100, 1.0))
+    tracker.observe({"a": hist(np.zeros(0)), "b": hist(np.zeros(0))}, 0.0)
+    tracker.observe({"a": h, "b": hist(np.zeros(0))}, 30.0)
+    stats = {s.replica: s for s in tracker.window(30.0)}
+    assert stats["a"].requests == 100 and stats["b"].requests == 0 and stats["b"].ttft_p95 is None
+    tracker.observe({"a": h}, 45.0)
+    assert [s.replica for s in tracker.window(45.0)] == ["a"]
