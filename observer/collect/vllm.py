@@ -8,11 +8,13 @@ Tolerates every V1 release from 0.8.5 to 0.33 (tests/fixtures/vllm-metrics/) and
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from observer.collect.model import Histogram, ModelMetrics, VllmScrape
 from observer.collect.promtext import Family, Sample, parse
+from observer.conventions.vllm import GENERATION_HANDLERS, HTTP_STATUS
 from observer.errors import SampleLimitError
 
 PREFIXES = ("vllm:", "vllm_")
@@ -118,6 +120,21 @@ def _add(acc: _ModelAcc, name: str, kind: str, s: Sample) -> None:
         acc.gauge_values[name].append(s.value)
 
 
+def _http_statuses(families: list[Family]) -> dict[str, float]:
+    """Responses of the generation handlers by status class from `http_requests_total` (summed over methods)."""
+    out: dict[str, float] = defaultdict(float)
+    for fam in families:
+        if fam.name not in ("http_requests", "http_requests_total") or fam.type not in ("counter", "untyped"):
+            continue
+        for s in fam.samples:
+            if s.name.endswith("_created") or _label(s.labels, "handler") not in GENERATION_HANDLERS:
+                continue
+            status = _label(s.labels, "status")
+            if status and math.isfinite(s.value):
+                out[status[:8]] += s.value
+    return dict(out)
+
+
 def _histogram(buckets: dict[str, float], total_sum: float, count: float) -> Histogram | None:
     edges: list[tuple[float, str, float]] = []
     inf = None
@@ -141,6 +158,7 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
     """Map parsed families of one vLLM target to per-model metrics under today's names; SampleLimitError when
     the target reports more than `max_models` models (each becomes a label value downstream)."""
     selected, ignored = _select(families)
+    http = _http_statuses(families)
     models: dict[str, _ModelAcc] = defaultdict(_ModelAcc)
     for name, fam in selected.items():
         for s in fam.samples:
@@ -154,6 +172,8 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
             if engine is not None:
                 acc.engines.add(engine)
             _add(acc, name, fam.type, s)
+    if http and len(models) == 1:  # one model: the HTTP server's responses are its responses
+        next(iter(models.values())).labelled[HTTP_STATUS].update(http)
     out: dict[str, ModelMetrics] = {}
     for model, acc in models.items():
         histograms = {}

@@ -47,6 +47,10 @@ class CanaryMetricSpec(Spec):
     finished_reasons: list[str] = Field(
         default_factory=list,
         description="ratio: vLLM finished_reason values counted as bad (e.g. [error], [abort], [length]).")
+    http_5xx: bool = Field(
+        False, description="ratio: also count the generation 5xx responses of vLLM's HTTP server beyond the "
+                           "`error` finishes (vLLM < 0.13 has no `error` finish reason; a request refused before "
+                           "the engine has none).")
     live_check: str | None = Field(
         None, description="ratio: a quality live-check name (failures over total) instead of finished_reasons.")
     family: LatencyFamily | None = Field(None, description="latency: which histogram.")
@@ -95,7 +99,7 @@ def default_metrics() -> list[CanaryMetricSpec]:
     """The metrics judged when the config lists none."""
     m = CanaryMetricSpec
     return [
-        m(name="errors", kind="ratio", finished_reasons=["error"], critical=True, group="errors"),
+        m(name="errors", kind="ratio", finished_reasons=["error"], http_5xx=True, critical=True, group="errors"),
         m(name="aborts", kind="ratio", finished_reasons=["abort"], group="errors"),
         m(name="truncations", kind="ratio", finished_reasons=["length"], base_rate=0.05, group="errors"),
         m(name="ttft", kind="latency", family="ttft", critical=True, base_rate=0.05, group="latency"),

@@ -56,3 +56,4 @@ SAMPLING_HASH = "sampling_hash"  # 12 hex digits of the sampling parameters' has
 PART = "part"  # template | sampling
 WINDOW = "window"  # current | reference (FINGERPRINT_SAMPLES)
 REPLICA = "replica"  # a version's pod (or target host:port); bounded by the version's targets (pod cap)
+HTTP_STATUS_CLASS = "status"  # on HTTP_RESPONSES: 2xx | 3xx | 4xx | 5xx | other (vLLM's instrumentator)

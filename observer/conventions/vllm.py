@@ -83,6 +83,12 @@ ITL = FAMILY["itl"]
 E2E = FAMILY["e2e"]
 QUEUE = FAMILY["queue"]
 REQUEST_SUCCESS = "request_success"
+HTTP_STATUS = "http_status"
+"""Labelled counter the parser adds from vLLM's HTTP instrumentator (`http_requests_total{handler,status}`, no
+`vllm:` prefix, no model label): responses of the generation handlers by status class (2xx, 4xx, 5xx),
+attributed to the target's model when it serves exactly one. vLLM < 0.13 has no `error` finish reason; its
+failed requests show here as 5xx."""
+GENERATION_HANDLERS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses"})
 PROMPT_TOKENS = "prompt_tokens"
 GENERATION_TOKENS = "generation_tokens"
 PREEMPTIONS = "num_preemptions"

@@ -62,6 +62,9 @@ _FAMILY_OF = {w[0]: h[1] for h, w in zip(_HISTOGRAMS[:4], _WINDOW_QUANTILES, str
 """Window summary name → the vLLM histogram family behind it."""
 
 
+HTTP_CLASSES = frozenset({"2xx", "3xx", "4xx", "5xx"})
+
+
 def _ok(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
@@ -121,6 +124,18 @@ class ScrapeCollector(Collector):
             for reason, n in folded.items():
                 requests.add_metric([*self._labels(e), reason], n)
         yield requests
+        http = CounterMetricFamily(names.HTTP_RESPONSES, "Responses of vLLM's generation handlers by status class "
+                                   "(its HTTP instrumentator), accumulated; single-model targets only.",
+                                   labels=[*_VM, names.HTTP_STATUS_CLASS])
+        for e in exports:
+            by_status = None if e.totals is None else e.totals.labelled(vllm.HTTP_STATUS)
+            classes: dict[str, float] = {}
+            for status, n in (by_status or {}).items():
+                key = status if status in HTTP_CLASSES else "other"
+                classes[key] = classes.get(key, 0.0) + n
+            for status, n in sorted(classes.items()):
+                http.add_metric([*self._labels(e), status], n)
+        yield http
         for name, fam, doc in _COUNTERS:
             c_family = CounterMetricFamily(name, doc, labels=_VM)
             for e in exports:

@@ -40,9 +40,17 @@ def error_ratio(o: Objective, window: str) -> str:
     if o.kind is SliKind.AVAILABILITY:
         requests = names.REQUESTS + "_total"
         total = f"{by} (rate({selector(requests, regex=versions)}[{window}]))"
-        bad = f"{by} (rate({selector(requests, regex={**versions, names.FINISHED_REASON: one_of(o.error_reasons)})}"
-        # No error series at all means no errors: `or total * 0` keeps the ratio at 0, not absent.
-        return f"(\n  {bad}[{window}]))\n  or\n  {total} * 0\n)\n/\n({total} > 0)"
+        bad = f"{by} (rate({selector(requests, regex={**versions, names.FINISHED_REASON: one_of(o.error_reasons)})}" \
+              f"[{window}]))"
+        http5xx = selector(names.HTTP_RESPONSES + "_total", {names.HTTP_STATUS_CLASS: "5xx"}, regex=versions)
+        http5 = f"{by} (rate({http5xx}[{window}]))"
+        # No error series at all means no errors: `or total * 0` keeps the ratio at 0, not absent. Generation
+        # 5xx beyond the error finishes are failed requests the engine never finished (vLLM < 0.13 has no
+        # `error` reason): clamp_min(5xx − errors, 0) goes into both sides, so one failure seen twice counts once.
+        errors = f"({bad}\n  or\n  {total} * 0)"
+        failed = f"{by} (rate({selector(requests, {names.FINISHED_REASON: 'error'}, regex=versions)}[{window}]))"
+        extra = f"(clamp_min({http5} - ({failed} or {total} * 0), 0)\n  or\n  {total} * 0)"
+        return f"(\n  {errors}\n  +\n  {extra}\n)\n/\n(({total} + {extra}) > 0)"
     if o.kind is SliKind.GOODPUT:
         return goodput_bad_ratio(o, window)
     if o.kind is SliKind.CLIENT:
@@ -166,9 +174,15 @@ def _scenario_series(o: Objective, version: str, bad: int, steps: int) -> tuple[
         return (Series(selector(names.LIVE_CHECKS + "_total", lbase), f"0+{EVENTS}x{steps}"),
                 Series(selector(names.LIVE_CHECK_FAILURES + "_total", lbase), f"0+{bad}x{steps}"))
     if o.kind is SliKind.AVAILABILITY:
-        req = names.REQUESTS + "_total"
+        req, http = names.REQUESTS + "_total", names.HTTP_RESPONSES + "_total"
+        # Half the failures finish with an error reason and answer 5xx (counted once), half are 5xx only
+        # (vLLM < 0.13, or refused before the engine).
+        finished_bad = bad // 2
         out = [Series(selector(req, {**base, names.FINISHED_REASON: "stop"}), f"0+{good}x{steps}"),
-               Series(selector(req, {**base, names.FINISHED_REASON: o.error_reasons[0]}), f"0+{bad}x{steps}")]
+               Series(selector(req, {**base, names.FINISHED_REASON: o.error_reasons[0]}), f"0+{finished_bad}x{steps}"),
+               Series(selector(http, {**base, names.HTTP_STATUS_CLASS: "2xx"}), f"0+{good}x{steps}"),
+               Series(selector(http, {**base, names.HTTP_STATUS_CLASS: "5xx"}),
+                      f"0+{bad if o.error_reasons[0] == 'error' else bad - finished_bad}x{steps}")]
         out += [Series(selector(req, {**base, names.FINISHED_REASON: r}), f"0+0x{steps}")
                 for r in o.error_reasons[1:]]
         return tuple(out)

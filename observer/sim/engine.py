@@ -192,12 +192,18 @@ class SimEngine:
         with self._lock:
             self._record(reqs)
 
-    def _record(self, r: Requests) -> None:
+    def _record(self, r: Requests, *, load: bool = False) -> None:
         if r.n == 0:
             return
         ok = r.reasons != ERROR
         reasons = np.bincount(r.reasons, minlength=len(fam.FINISHED_REASONS))
+        legacy = self._profile.legacy_errors
         for name, count in zip(fam.FINISHED_REASONS, reasons, strict=True):
+            if legacy and name == "error":
+                if load:  # the built-in load's failures answer 500 (API requests count their own status)
+                    key = ("/v1/chat/completions", "5xx")
+                    self._http[key] = self._http.get(key, 0.0) + float(count)
+                continue  # vLLM < 0.13: no `error` finish reason
             self._labelled["request_success"][name] += float(count)
         prompt = r.prompt_tokens[ok].astype(np.float64)
         gen = r.gen_tokens[ok].astype(np.float64)
@@ -257,7 +263,7 @@ class SimEngine:
             n = int(self.rng.poisson(p.load_rps * dt)) if p.load_rps > 0 and dt > 0 else 0
             factors = prompt_factors(n) if prompt_factors is not None and n else None
             reqs = draw_requests(p, n, self.rng, prompt_factor=factors)
-            self._record(reqs)
+            self._record(reqs, load=True)
             self._update_gauges()
             return reqs
 

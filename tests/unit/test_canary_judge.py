@@ -155,3 +155,38 @@ def test_two_non_critical_failures_below_marginal_still_fail() -> None:
     failing = [v for v in verdicts if v.verdict is Outcome.FAIL and not v.critical_failed]
     assert failing, [v.reason for v in verdicts[-3:]]
     assert sum(r.outcome is Outcome.FAIL for r in failing[0].metrics if not r.advisory) >= 2
+
+
+def _as_old_vllm(a: ArmData) -> ArmData:
+    """The arm as vLLM < 0.13 reports it: no `error` finish reason; failed requests are only HTTP 5xx."""
+    import dataclasses
+
+    def one(x: ArmData) -> ArmData:
+        req = dict(x.requests or {})
+        errors = req.pop("error", 0.0)
+        return dataclasses.replace(x, requests=req, http_status={"2xx": sum(req.values()), "5xx": errors})
+
+    return dataclasses.replace(one(a), slices=tuple(one(s) for s in a.slices))
+
+
+def test_errors_metric_counts_5xx_where_vllm_has_no_error_finish_reason() -> None:
+    """#18 item 3: an error regression on vLLM < 0.13 fails the canary through HTTP 5xx; without the 5xx
+    it would pass. And a failure counted as both an `error` finish and a 500 is counted once."""
+    c, b = _step(error_rate=0.03)
+    old_c, old_b = _as_old_vllm(c), _as_old_vllm(b)
+    v = _judge(old_c, old_b)
+    assert v.metric("errors").outcome is Outcome.FAIL and v.critical_failed
+    blind = CanarySpec(metrics=[m.model_copy(update={"http_5xx": False}) for m in CanarySpec().metrics])
+    assert _judge(old_c, old_b, spec=blind).metric("errors").outcome is not Outcome.FAIL
+    import dataclasses
+
+    def both(x: ArmData) -> ArmData:  # new vLLM, non-streamed failures: an error finish and a 500 each
+        err = (x.requests or {}).get("error", 0.0)
+        return dataclasses.replace(x, http_status={"5xx": err})
+
+    hc, hb = _step()
+    same = _judge(dataclasses.replace(both(hc), slices=tuple(both(s) for s in hc.slices)),
+                  dataclasses.replace(both(hb), slices=tuple(both(s) for s in hb.slices)))
+    plain = _judge(hc, hb)
+    assert same.metric("errors").n_canary == plain.metric("errors").n_canary
+    assert same.metric("errors").outcome is plain.metric("errors").outcome is Outcome.PASS

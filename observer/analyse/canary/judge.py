@@ -73,6 +73,8 @@ class ArmData:
 
     requests: Mapping[str, float] | None = None
     """Finished requests in the window by finished_reason."""
+    http_status: Mapping[str, float] | None = None
+    """Generation responses of vLLM's HTTP server in the window by status class (2xx, 4xx, 5xx)."""
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
     """Histogram increase over the window by family (ttft, itl, e2e, queue)."""
     golden: Mapping[str, tuple[int, int]] = field(default_factory=dict)
@@ -254,10 +256,18 @@ def _sliced(c: ArmData, b: ArmData) -> list[tuple[ArmData, ArmData]] | None:
     return list(zip(c.slices, b.slices, strict=False))
 
 
-def _bad(reasons: Sequence[str], a: ArmData) -> tuple[float, float]:
+def _bad(m: CanaryMetricSpec, a: ArmData) -> tuple[float, float]:
+    """(bad, total) requests of one arm (or slice). With `http_5xx`, 5xx responses beyond the finished
+    errors count as bad requests the engine never finished (vLLM < 0.13 has no `error` finish reason;
+    a request refused before the engine has none either): max(5xx − errors, 0) is added to both, so a
+    failed request seen as both an `error` finish and a 500 is counted once."""
     if a.requests is None:
         return 0.0, 0.0
-    return float(sum(a.requests.get(r, 0.0) for r in reasons)), float(sum(a.requests.values()))
+    bad, total = float(sum(a.requests.get(r, 0.0) for r in m.finished_reasons)), float(sum(a.requests.values()))
+    if m.http_5xx and a.http_status:
+        extra = max(0.0, float(a.http_status.get("5xx", 0.0)) - float(a.requests.get("error", 0.0)))
+        bad, total = bad + extra, total + extra
+    return bad, total
 
 
 def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
@@ -270,14 +280,11 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
         return _base(m, Outcome.NODATA, detail="no request counters")
     pairs = _sliced(c, b)
     if pairs is not None:
-        counts = np.array([(*_bad(m.finished_reasons, sc), *_bad(m.finished_reasons, sb)) for sc, sb in pairs]
-                          ).reshape(-1, 4)
+        counts = np.array([(*_bad(m, sc), *_bad(m, sb)) for sc, sb in pairs]).reshape(-1, 4)
         return _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], alpha=alpha,
                               power=power, pooled=True)
-    bad_c = round(sum(c.requests.get(r, 0.0) for r in m.finished_reasons))
-    bad_b = round(sum(b.requests.get(r, 0.0) for r in m.finished_reasons))
-    return _ratio_outcome(m, bad_c, c.total_requests or 0, bad_b, b.total_requests or 0, alpha=alpha,
-                          power=power)
+    (bad_c, n_c), (bad_b, n_b) = _bad(m, c), _bad(m, b)
+    return _ratio_outcome(m, round(bad_c), round(n_c), round(bad_b), round(n_b), alpha=alpha, power=power)
 
 
 def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float

@@ -137,11 +137,12 @@ class OwnSource:
         assert self.signals is not None
         raw = self.signals.slices(version, since=since, until=now, step=self.slice_seconds,
                                   histograms=[OWN_FAMILY[f] for f in sorted(families)],
-                                  labelled=["request_success"])
+                                  labelled=[vllm.REQUEST_SUCCESS, vllm.HTTP_STATUS])
         out = []
         for st in raw or ():
-            req = st.labelled.get("request_success")
+            req, http = st.labelled.get(vllm.REQUEST_SUCCESS), st.labelled.get(vllm.HTTP_STATUS)
             out.append(ArmData(requests=None if req is None else {str(k): float(x) for k, x in req.items()},
+                               http_status=None if http is None else {str(k): float(x) for k, x in http.items()},
                                histograms={f: st.histograms[OWN_FAMILY[f]] for f in sorted(families)
                                            if OWN_FAMILY[f] in st.histograms}))
         return tuple(out)
@@ -151,8 +152,9 @@ class OwnSource:
         families, golden_sets, checks, fields = _needs(metrics)
         if self.signals is None:
             return ArmData(note="no scrape signals in this observer (collect area disabled)")
-        raw = self.signals.labelled_counter_delta(version, "request_success", since=since)
+        raw = self.signals.labelled_counter_delta(version, vllm.REQUEST_SUCCESS, since=since)
         requests = None if raw is None else {str(k): float(v) for k, v in raw.items()}
+        http = self.signals.labelled_counter_delta(version, vllm.HTTP_STATUS, since=since)
         hists: dict[str, Histogram] = {}
         for fam in sorted(families):
             h = self.signals.histogram_delta(version, OWN_FAMILY[fam], since=since)
@@ -188,6 +190,7 @@ class OwnSource:
             outcomes, note, identity = self.pairs.paired_outcomes(version, since=since)
             paired = paired_counts(outcomes, paired_checks)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
+                       http_status=None if http is None else {str(k): float(v) for k, v in http.items()},
                        slices=slices, replicas=None if latest is None else latest.replicas_up,
                        prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,
                        environment=_environment(latest), cost_per_million_tokens=cost, paired=paired,
