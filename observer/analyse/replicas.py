@@ -120,3 +120,28 @@ class ReplicaTracker:
                         else (None, None))
             raw.append(ReplicaStat(replica=name, ttft_p95=p95, ttft_p50=p50, requests=float(d.count)))
         return judge(raw, self.rule)
+
+
+COLD_START_BUCKETS: tuple[float, ...] = (5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
+"""Seconds from pod start to its first good scrape: model download and load, CUDA graphs, warm-up."""
+
+
+@dataclass
+class ColdStarts:
+    """Cumulative histogram of one version's cold starts (pod start → first good scrape)."""
+
+    counts: list[float] = field(default_factory=lambda: [0.0] * (len(COLD_START_BUCKETS) + 1))
+    total: float = 0.0
+    n: int = 0
+    last: float | None = None
+
+    def observe(self, seconds: float) -> None:
+        """Count one cold start (negative clock skew reads as 0)."""
+        seconds = max(0.0, seconds)
+        for i, edge in enumerate(COLD_START_BUCKETS):
+            if seconds <= edge:
+                self.counts[i] += 1
+        self.counts[-1] += 1
+        self.total += seconds
+        self.n += 1
+        self.last = seconds

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from observer.analyse import histogram as hmath
 from observer.analyse.cost import CostMeter, CostTotals, CostWindow
-from observer.analyse.replicas import ReplicaStat, ReplicaTracker
+from observer.analyse.replicas import ColdStarts, ReplicaStat, ReplicaTracker
 from observer.analyse.window import History, ModelTotals, TargetTotals, Totals, sum_totals
 from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
@@ -147,6 +147,8 @@ class VersionExport:
     """Restarts of the version's vLLM servers seen since the observer started (counter resets)."""
     replicas: tuple[ReplicaStat, ...] = ()
     """Per replica (pod, else host:port of its target): window TTFT p95, request share, outlier test."""
+    cold_starts: ColdStarts | None = None
+    """Pod start → first good scrape of the version's pods that started while the observer watched."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,7 @@ class _Version:
     restarts: int = 0
     departed: list[ModelTotals] = field(default_factory=list)  # frozen counts of pods that left
     replicas: ReplicaTracker | None = None
+    cold_starts: ColdStarts = field(default_factory=ColdStarts)
 
 
 MEMORY_ERROR_FIELDS: Mapping[str, str] = {
@@ -268,6 +271,7 @@ class SignalStore:
         self._xid_last: dict[str, float] = {}
         self._cycles = 0
         self._last_cycle_ts: float | None = None
+        self._first_cycle_ts: float | None = None
         self._served_info: dict[str, dict[str, dict[str, str]]] = {}
         self.snapshot = Snapshot(ts=None, cycles=0, window_seconds=window_seconds)
         self.set_versions(versions)
@@ -325,9 +329,13 @@ class SignalStore:
     def record(self, results: Mapping[Target, ScrapeResult], *, ts: float) -> None:
         """Fold one cycle (results of every target, scraped at about `ts`) into the store."""
         with self._lock:
+            if self._first_cycle_ts is None:
+                self._first_cycle_ts = ts
             for target, result in results.items():
                 if not result.ok:
                     continue
+                if target not in self._last_ok and result.vllm is not None and result.vllm.models:
+                    self._cold_start(target, ts)
                 self._last_ok[target] = result
                 if result.vllm is not None and target in self._target_totals:
                     tt = self._target_totals[target]
@@ -346,6 +354,16 @@ class SignalStore:
             self._last_cycle_ts = ts
             self.snapshot = Snapshot(ts=ts, cycles=self._cycles, window_seconds=self.window_seconds,
                                      versions=exports)
+
+    def _cold_start(self, target: Target, ts: float) -> None:
+        """A target's first good scrape: the cold start of its pod, when the pod started while we watched
+        (a pod that was already up when the observer started is not a cold start we saw)."""
+        for v in self._versions.values():
+            if target in v.vllm and len(v.spec.pods) == len(v.vllm):
+                started = v.spec.pods[v.vllm.index(target)].started_at
+                first = self._first_cycle_ts
+                if started is not None and first is not None and started >= first - self.stale_after_seconds:
+                    v.cold_starts.observe(ts - started)
 
     def _fresh(self, target: Target, ts: float) -> ScrapeResult | None:
         r = self._last_ok.get(target)
@@ -406,7 +424,8 @@ class SignalStore:
             window = self.cost.window(name, since=ts - self.cost.spec.window_seconds)
         return VersionExport(signals=v.signals, totals=totals, xid_errors_seen=v.xid_seen, cost=cost,
                              cost_window=window, engine_restarts=v.restarts,
-                             replicas=tuple(v.replicas.window(ts)))
+                             replicas=tuple(v.replicas.window(ts)),
+                             cold_starts=copy.deepcopy(v.cold_starts) if v.cold_starts.n else None)
 
     # --- GPUs ------------------------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ class PodRef(Spec):
 
     namespace: str = Field(description="Namespace of the vLLM pod.")
     pod: str = Field(description="Pod name (exact) of the vLLM pod.")
+    started_at: float | None = Field(None, description="Unix time the pod started (set by Kubernetes discovery "
+                                                       "from status.startTime; for the cold-start time).")
 
 
 class VersionSpec(Spec):

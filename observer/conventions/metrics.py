@@ -34,6 +34,7 @@ QUEUE_DEPTH_PER_REPLICA = "observer_queue_depth_per_replica_requests"
 RUNNING_REQUESTS = "observer_running_requests"
 KV_CACHE_USAGE = "observer_kv_cache_usage_ratio"  # {stat=mean|max}
 HTTP_RESPONSES = "observer_http_responses"  # counter {version,model,status}: vLLM generation responses by class
+COLD_START = "observer_cold_start_seconds"  # histogram {version}: pod start → its first good scrape
 REPLICAS = "observer_replicas"  # vLLM targets up per version
 REPLICA_TTFT_P50 = "observer_replica_ttft_p50_seconds"  # {version,replica}: window TTFT median of one replica
 REPLICA_TTFT_P95 = "observer_replica_ttft_p95_seconds"  # {version,replica}: window TTFT p95 of one replica

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from observer.config.discovery import DcgmDiscovery, KubernetesDiscovery, ModelDiscovery
@@ -27,6 +28,16 @@ PROBLEMS = ("malformed_pod", "no_ip", "no_identity", "invalid_identity", "no_por
 def _dict(obj: Any, key: str) -> Mapping[str, Any]:
     v = obj.get(key) if isinstance(obj, Mapping) else None
     return v if isinstance(v, Mapping) else {}
+
+
+def _timestamp(value: Any) -> float | None:
+    """An RFC 3339 timestamp of the API (e.g. 2026-12-01T10:00:00Z) as Unix seconds; None if unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _list(obj: Any, key: str) -> Sequence[Any]:
@@ -46,6 +57,7 @@ class PodInfo:
     deleting: bool
     labels: Mapping[str, str]
     ports: Mapping[str, int]  # container port name → number
+    started_at: float | None = None  # status.startTime (Unix seconds): the kubelet took the pod on
 
     @classmethod
     def parse(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -71,7 +83,8 @@ class PodInfo:
         return cls(namespace=ns, name=name, ip=ip if isinstance(ip, str) and ip else None,
                    node=node if isinstance(node, str) and node else None,
                    ready=ready and status.get("phase", "Running") == "Running",
-                   deleting=bool(meta.get("deletionTimestamp")), labels=dict(labels), ports=ports)
+                   deleting=bool(meta.get("deletionTimestamp")), labels=dict(labels), ports=ports,
+                   started_at=_timestamp(status.get("startTime")))
 
     @property
     def serving(self) -> bool:
@@ -256,7 +269,8 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         versions.append(VersionSpec(
             name=name, role=roles[name], model=m.served_model, vllm=urls,
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
-            pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name) for p, _, _ in members],
+            pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
+                  for p, _, _ in members],
             expected_traffic_weight=expected, group=m.name))
     canary_pods = sum(counted[n] for n in counted if roles[n] == "canary")
     stable_pods = sum(counted[n] for n in counted if roles[n] == "stable")

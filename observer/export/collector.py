@@ -25,6 +25,7 @@ from prometheus_client.samples import Sample
 from observer import __version__
 from observer import conventions as names
 from observer.analyse import signals as sig
+from observer.analyse.replicas import COLD_START_BUCKETS
 from observer.analyse.signals import Quantiles, SignalStore, VersionExport
 from observer.collect.scraper import TargetHealth
 from observer.conventions import vllm
@@ -219,7 +220,15 @@ class ScrapeCollector(Collector):
                 if r.score is not None:
                     score.add_metric(labels, r.score)
                     outlier.add_metric(labels, float(r.outlier))
-        yield from (replicas, p50, p95, share, score, outlier)
+        cold = HistogramMetricFamily(names.COLD_START, "Seconds from a pod's start (Kubernetes status.startTime) "
+                                     "to the observer's first good scrape of it, for pods that started while "
+                                     "the observer watched.", labels=[names.VERSION])
+        for e in exports:
+            c = e.cold_starts
+            if c is not None:
+                edges = [(vllm.format_le(b), n) for b, n in zip(COLD_START_BUCKETS, c.counts, strict=False)]
+                cold.add_metric([e.signals.version], [*edges, ("+Inf", c.counts[-1])], c.total)
+        yield from (replicas, p50, p95, share, score, outlier, cold)
 
     def _gpus(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         stat = [names.VERSION, names.STAT]

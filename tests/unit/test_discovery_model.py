@@ -131,3 +131,12 @@ def test_a_version_prefix_goes_before_the_identity() -> None:
     m = ModelDiscovery(name="llm", selector={"app": "llm"}, version_prefix="llm-")
     st = model_state(SPEC, m, _pods("aaa", 1), None, {}, Counter())
     assert [v.name for v in st.versions] == ["llm-aaa"] and st.versions[0].group == "llm"
+
+
+def test_pod_start_time_reaches_the_version_for_the_cold_start() -> None:
+    [p] = _pods("abc123", 1, start_time="2026-12-01T10:00:00Z")
+    assert p.started_at == 1_796_119_200.0
+    assert PodInfo.parse(pod("x", labels={}, port=1, start_time="yesterday")).started_at is None
+    assert PodInfo.parse(pod("x", labels={}, port=1)).started_at is None
+    state = _state(_pods("abc123", 2, start_time="2026-12-01T10:00:00Z"), None)
+    assert [r.started_at for r in state.versions[0].pods] == [1_796_119_200.0] * 2

@@ -293,3 +293,23 @@ def test_no_new_requests_means_no_quantile_not_a_stale_one() -> None:
     s = narrow.latest("v")
     assert s is not None and s.ttft is not None and s.ttft.p95 is None and s.ttft.count == 0
     assert s.request_rate == 0.0 and s.finished_ratio == {}
+
+
+def test_cold_start_is_pod_start_to_first_good_scrape_of_pods_started_while_watching() -> None:
+    """#18 item 2: a pod that started while the observer watched reports pod start → first good scrape; one
+    that was already up when the observer started is not a cold start it saw."""
+    from observer.collect.vllm import parse_vllm
+
+    old = PodRef(namespace="llm", pod="stable-old", started_at=10.0)
+    new = PodRef(namespace="llm", pod="stable-new", started_at=1_010.0)
+    v = VersionSpec(name="stable", role="stable", vllm=["http://a/metrics", "http://b/metrics"], pods=[old, new])
+    store = store_for(v)
+    payload = parse_vllm(fixture(V033))
+    feed(store, 1_000.0, a=payload, b=None)  # the new pod is still loading its model
+    feed(store, 1_030.0, a=payload, b=None)
+    feed(store, 1_085.0, a=payload, b=payload)
+    cold = store.snapshot.versions["stable"].cold_starts
+    assert cold is not None and (cold.n, cold.last) == (1, 75.0)
+    assert cold.counts[4] == 0 and cold.counts[5] == 1  # 75 s: above the 60 s edge, within 120 s
+    feed(store, 1_100.0, a=payload, b=payload)
+    assert store.snapshot.versions["stable"].cold_starts.n == 1  # counted once per pod
