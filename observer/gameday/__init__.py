@@ -94,7 +94,7 @@ class Scenario:
     change: Mapping[str, Any] = field(default_factory=dict)
     restart_after: int | None = None  # rounds before the observer is restarted
     dimension: str | None = None  # the Argo Prometheus metric that must fail
-    needs: str | None = None  # quality | drift
+    needs: str | None = None  # quality | drift | goodput | fingerprint | proxy
     html_at_verdict_url: bool = False  # the gate's web URL answers 200 with an HTML page, no observer behind it
     costly: bool = False  # the advisory cost_per_token metric must fail (canary dearer per token), else pass
     must_fail: tuple[str, ...] = ()  # verdict metrics that must end `fail`
@@ -105,6 +105,7 @@ class Scenario:
     replica: int | None = None  # the change applies to this replica of `change_version` only
     change_version: str = "canary"
     min_rounds: int = 0  # looks allowed at least, whatever the plan (a slow-to-decide metric on a busy machine)
+    blind: tuple[str, ...] = ()  # PromQL on the engine-side signals that must stay empty: what dashboards show
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -134,6 +135,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              change={"ttft_scale": 3.0}, change_version="stable", replica=2,
              alerts=(names.ALERT_REPLICA_OUTLIER,),
              alert_labels={names.VERSION: "stable", names.REPLICA: "sim-stable-2"}),
+    Scenario("shed", "users turned away (503) before the engine: vLLM's own signals stay green", "alerts",
+             change_after=2, change={"shed_rate": 0.2}, needs="proxy", alerts=(names.ALERT_LOAD_SHEDDING,),
+             alert_labels={names.VERSION: "canary"},
+             blind=(f'max({names.WIN_FINISHED_RATIO}{{version="canary",finished_reason="error"}}) > 0.001',)),
     Scenario("gpu-ecc", "the canary's GPU reports uncorrectable ECC errors", "alerts", change_after=2,
              change={"gpu_ecc_dbe": 2}, alerts=(names.ALERT_GPU_MEMORY_ERRORS,),
              alert_labels={names.VERSION: "canary"}),
@@ -237,6 +242,10 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         data["quality"] = {"enabled": True, "golden_dirs": [str(ROOT / "golden_sets")], "golden_sets": ["factual"],
                            "interval_seconds": 3600, "run_at_start": False,
                            "live": {"interval_seconds": 1.0, "checks": ["goodput"]}}
+    if scenario.needs == "proxy":  # the observer's in-process sampling proxy fronts the canary
+        work = workdir or Path(tempfile.gettempdir())
+        data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")},
+                            "versions": {"canary": {"listen": f"127.0.0.1:{ports['proxy']}"}}}
     if scenario.needs == "fingerprint":
         from observer.conventions.fingerprint import template_hash
 
@@ -462,6 +471,15 @@ def _ingest_fingerprinted(observer_url: str, version: str, system: str, *, n: in
         raise GamedayError(f"ingest of {version} samples answered HTTP {r.status_code}: {r.text[:200]}")
 
 
+def _through_proxy(port: int, *, n: int) -> None:
+    """`n` users' chat requests through the observer's sampling proxy (whatever each one answers)."""
+    body = {"messages": [{"role": "user", "content": "What is the capital of France?"}],
+            "max_tokens": 16}
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        for _ in range(n):
+            client.post("/v1/chat/completions", json=body)
+
+
 def alert_exprs(config: ObserverConfig) -> dict[str, str]:
     """The generated alerting rules' expressions by alert name (what Prometheus would evaluate)."""
     from observer.render import alerts
@@ -579,6 +597,9 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 # More mirrored canary samples each round: the drift test's power grows with the window.
                 _ingest(fleet, obs.url, "canary", want=250, seconds=5.0)
                 time.sleep(plan.scrape_interval * 5.0)  # the drift job runs every 10 s
+            elif s.needs == "proxy":
+                _through_proxy(ports["proxy"], n=100)
+                time.sleep(plan.scrape_interval * 2.0)
             elif s.needs == "fingerprint":
                 time.sleep(FINGERPRINT_WINDOW + 0.5)  # the last round's samples leave the current window
                 changed = s.change_after is not None and rnd >= s.change_after
@@ -607,6 +628,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
         if s.expect == "alerts":
             missing = [name for name in s.alerts if name not in row.prometheus]
             problems = [p for p in (row.detail,) if p] + [f"{name} never fired" for name in missing]
+            problems += [f"the engine-side signals saw it: {q}" for q in s.blind if _firing(prom_url, q, {})]
             row.ok, row.detail = not problems, "; ".join(problems) or ", ".join(
                 f"{k} {v}" for k, v in row.prometheus.items())
             row.seconds = time.monotonic() - t0
@@ -655,7 +677,7 @@ def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed:
     if short and only is None:
         chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full game day
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
-             "dcgm": free_port(), "observer": free_port()}
+             "dcgm": free_port(), "observer": free_port(), "proxy": free_port()}
     base = _config(ports, plan, SCENARIOS[0])
     rows: list[Row] = []
     with run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),

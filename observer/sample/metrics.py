@@ -123,8 +123,14 @@ class SamplingCollector(Collector):
         redactions.update({(k,): float(v) for k, v in m.redactions.items()})
         yield _counter(names.REDACTIONS, "Matches replaced by a placeholder before storage, by kind.",
                        [names.REDACTION_KIND], redactions.items())
+        # The codes the alerts and SLIs watch start at 0 once a version has traffic: rate() on a series born
+        # with the first 503 has no value until its second scrape, so a shed burst would be seen a look late.
+        requests: dict[tuple[str, str], float] = {k: float(v) for k, v in m.requests.items()}
+        for version in {k[0] for k in m.requests}:
+            for code in WATCHED_CODES:
+                requests.setdefault((version, code), 0.0)
         yield _counter(names.PROXY_REQUESTS, "Requests forwarded by the sampling proxy, by status code.",
-                       [names.VERSION, names.CODE], m.requests.items())
+                       [names.VERSION, names.CODE], requests.items())
         yield _counter(names.PROXY_SHADOW_REQUESTS, "Shadow-replay requests (X-Observer-Shadow) forwarded by the "
                        "proxy: never sampled, never in the request counts or latency histograms above.",
                        [names.VERSION, names.CODE], m.shadow.items())
@@ -154,6 +160,10 @@ class SamplingCollector(Collector):
                 for version, n in sorted(rows.items()):
                     g.add_metric([version], float(n))
                 yield g
+
+
+WATCHED_CODES = ("429", "500", "502", "503", "504")
+"""Status codes exported from 0 per proxied version (shed, server errors, the proxy's own 502/504)."""
 
 
 def _counter(name: str, doc: str, labels: list[str], values: Iterable[tuple[tuple[str, ...], float]]

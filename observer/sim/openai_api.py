@@ -179,6 +179,10 @@ async def _complete(request: Request, version: SimVersion, replica: Replica, *, 
         return _error(e.status, str(e), e.kind)
     profile = engine.profile
     scale = profile.time_scale
+    if profile.shed_rate and engine.uniform() < profile.shed_rate:
+        engine.end_request(handler=handler, status=503, reqs=None, begun=False)
+        return _error(503, f"server overloaded: request shed (shed_rate={profile.shed_rate})",
+                      "ServiceUnavailableError")
     engine.begin_request()
     if engine.uniform() < profile.error_rate:
         reqs = engine.draw(1, prompt_tokens=[prompt_tokens], gen_tokens=[0], reasons=[ERROR])

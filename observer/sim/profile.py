@@ -29,6 +29,8 @@ class Profile(BaseModel):
     output_tokens_median: int = Field(150, ge=1, le=100_000, description="Median output length (load).")
     max_tokens: int = Field(512, ge=1, le=100_000, description="max_tokens of the built-in load.")
     error_rate: float = Field(0.0, ge=0, le=1, description="Share of requests that fail (HTTP 500).")
+    shed_rate: float = Field(0.0, ge=0, le=1, description="Share of API requests refused with 503 before the "
+                                                           "engine (admission control / an overloaded server).")
     legacy_errors: bool = Field(False, description="As vLLM < 0.13: failed requests have no `error` finish reason, "
                                                    "they show only as HTTP 5xx in http_requests_total.")
     abort_rate: float = Field(0.005, ge=0, le=1, description="Share of load requests aborted by clients.")

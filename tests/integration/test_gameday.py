@@ -24,7 +24,7 @@ def test_short_gameday_every_scenario_matches() -> None:
     assert by_name["idle"].verdicts and set(by_name["idle"].verdicts) == {"nodata"}
     assert "pass" not in by_name["restart"].verdicts
     # Issue 18 items 1 and 2: each blind spot is caught at the first look after the change, never before.
-    for name in ("template-rollback", "slow-replica", "gpu-ecc"):
+    for name in ("template-rollback", "slow-replica", "shed", "gpu-ecc"):
         row = by_name[name]
         assert row.verdicts[:2] == ["quiet", "quiet"] and row.verdicts[-1] == "alert", (name, row.verdicts)
         assert all("look 1 after" in v for v in row.prometheus.values()), (name, row.prometheus)
