@@ -28,7 +28,7 @@ from observer.analyse.window import History, ModelTotals, TargetTotals, Totals, 
 from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
 from observer.config.fleet import VersionSpec
-from observer.conventions import FINISHED_REASONS
+from observer.conventions import CLOCK_THROTTLE_REASONS, FINISHED_REASONS
 from observer.conventions.vllm import (
     E2E,
     GENERATION_TOKENS,
@@ -92,6 +92,9 @@ class GpuSignals:
     no GPU reports is absent."""
     throttle_seconds: Mapping[str, float] = field(default_factory=dict)
     """Sums of DCGM's power and thermal violation counters over the version's GPUs, in seconds, by reason."""
+    clock_throttled: Mapping[str, int] = field(default_factory=dict)
+    """GPUs of the version whose clocks are slowed now, by NVML reason (names.CLOCK_THROTTLE_REASONS); empty
+    when no GPU reports the field."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,14 @@ def replica_name(spec: VersionSpec, index: int, url: str) -> str:
     if len(spec.pods) == len(spec.vllm) and index < len(spec.pods):
         return spec.pods[index].pod[:63]
     return (urlsplit(url).netloc or url)[:63]
+
+
+def _clock_reasons(gpus: Sequence[GpuMetrics]) -> dict[str, int]:
+    """Per NVML slowdown reason, the GPUs whose current throttle bitmask has it (empty: no GPU reports it)."""
+    masks = [int(x) for g in gpus if (x := g.clock_event_reasons) is not None and math.isfinite(x) and x >= 0]
+    if not masks:
+        return {}
+    return {reason: sum(1 for m in masks if m & bit) for reason, bit in CLOCK_THROTTLE_REASONS.items()}
 
 
 def _sums(gpus: Sequence[GpuMetrics], fields: Mapping[str, str]) -> dict[str, float]:
@@ -488,6 +499,7 @@ class SignalStore:
             drivers=tuple(sorted({g.driver_version[:32] for g in gpus if g.driver_version})),
             memory_errors=_sums(gpus, MEMORY_ERROR_FIELDS),
             throttle_seconds={k: x / 1e9 for k, x in _sums(gpus, THROTTLE_FIELDS).items()},
+            clock_throttled=_clock_reasons(gpus),
         )
 
     # --- window signals --------------------------------------------------------------------------

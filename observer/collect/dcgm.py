@@ -32,6 +32,8 @@ FIELDS: dict[str, str] = {
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row_remap_failure",
     "DCGM_FI_DEV_POWER_VIOLATION": "power_violation_ns",
     "DCGM_FI_DEV_THERMAL_VIOLATION": "thermal_violation_ns",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "clock_event_reasons",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "clock_event_reasons",  # the same field's name since DCGM 3.3
 }
 """DCGM field → GpuMetrics attribute."""
 

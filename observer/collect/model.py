@@ -83,6 +83,7 @@ class GpuMetrics:
     row_remap_failure: float | None = None  # 1: a row could not be remapped (the GPU needs service)
     power_violation_ns: float | None = None  # time throttled by the power cap (a counter, ns)
     thermal_violation_ns: float | None = None
+    clock_event_reasons: float | None = None  # NVML clock throttle (event) reasons now, a bitmask
 
 
 @dataclass(frozen=True)

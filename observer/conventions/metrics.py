@@ -35,6 +35,12 @@ RUNNING_REQUESTS = "observer_running_requests"
 KV_CACHE_USAGE = "observer_kv_cache_usage_ratio"  # {stat=mean|max}
 HTTP_RESPONSES = "observer_http_responses"  # counter {version,model,status}: vLLM generation responses by class
 COLD_START = "observer_cold_start_seconds"  # histogram {version}: pod start → its first good scrape
+GPU_CLOCK_THROTTLED = "observer_gpu_clock_throttled_gpus"  # {version,reason}: GPUs with that NVML reason now
+CLOCK_THROTTLE_REASONS = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal": 0x20, "hw_thermal": 0x40,
+                          "hw_power_brake": 0x80}
+"""NVML clock throttle (event) reason bits DCGM reports (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS); idle, application
+clocks, sync boost and display clocks are not slowdowns and are left out."""
+HARDWARE_SLOWDOWNS = ("hw_slowdown", "hw_thermal", "hw_power_brake")
 REPLICAS = "observer_replicas"  # vLLM targets up per version
 REPLICA_TTFT_P50 = "observer_replica_ttft_p50_seconds"  # {version,replica}: window TTFT median of one replica
 REPLICA_TTFT_P95 = "observer_replica_ttft_p95_seconds"  # {version,replica}: window TTFT p95 of one replica
@@ -175,6 +181,7 @@ ALERT_DRIFT_DETECTED = "ObserverDriftDetected"
 ALERT_LOAD_SHEDDING = "ObserverLoadShedding"
 ALERT_GPU_MEMORY_ERRORS = "ObserverGPUMemoryErrors"
 ALERT_GPU_THROTTLED = "ObserverGPUThrottled"
+ALERT_GPU_HW_SLOWDOWN = "ObserverGPUHardwareSlowdown"
 ALERT_RESTART_STORM = "ObserverRestartStorm"
 ALERT_REPLICA_OUTLIER = "ObserverReplicaSlow"
 ALERT_PROBE_FAILING = "ObserverProbeFailing"

@@ -248,6 +248,9 @@ class ScrapeCollector(Collector):
         throttle = CounterMetricFamily(names.GPU_THROTTLE_SECONDS, "Time the version's GPUs were throttled by the "
                                        "power cap or temperature (DCGM violation counters, summed, seconds).",
                                        labels=[names.VERSION, names.REASON])
+        clocks = _gauge(names.GPU_CLOCK_THROTTLED, "GPUs of the version whose clocks are slowed now, by NVML reason "
+                        "(DCGM clock throttle reasons; hw_*: the hardware slows itself down).",
+                        [names.VERSION, names.REASON])
         restarts = CounterMetricFamily(names.ENGINE_RESTARTS, "Restarts of the version's vLLM servers seen as "
                                        "counter resets between scrapes (absorbed in every running total).",
                                        labels=[names.VERSION])
@@ -263,6 +266,8 @@ class ScrapeCollector(Collector):
                 mem.add_metric([v, kind], x)
             for reason, x in sorted(g.throttle_seconds.items()):
                 throttle.add_metric([v, reason], x)
+            for reason, n in sorted(g.clock_throttled.items()):
+                clocks.add_metric([v, reason], float(n))
             pairs = ((util, g.utilization_mean, g.utilization_max),
                      (fb, g.framebuffer_used_mean, g.framebuffer_used_max),
                      (temp, g.temperature_celsius_mean, g.temperature_celsius_max),
@@ -273,7 +278,7 @@ class ScrapeCollector(Collector):
                     if _ok(value):
                         assert value is not None
                         family.add_metric([v, label], value)
-        yield from (util, fb, temp, power, tensor, dram, count, xid, mem, throttle, restarts)
+        yield from (util, fb, temp, power, tensor, dram, count, xid, mem, throttle, clocks, restarts)
 
     def _cost(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         meter = self.store.cost

@@ -102,6 +102,7 @@ class Scenario:
     # series with `alert_labels` after the change and none before it (the `for` hold is promtool-tested).
     alerts: tuple[str, ...] = ()
     alert_labels: Mapping[str, str] = field(default_factory=dict)
+    alert_labels_of: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per alert, over alert_labels
     replica: int | None = None  # the change applies to this replica of `change_version` only
     change_version: str = "canary"
     min_rounds: int = 0  # looks allowed at least, whatever the plan (a slow-to-decide metric on a busy machine)
@@ -131,10 +132,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("template-rollback", "weights rolled back, the new system prompt kept", "alerts", change_after=2,
              needs="fingerprint", alerts=(names.ALERT_FINGERPRINT_CHANGED, names.ALERT_FINGERPRINT_MISMATCH),
              alert_labels={names.VERSION: "canary", names.PART: "template"}),
-    Scenario("slow-replica", "one stable GPU 3× slower than its three siblings", "alerts", change_after=2,
-             change={"ttft_scale": 3.0}, change_version="stable", replica=2,
-             alerts=(names.ALERT_REPLICA_OUTLIER,),
-             alert_labels={names.VERSION: "stable", names.REPLICA: "sim-stable-2"}),
+    Scenario("slow-replica", "one stable GPU overheats: 3× slower than its three siblings", "alerts",
+             change_after=2, change={"ttft_scale": 3.0, "gpu_thermal_throttle": 0.6}, change_version="stable",
+             replica=2, alerts=(names.ALERT_REPLICA_OUTLIER, names.ALERT_GPU_HW_SLOWDOWN),
+             alert_labels={names.VERSION: "stable"},
+             alert_labels_of={names.ALERT_REPLICA_OUTLIER: {names.REPLICA: "sim-stable-2"},
+                              names.ALERT_GPU_HW_SLOWDOWN: {names.REASON: "hw_thermal"}}),
     Scenario("shed", "users turned away (503) before the engine: vLLM's own signals stay green", "alerts",
              change_after=2, change={"shed_rate": 0.2}, needs="proxy", alerts=(names.ALERT_LOAD_SHEDDING,),
              alert_labels={names.VERSION: "canary"},
@@ -498,7 +501,8 @@ def _firing(prom_url: str, expr: str, labels: Mapping[str, str]) -> bool:
 
 def _alert_round(s: Scenario, row: Row, rnd: int, exprs: Mapping[str, str], prom_url: str) -> bool:
     """Evaluate the scenario's alerts after round `rnd`; True once every one fires after the change."""
-    fired = {name: _firing(prom_url, exprs[name], s.alert_labels) for name in s.alerts}
+    fired = {name: _firing(prom_url, exprs[name], {**s.alert_labels, **s.alert_labels_of.get(name, {})})
+             for name in s.alerts}
     before = s.change_after is not None and rnd < s.change_after
     for name, on in fired.items():
         if on and before:

@@ -121,7 +121,7 @@ def leading_group(a: Alerting) -> Group:
     return Group(names.RULE_GROUP_LEADING, rules)
 
 
-def _gpu_health(a: Alerting) -> tuple[Alert, Alert]:
+def _gpu_health(a: Alerting) -> tuple[Alert, Alert, Alert]:
     """Silent GPU degradation from DCGM: uncorrectable memory errors, and throttling by power or temperature."""
     interval, at, steps = _timing(a, a.limits.leading_for)
     mem = names.GPU_MEMORY_ERRORS
@@ -173,7 +173,28 @@ def _gpu_health(a: Alerting) -> tuple[Alert, Alert]:
                   Example(f"{names.ALERT_GPU_THROTTLED} quiet at {cool / interval:.1%}", series(cool), at,
                           interval)),
     )
-    return memory, throttled
+    clocks = names.GPU_CLOCK_THROTTLED
+    hw = "|".join(names.HARDWARE_SLOWDOWNS)
+    slowdown = Alert(
+        name=names.ALERT_GPU_HW_SLOWDOWN,
+        expr=f"max by ({_V}, {names.REASON}) ({selector(clocks, regex={names.REASON: hw})}) > 0",
+        severity="warning", for_seconds=a.limits.leading_for,
+        summary="{{ $labels.version }}: GPU clocks slowed by the hardware ({{ $labels.reason }})",
+        description=("{{ printf \"%.0f\" $value }} GPU(s) of version {{ $labels.version }} report the NVML clock "
+                     f"throttle reason {{{{ $labels.reason }}}} for {duration(a.limits.leading_for)}: the hardware "
+                     "halves its clocks or more (overheating, a power-brake signal, a failing power supply) — "
+                     "not a software cap; the node needs a look."),
+        runbook="gpu-throttled",
+        examples=(Example(f"{names.ALERT_GPU_HW_SLOWDOWN} fires on a hardware thermal slowdown",
+                          (Series(selector(clocks, {_V: "canary", names.REASON: "hw_thermal"}), f"1x{steps}"),
+                           Series(selector(clocks, {_V: "canary", names.REASON: "sw_power_cap"}), f"2x{steps}")),
+                          at, interval, (Firing(((names.REASON, "hw_thermal"), (_V, "canary")), 1.0),)),
+                  Example(f"{names.ALERT_GPU_HW_SLOWDOWN} quiet on a software power cap only",
+                          (Series(selector(clocks, {_V: "canary", names.REASON: "hw_thermal"}), f"0x{steps}"),
+                           Series(selector(clocks, {_V: "canary", names.REASON: "sw_power_cap"}), f"2x{steps}")),
+                          at, interval)),
+    )
+    return memory, throttled, slowdown
 
 
 def _replica_outlier(a: Alerting) -> Alert:

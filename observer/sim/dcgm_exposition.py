@@ -62,6 +62,7 @@ EXTRA_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
     ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in ns)."),
     ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in ns)."),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons (bitmask of NVML reasons)."),
 )
 RATIO_FIELDS = frozenset({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
                           "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"})
@@ -136,6 +137,7 @@ class SimGpu:
             thermal = self._thermal_ns
         fb_used = round(GPU_MEMORY_UTILIZATION * FB_TOTAL_MIB)
         gr = util / 100 * 0.95
+        hot = s.profile.gpu_thermal_throttle
         return {
             "DCGM_FI_DEV_SM_CLOCK": 1980 if util else 345, "DCGM_FI_DEV_MEM_CLOCK": 2619,
             "DCGM_FI_DEV_MEMORY_TEMP": round(30 + 0.2 * util), "DCGM_FI_DEV_GPU_TEMP": round(34 + 0.35 * util),
@@ -149,6 +151,10 @@ class SimGpu:
             "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": 0, "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,
             "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": 0, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": s.profile.gpu_ecc_dbe,
             "DCGM_FI_DEV_POWER_VIOLATION": 0, "DCGM_FI_DEV_THERMAL_VIOLATION": round(thermal),
+            # NVML: 0x1 idle; 0x20 software thermal slowdown (while the profile throttles), 0x40 hardware
+            # thermal slowdown as well from half the time on.
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": (0 if util else 0x1) | (0x20 if hot > 0 else 0)
+            | (0x40 if hot >= 0.5 else 0),
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE": gr, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": gr * 0.55,
             "DCGM_FI_PROF_DRAM_ACTIVE": gr * 0.7,
             "DCGM_FI_PROF_PCIE_TX_BYTES": round(2.0e7 + 6.0e8 * busy),

@@ -23,6 +23,8 @@ DCGM = "\n".join([
     'DCGM_FI_DEV_THERMAL_VIOLATION{gpu="0",UUID="GPU-a",pod="p0",namespace="ns"} 1.5e9',
     'DCGM_FI_DEV_THERMAL_VIOLATION{gpu="1",UUID="GPU-b",pod="p0",namespace="ns"} 0.5e9',
     'DCGM_FI_DEV_POWER_VIOLATION{gpu="1",UUID="GPU-b",pod="p0",namespace="ns"} NaN',
+    'DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{gpu="0",UUID="GPU-a",pod="p0",namespace="ns"} 68',  # 0x40 | 0x4
+    'DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu="1",UUID="GPU-b",pod="p0",namespace="ns"} 1',  # idle (DCGM ≥ 3.3 name)
     ""])
 
 
@@ -52,3 +54,7 @@ def test_memory_errors_throttling_and_restarts_are_exported_per_version() -> Non
     assert 'observer_engine_restarts_total{version="stable"} 2.0' in text
     assert 'observer_gpu_memory_errors{kind="dbe_volatile",version="stable"} 2.0' in text
     assert 'observer_gpu_throttle_seconds_total{reason="thermal",version="stable"} 2.0' in text
+    # NVML clock throttle reasons: GPU-a slowed by the hardware (0x40) and the power cap (0x4); GPU-b idle only.
+    assert dict(s.gpu.clock_throttled) == {"sw_power_cap": 1, "hw_slowdown": 0, "sw_thermal": 0, "hw_thermal": 1,
+                                           "hw_power_brake": 0}
+    assert 'observer_gpu_clock_throttled_gpus{reason="hw_thermal",version="stable"} 1.0' in text

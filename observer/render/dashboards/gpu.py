@@ -74,6 +74,15 @@ def dashboard(obj: Objectives) -> DashboardSpec:
                            f"{{{{{V}}}}} {{{{{names.REASON}}}}}")],
         ),
         PanelSpec(
+            title="Clock throttle reasons", unit="short", width=8, min=0,
+            runbooks=(names.ALERT_GPU_HW_SLOWDOWN,),
+            description=("GPUs whose clocks are slowed now, by NVML reason (DCGM clock throttle reasons): "
+                         "sw_power_cap and sw_thermal are the configured limits; hw_* is the hardware slowing "
+                         "itself down (overheating, power brake, a failing supply)."),
+            queries=[Query(f"max by ({V}, {names.REASON}) ({sel(names.GPU_CLOCK_THROTTLED)})",
+                           f"{{{{{V}}}}} {{{{{names.REASON}}}}}")],
+        ),
+        PanelSpec(
             title="vLLM restarts", unit="short", width=8, runbooks=(names.ALERT_RESTART_STORM,),
             description="Restarts of the version's vLLM servers (counter resets between scrapes).",
             queries=[Query(f"sum by ({V}) (increase({sel(names.ENGINE_RESTARTS + '_total')}[{RATE}]))",
