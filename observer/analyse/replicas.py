@@ -51,6 +51,7 @@ class ReplicaStat:
     ttft_p95: float | None
     requests: float
     ttft_p50: float | None = None
+    e2e_p95: float | None = None
     share: float | None = None
     score: float | None = None
     outlier: bool = False
@@ -81,6 +82,7 @@ def judge(stats: Sequence[ReplicaStat], rule: OutlierRule) -> list[ReplicaStat]:
         slow = (score is not None and med is not None and s.ttft_p50 is not None and score >= rule.z
                 and s.ttft_p50 >= rule.min_ratio * med)
         out.append(ReplicaStat(replica=s.replica, ttft_p95=s.ttft_p95, ttft_p50=s.ttft_p50, requests=s.requests,
+                               e2e_p95=s.e2e_p95,
                                share=s.requests / total if total > 0 else None,
                                score=finite(score) if score is not None else None, outlier=slow))
     return out
@@ -88,37 +90,52 @@ def judge(stats: Sequence[ReplicaStat], rule: OutlierRule) -> list[ReplicaStat]:
 
 @dataclass
 class ReplicaTracker:
-    """Per replica of one version, a bounded history of its TTFT running totals."""
+    """Per replica of one version, bounded histories of its TTFT and end-to-end latency running totals."""
 
     window_seconds: float
     rule: OutlierRule = field(default_factory=OutlierRule)
     _hist: dict[str, History[Histogram]] = field(default_factory=dict)
+    _e2e: dict[str, History[Histogram]] = field(default_factory=dict)
 
-    def observe(self, replicas: Mapping[str, Histogram | None], ts: float) -> None:
-        """Record this cycle's TTFT totals per replica; replicas not named are forgotten (they left)."""
-        for gone in self._hist.keys() - replicas.keys():
-            del self._hist[gone]
+    def _append(self, table: dict[str, History[Histogram]], replicas: Mapping[str, Histogram | None],
+                ts: float) -> None:
+        for gone in table.keys() - replicas.keys():
+            del table[gone]
         for name, h in replicas.items():
             if h is None:
                 continue
-            hist = self._hist.get(name)
+            hist = table.get(name)
             if hist is None:
-                hist = self._hist[name] = History(fine_seconds=self.window_seconds * 1.5,
-                                                  retention_seconds=self.window_seconds * 1.5)
+                hist = table[name] = History(fine_seconds=self.window_seconds * 1.5,
+                                             retention_seconds=self.window_seconds * 1.5)
             hist.append(ts, h)
+
+    def observe(self, replicas: Mapping[str, Histogram | None], ts: float,
+                e2e: Mapping[str, Histogram | None] | None = None) -> None:
+        """Record this cycle's TTFT (and e2e) totals per replica; replicas not named are forgotten (they left)."""
+        self._append(self._hist, replicas, ts)
+        self._append(self._e2e, e2e if e2e is not None else {}, ts)
+
+    def _delta(self, table: dict[str, History[Histogram]], name: str, ts: float) -> Histogram | None:
+        hist = table.get(name)
+        latest, base = (hist.latest(), hist.at(ts - self.window_seconds)) if hist is not None else (None, None)
+        if latest is None or base is None or latest[0] <= base[0]:
+            return None
+        return hmath.delta(latest[1], base[1])
 
     def window(self, ts: float) -> list[ReplicaStat]:
         """Each replica's window stats, judged against its siblings, in replica order."""
         raw = []
         for name in sorted(self._hist):
-            latest, base = self._hist[name].latest(), self._hist[name].at(ts - self.window_seconds)
-            if latest is None or base is None or latest[0] <= base[0]:
-                raw.append(ReplicaStat(replica=name, ttft_p95=None, requests=0.0))
+            d, e = self._delta(self._hist, name, ts), self._delta(self._e2e, name, ts)
+            e2e_p95 = finite(hmath.quantile(0.95, e)) if e is not None and e.count > 0 else None
+            if d is None:
+                raw.append(ReplicaStat(replica=name, ttft_p95=None, requests=0.0, e2e_p95=e2e_p95))
                 continue
-            d = hmath.delta(latest[1], base[1])
             p50, p95 = ((finite(hmath.quantile(0.5, d)), finite(hmath.quantile(0.95, d))) if d.count > 0
                         else (None, None))
-            raw.append(ReplicaStat(replica=name, ttft_p95=p95, ttft_p50=p50, requests=float(d.count)))
+            raw.append(ReplicaStat(replica=name, ttft_p95=p95, ttft_p50=p50, requests=float(d.count),
+                                   e2e_p95=e2e_p95))
         return judge(raw, self.rule)
 
 

@@ -421,10 +421,13 @@ class SignalStore:
         v.signals = self._signals(name, v, ts, len(up), gpus)
         if v.replicas is None:
             v.replicas = ReplicaTracker(window_seconds=self.window_seconds)
-        v.replicas.observe({replica_name(v.spec, i, t.url): hmath.merge(
-            mt.histograms[TTFT] for model, mt in self._target_totals[t].models.items()
-            if (v.spec.model is None or model == v.spec.model) and TTFT in mt.histograms)
-            for i, t in enumerate(v.vllm)}, ts)
+        def per_replica(family: str) -> dict[str, Histogram | None]:
+            return {replica_name(v.spec, i, t.url): hmath.merge(
+                mt.histograms[family] for model, mt in self._target_totals[t].models.items()
+                if (v.spec.model is None or model == v.spec.model) and family in mt.histograms)
+                for i, t in enumerate(v.vllm)}
+
+        v.replicas.observe(per_replica(TTFT), ts, e2e=per_replica(E2E))
         cost = window = None
         if self.cost is not None:
             finished = None if totals is None else totals.labelled(REQUEST_SUCCESS)

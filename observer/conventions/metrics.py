@@ -44,6 +44,7 @@ HARDWARE_SLOWDOWNS = ("hw_slowdown", "hw_thermal", "hw_power_brake")
 REPLICAS = "observer_replicas"  # vLLM targets up per version
 REPLICA_TTFT_P50 = "observer_replica_ttft_p50_seconds"  # {version,replica}: window TTFT median of one replica
 REPLICA_TTFT_P95 = "observer_replica_ttft_p95_seconds"  # {version,replica}: window TTFT p95 of one replica
+REPLICA_E2E_P95 = "observer_replica_e2e_latency_p95_seconds"  # {version,replica}: window e2e p95 of one replica
 REPLICA_SHARE = "observer_replica_request_share_ratio"  # {version,replica}: share of the version's requests
 REPLICA_OUTLIER_SCORE = "observer_replica_outlier_score"  # {version,replica}: robust z of its p95 vs siblings
 REPLICA_OUTLIER = "observer_replica_outlier"  # {version,replica} 0/1 (analyse.replicas)

@@ -202,6 +202,7 @@ class ScrapeCollector(Collector):
         p50 = _gauge(names.REPLICA_TTFT_P50, "Window TTFT median of one replica (its own histogram); the "
                      "outlier test compares it with the siblings'.", rv)
         p95 = _gauge(names.REPLICA_TTFT_P95, "Window TTFT p95 of one replica (its own histogram).", rv)
+        e2e = _gauge(names.REPLICA_E2E_P95, "Window end-to-end latency p95 of one replica (its own histogram).", rv)
         share = _gauge(names.REPLICA_SHARE, "Share of the version's window requests one replica served.", rv)
         score = _gauge(names.REPLICA_OUTLIER_SCORE, "Robust z-score of a replica's TTFT p95 against its "
                        "siblings' (median, MAD); only with enough replicas and requests.", rv)
@@ -215,6 +216,8 @@ class ScrapeCollector(Collector):
                     p50.add_metric(labels, r.ttft_p50)
                 if r.ttft_p95 is not None:
                     p95.add_metric(labels, r.ttft_p95)
+                if r.e2e_p95 is not None:
+                    e2e.add_metric(labels, r.e2e_p95)
                 if r.share is not None:
                     share.add_metric(labels, r.share)
                 if r.score is not None:
@@ -228,7 +231,7 @@ class ScrapeCollector(Collector):
             if c is not None:
                 edges = [(vllm.format_le(b), n) for b, n in zip(COLD_START_BUCKETS, c.counts, strict=False)]
                 cold.add_metric([e.signals.version], [*edges, ("+Inf", c.counts[-1])], c.total)
-        yield from (replicas, p50, p95, share, score, outlier, cold)
+        yield from (replicas, p50, p95, e2e, share, score, outlier, cold)
 
     def _gpus(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         stat = [names.VERSION, names.STAT]

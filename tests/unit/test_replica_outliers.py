@@ -88,3 +88,13 @@ def test_tracker_forgets_departed_replicas_and_reports_idle_ones() -> None:
     assert stats["a"].requests == 100 and stats["b"].requests == 0 and stats["b"].ttft_p95 is None
     tracker.observe({"a": h}, 45.0)
     assert [s.replica for s in tracker.window(45.0)] == ["a"]
+
+
+def test_tracker_reports_each_replicas_e2e_p95_next_to_its_ttft() -> None:
+    rng = np.random.default_rng(2)
+    tracker = ReplicaTracker(window_seconds=60.0)
+    zero = hist(np.zeros(0))
+    tracker.observe({"a": zero}, 0.0, e2e={"a": zero})
+    tracker.observe({"a": hist(_pod_traffic(rng, 200, 1.0))}, 30.0, e2e={"a": hist(np.full(200, 3.0))})
+    [a] = tracker.window(30.0)
+    assert a.e2e_p95 is not None and 2.5 < a.e2e_p95 <= 5.0 and a.ttft_p95 is not None and a.ttft_p95 < 1.0
