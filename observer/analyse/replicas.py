@@ -106,8 +106,11 @@ class ReplicaTracker:
                 continue
             hist = table.get(name)
             if hist is None:
-                hist = table[name] = History(fine_seconds=self.window_seconds * 1.5,
-                                             retention_seconds=self.window_seconds * 1.5)
+                # All points of the last tenth of a window, then one per twentieth up to 1.5 windows: the
+                # window's base is found within 5% of its start, at a third of the points of every scrape.
+                hist = table[name] = History(fine_seconds=self.window_seconds / 10,
+                                             retention_seconds=self.window_seconds * 1.5,
+                                             coarse_step_seconds=self.window_seconds / 20)
             hist.append(ts, h)
 
     def observe(self, replicas: Mapping[str, Histogram | None], ts: float,
