@@ -49,15 +49,24 @@ class Exporter:
                                 registry=self.registry)
         self.ttft = Histogram(names.HIST_TTFT, "ttft", [names.VERSION], buckets=TTFT_EDGES,
                               registry=self.registry)
+        self.http = Counter(names.HTTP_RESPONSES, "vLLM generation responses", [names.VERSION,
+                                                                                names.HTTP_STATUS_CLASS],
+                            registry=self.registry)
         self.rng = np.random.default_rng(4)
         for v in ("stable", "canary"):
             for r in ("stop", "error"):
                 self.requests.labels(v, r).inc(0)
+            for status in ("2xx", "5xx"):
+                self.http.labels(v, status).inc(0)
             self.ttft.labels(v)
 
-    def traffic(self, version: str, n: int, *, error_rate: float, ttft_median: float) -> None:
+    def traffic(self, version: str, n: int, *, error_rate: float, ttft_median: float, legacy: bool = False) -> None:
+        """`n` requests; with `legacy` (vLLM < 0.13) the failures have no `error` finish reason, only a 500."""
         errors = int(self.rng.binomial(n, error_rate))
-        self.requests.labels(version, "error").inc(errors)
+        if not legacy:
+            self.requests.labels(version, "error").inc(errors)
+        self.http.labels(version, "5xx").inc(errors)
+        self.http.labels(version, "2xx").inc(n - errors)
         self.requests.labels(version, "stop").inc(n - errors)
         for x in self.rng.lognormal(np.log(ttft_median), 0.5, size=n):
             self.ttft.labels(version).observe(float(x))
@@ -117,6 +126,20 @@ async def test_prometheus_source_sees_a_worse_canary(rig: tuple[Exporter, str], 
                                                            "--prometheus", url, "--json"])
     assert res.exit_code == 1, res.output
     assert json.loads(res.output)["metrics"]["errors"]["result"] == "fail"
+
+
+async def test_prometheus_source_sees_5xx_where_vllm_has_no_error_reason(rig: tuple[Exporter, str]) -> None:
+    """#18 item 3 in fleet mode: vLLM < 0.13 fails requests without an `error` finish reason; the errors
+    metric reads observer_http_responses_total's 5xx from Prometheus and fails the canary on them."""
+    exp, url = rig
+    since = time.time()
+    for _ in range(22):
+        exp.traffic("stable", 600, error_rate=0.01, ttft_median=0.3, legacy=True)
+        exp.traffic("canary", 200, error_rate=0.08, ttft_median=0.3, legacy=True)
+        time.sleep(1.0)
+    _, v = await _judge_until(url, since=since, want="fail")
+    errors = v.metric("errors")  # type: ignore[attr-defined]
+    assert errors.outcome.value == "fail" and errors.n_canary > 1000, v.reason  # type: ignore[attr-defined]
 
 
 async def test_unreachable_prometheus_is_nodata_with_a_counter() -> None:

@@ -234,8 +234,10 @@ class PrometheusSource:
         except PromQLError as e:
             raise SourceError(str(e)) from e
 
-    async def _slices(self, v: str, families: set[str], since: float, now: float) -> tuple[ArmData, ...]:
-        """One-slice increases ending at since+Δ, since+2Δ, … ≤ now (Prometheus `increase` over [Δ])."""
+    async def _slices(self, v: str, families: set[str], since: float, now: float, *, http: bool = False
+                      ) -> tuple[ArmData, ...]:
+        """One-slice increases ending at since+Δ, since+2Δ, … ≤ now (Prometheus `increase` over [Δ]); with
+        `http`, also vLLM's generation responses by status class."""
         step = self.slice_seconds
         first = since + step
         if first > now:
@@ -250,6 +252,15 @@ class PrometheusSource:
             reason = str(series["metric"].get(names.FINISHED_REASON, ""))
             for ts, value in series.get("values", []):
                 requests.setdefault(round((float(ts) - first) / step), {})[reason] = _finite(value)
+        statuses: dict[int, dict[str, float]] = {}
+        if http:
+            res = await self.query_range(
+                f"sum by ({names.HTTP_STATUS_CLASS}) (increase({names.HTTP_RESPONSES}_total{v}{rng}))",
+                start=first, end=ends[-1], step=step)
+            for series in res:
+                status = str(series["metric"].get(names.HTTP_STATUS_CLASS, ""))
+                for ts, value in series.get("values", []):
+                    statuses.setdefault(round((float(ts) - first) / step), {})[status] = _finite(value)
         hists: dict[int, dict[str, Histogram]] = {}
         for fam in sorted(families):
             res = await self.query_range(f"sum by (le) (increase({PROM_FAMILY[fam]}_bucket{v}{rng}))",
@@ -263,7 +274,8 @@ class PrometheusSource:
                 h = histogram_from_vector(vector)
                 if h is not None:
                     hists.setdefault(i, {})[fam] = h
-        return tuple(ArmData(requests=requests.get(i), histograms=hists.get(i, {})) for i in range(len(ends)))
+        return tuple(ArmData(requests=requests.get(i), histograms=hists.get(i, {}), http_status=statuses.get(i))
+                     for i in range(len(ends)))
 
     async def query(self, promql: str, *, at: float) -> list[dict[str, Any]]:
         """Instant query at `at`; SourceError naming the query on any failure."""
@@ -296,6 +308,13 @@ class PrometheusSource:
                                at=now)
         requests = {str(s["metric"].get(names.FINISHED_REASON, "")): _finite(s["value"][1]) for s in res} \
             if res else None
+        http = any(m.http_5xx for m in metrics)
+        statuses: dict[str, float] | None = None
+        if http:
+            res = await self.query(f"sum by ({names.HTTP_STATUS_CLASS}) "
+                                   f"(increase({names.HTTP_RESPONSES}_total{v}{rng}))", at=now)
+            statuses = {str(s["metric"].get(names.HTTP_STATUS_CLASS, "")): _finite(s["value"][1]) for s in res} \
+                if res else None
         hists: dict[str, Histogram] = {}
         for fam in sorted(families):
             res = await self.query(f"sum by (le) (increase({PROM_FAMILY[fam]}_bucket{v}{rng}))", at=now)
@@ -325,7 +344,7 @@ class PrometheusSource:
                     continue
                 p = await self._scalar(f"min({names.DRIFT_P_VALUE}{sel})", now)
                 drift[f] = DriftObservation(drift=detected >= 1, status="ok", p_value=p)
-        slices = await self._slices(v, families, since, now)
+        slices = await self._slices(v, families, since, now, http=http)
         cost = None
         if any(m.kind == "cost" for m in metrics):
             unpriced = await self._scalar(f"sum(increase({names.UNPRICED_GPU_SECONDS}_total{v}{rng}))", now)
@@ -335,7 +354,7 @@ class PrometheusSource:
         note = ("paired comparisons live in the observer's sample store: judge them with canary.source own"
                 if any(m.kind == "paired" for m in metrics) else "")
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
-                       slices=slices, cost_per_million_tokens=cost, paired_note=note)
+                       slices=slices, cost_per_million_tokens=cost, paired_note=note, http_status=statuses)
 
 
 def _finite(raw: object) -> float:
