@@ -117,7 +117,6 @@ class FingerprintWatch:
     store: FingerprintCounts
     spec: FingerprintSpec
     results: dict[str, VersionFingerprint] = field(default_factory=dict)
-    errors: int = 0
 
     def check(self, now: float) -> dict[str, VersionFingerprint]:
         """Count both windows of every version (blocking: call it off the event loop)."""
@@ -131,8 +130,10 @@ class FingerprintWatch:
                 version=v.name, current=Window(current, s.min_samples, s.dominant_share),
                 reference=Window(reference, s.min_samples, s.dominant_share),
                 declared={"template": v.prompt_template_hash, "sampling": v.sampling_defaults_hash})
+            before = self.results.get(v.name)
+            was = before.changed() if before is not None else {}
             for part, differs in out[v.name].changed().items():
-                if differs:
+                if differs and not was.get(part):  # once when it turns on, not at every check it holds
                     log.warning("fingerprint: the %s of version %s changed from %s to %s without a new version "
                                 "(runbook fingerprint-changed)", part, v.name,
                                 out[v.name].reference.dominant(), out[v.name].current.dominant())

@@ -1,9 +1,12 @@
-"""Histogram maths with PromQL semantics: quantiles, deltas between scrapes, merges."""
+"""Histogram maths with PromQL semantics: quantiles, deltas between scrapes, merges; and `Hist`, the
+observer's own accumulating histogram (proxy latencies, cold starts)."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from observer.collect.model import Histogram
 from observer.conventions import vllm
@@ -112,3 +115,27 @@ def fraction_above(h: Histogram, threshold_le: str) -> tuple[float, float]:
         threshold_le = match[0]
     total = by_le["+Inf"]
     return total - by_le[threshold_le], total
+
+
+@dataclass
+class Hist:
+    """A cumulative-on-export histogram the observer fills itself: per-bucket counts (a value lands in the
+    first bucket whose edge is ≥ it), sum and count."""
+
+    edges: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.edges) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.edges, value)] += 1
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out, running = [], 0
+        for edge, n in zip((*self.edges, float("inf")), self.counts, strict=True):
+            running += n
+            out.append(("+Inf" if edge == float("inf") else repr(edge), float(running)))
+        return out

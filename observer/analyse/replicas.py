@@ -9,12 +9,12 @@ compared with its siblings' by a robust z-score:
 
     z = (p50 - median) / (1.4826 · MAD),   MAD floored at `mad_floor` × median
 
+(the floor keeps near-identical healthy replicas from turning a 5 % wobble into z = 50).
+
 The median, not the p95: a degraded GPU (throttled, a bad node) slows every request it serves, while
 the tail of a healthy pod moves with its own bursts, queueing and stalls — on that dependent traffic a
-p95 comparison flagged a healthy pod in about half of the seeded trials (tests/unit/test_replica_outliers),
-the median in none of them.
-
-(the floor keeps near-identical healthy replicas from turning a 5 % wobble into z = 50). A replica is an
+p95 comparison flagged a healthy pod in 52% of the seeded trials (tests/unit/test_replica_outliers),
+the median in 0.7%. The price: the median moves once most of the window is slow. A replica is an
 outlier when z ≥ `z` **and** its p50 is at least `min_ratio` × the siblings' median **and** it served at least
 `min_requests` in the window, in a version with at least `min_replicas` replicas that each served that
 many (with two, which of them is "the odd one" is undecidable: the version-level SLO is the signal).
@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from observer.analyse import histogram as hmath
+from observer.analyse.histogram import Hist
 from observer.analyse.window import History
 from observer.collect.model import Histogram
 from observer.jsonsafe import finite
@@ -147,21 +148,18 @@ COLD_START_BUCKETS: tuple[float, ...] = (5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300
 
 
 @dataclass
-class ColdStarts:
-    """Cumulative histogram of one version's cold starts (pod start → first good scrape)."""
+class ColdStarts(Hist):
+    """One version's cold starts (pod start → first good scrape) as an accumulating histogram."""
 
-    counts: list[float] = field(default_factory=lambda: [0.0] * (len(COLD_START_BUCKETS) + 1))
-    total: float = 0.0
-    n: int = 0
+    edges: tuple[float, ...] = COLD_START_BUCKETS
     last: float | None = None
 
-    def observe(self, seconds: float) -> None:
+    @property
+    def n(self) -> int:
+        """Cold starts counted."""
+        return sum(self.counts)
+
+    def observe(self, value: float) -> None:
         """Count one cold start (negative clock skew reads as 0)."""
-        seconds = max(0.0, seconds)
-        for i, edge in enumerate(COLD_START_BUCKETS):
-            if seconds <= edge:
-                self.counts[i] += 1
-        self.counts[-1] += 1
-        self.total += seconds
-        self.n += 1
-        self.last = seconds
+        self.last = max(0.0, value)
+        super().observe(self.last)

@@ -25,7 +25,6 @@ from prometheus_client.samples import Sample
 from observer import __version__
 from observer import conventions as names
 from observer.analyse import signals as sig
-from observer.analyse.replicas import COLD_START_BUCKETS
 from observer.analyse.signals import Quantiles, SignalStore, VersionExport
 from observer.collect.scraper import TargetHealth
 from observer.conventions import vllm
@@ -204,7 +203,7 @@ class ScrapeCollector(Collector):
         p95 = _gauge(names.REPLICA_TTFT_P95, "Window TTFT p95 of one replica (its own histogram).", rv)
         e2e = _gauge(names.REPLICA_E2E_P95, "Window end-to-end latency p95 of one replica (its own histogram).", rv)
         share = _gauge(names.REPLICA_SHARE, "Share of the version's window requests one replica served.", rv)
-        score = _gauge(names.REPLICA_OUTLIER_SCORE, "Robust z-score of a replica's TTFT p95 against its "
+        score = _gauge(names.REPLICA_OUTLIER_SCORE, "Robust z-score of a replica's median TTFT against its "
                        "siblings' (median, MAD); only with enough replicas and requests.", rv)
         outlier = _gauge(names.REPLICA_OUTLIER, "1 when a replica is much slower than its siblings (z-score, "
                          "ratio to the median and request floors of analyse.replicas).", rv)
@@ -229,8 +228,7 @@ class ScrapeCollector(Collector):
         for e in exports:
             c = e.cold_starts
             if c is not None:
-                edges = [(vllm.format_le(b), n) for b, n in zip(COLD_START_BUCKETS, c.counts, strict=False)]
-                cold.add_metric([e.signals.version], [*edges, ("+Inf", c.counts[-1])], c.total)
+                cold.add_metric([e.signals.version], c.buckets(), c.total)
         yield from (replicas, p50, p95, e2e, share, score, outlier, cold)
 
     def _gpus(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:

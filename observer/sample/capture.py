@@ -198,6 +198,7 @@ def to_record(capture: Capture) -> SampleRecord:
     model = reply.get("model") or request.get("model")
     finish = reply.get("finish_reason")
     output = str(reply.get("text") or "")
+    template, sampling = fingerprint.request_fingerprint(request, chat=capture.kind == "chat")
     if reply.get("tool_calls"):
         output += tool_calls.render(tool_calls.check(request.get("tools"), reply["tool_calls"]))
     return SampleRecord(
@@ -205,9 +206,8 @@ def to_record(capture: Capture) -> SampleRecord:
         model=model if isinstance(model, str) else None,
         finish_reason=finish if isinstance(finish, str) else None,
         prompt_tokens=_int(usage.get("prompt_tokens")), output_tokens=_int(usage.get("completion_tokens")),
-        latency_s=capture.latency_s, ttft_s=capture.ttft_s, source="proxy",
-        **dict(zip(("template_hash", "sampling_hash"),
-                   fingerprint.request_fingerprint(request, chat=capture.kind == "chat"), strict=True)))
+        latency_s=capture.latency_s, ttft_s=capture.ttft_s, source="proxy", template_hash=template,
+        sampling_hash=sampling)
 
 
 def _int(value: Any) -> int | None:

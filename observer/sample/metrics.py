@@ -7,7 +7,6 @@ names from config, source and drop reasons from fixed tuples, redaction kinds fr
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
+from observer.analyse.histogram import Hist
 from observer.conventions import vllm
 
 DROP_REASONS: tuple[str, ...] = (
@@ -33,29 +33,6 @@ DROP_REASONS: tuple[str, ...] = (
 ADDED_LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 TTFT_BUCKETS = vllm.TTFT_EDGES  # the client-side histograms use vLLM's edges, so the two compare bucket by bucket
 E2E_BUCKETS = vllm.REQUEST_EDGES
-
-
-@dataclass
-class Hist:
-    """A cumulative-on-export histogram: per-bucket counts, sum and count."""
-
-    edges: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.counts = [0] * (len(self.edges) + 1)
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.edges, value)] += 1
-        self.total += value
-
-    def buckets(self) -> list[tuple[str, float]]:
-        out, running = [], 0
-        for edge, n in zip((*self.edges, float("inf")), self.counts, strict=True):
-            running += n
-            out.append(("+Inf" if edge == float("inf") else repr(edge), float(running)))
-        return out
 
 
 @dataclass
