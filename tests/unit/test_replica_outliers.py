@@ -7,14 +7,7 @@ import numpy as np
 import pytest
 
 from observer.analyse.replicas import OutlierRule, ReplicaStat, ReplicaTracker, judge, robust_scores
-from observer.collect.model import Histogram
-
-EDGES = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)  # vLLM TTFT
-
-
-def hist(samples: np.ndarray) -> Histogram:
-    cum = (*(float(np.sum(samples <= b)) for b in EDGES), float(len(samples)))
-    return Histogram(bounds=EDGES, cumulative=cum, sum=float(samples.sum()), count=float(len(samples)))
+from tests.support.pod_traffic import hist, pod_traffic, trial
 
 
 def test_robust_scores_floor_the_mad() -> None:
@@ -39,41 +32,12 @@ def test_judge_needs_siblings_requests_and_a_real_ratio() -> None:
     assert judge(idle, rule)[0].share is None
 
 
-def _pod_traffic(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
-    """TTFTs of one pod over one window, dependent as production is: bursts raise a shared queueing
-    delay for runs of requests (an AR(1) load level), batches share their prefill, one stall per window."""
-    level = np.empty(n)
-    x = 0.0
-    for i in range(n):
-        x = 0.9 * x + rng.normal(0, 0.3)
-        level[i] = x
-    queue = 0.02 * np.exp(np.clip(level, -3, 3))
-    batch = np.repeat(rng.lognormal(np.log(0.08), 0.35, size=n // 8 + 1), 8)[:n]
-    out = (batch + queue) * scale
-    stall = rng.integers(0, n - 10)
-    out[stall:stall + 10] += rng.uniform(0.2, 0.6)
-    return out
-
-
-def _trial(rng: np.random.Generator, pods: int, slow: int | None) -> bool:
-    tracker = ReplicaTracker(window_seconds=60.0)
-    start = {f"p{i}": hist(np.zeros(0)) for i in range(pods)}
-    tracker.observe(start, 0.0)
-    window = {}
-    for i in range(pods):
-        n = int(rng.integers(150, 400))  # uneven routing between pods
-        window[f"p{i}"] = hist(_pod_traffic(rng, n, 3.0 if i == slow else 1.0))
-    tracker.observe(window, 60.0)
-    flagged = {s.replica for s in tracker.window(60.0) if s.outlier}
-    return flagged == ({f"p{slow}"} if slow is not None else set())
-
-
 def test_false_alarms_and_power_over_seeded_trials_on_dependent_traffic() -> None:
     rng = np.random.default_rng(18)
     trials = 300
-    false_alarm = sum(not _trial(rng, 6, None) for _ in range(trials)) / trials
-    power = sum(_trial(rng, 6, 2) for _ in range(trials)) / trials
-    power4 = sum(_trial(rng, 4, 1) for _ in range(trials)) / trials
+    false_alarm = sum(not trial(rng, 6, None) for _ in range(trials)) / trials
+    power = sum(trial(rng, 6, 2) for _ in range(trials)) / trials
+    power4 = sum(trial(rng, 4, 1) for _ in range(trials)) / trials
     assert false_alarm <= 0.02, false_alarm
     assert power >= 0.95 and power4 >= 0.9, (power, power4)
 
@@ -81,7 +45,7 @@ def test_false_alarms_and_power_over_seeded_trials_on_dependent_traffic() -> Non
 def test_tracker_forgets_departed_replicas_and_reports_idle_ones() -> None:
     rng = np.random.default_rng(1)
     tracker = ReplicaTracker(window_seconds=60.0)
-    h = hist(_pod_traffic(rng, 100, 1.0))
+    h = hist(pod_traffic(rng, 100, 1.0))
     tracker.observe({"a": hist(np.zeros(0)), "b": hist(np.zeros(0))}, 0.0)
     tracker.observe({"a": h, "b": hist(np.zeros(0))}, 30.0)
     stats = {s.replica: s for s in tracker.window(30.0)}
@@ -95,6 +59,6 @@ def test_tracker_reports_each_replicas_e2e_p95_next_to_its_ttft() -> None:
     tracker = ReplicaTracker(window_seconds=60.0)
     zero = hist(np.zeros(0))
     tracker.observe({"a": zero}, 0.0, e2e={"a": zero})
-    tracker.observe({"a": hist(_pod_traffic(rng, 200, 1.0))}, 30.0, e2e={"a": hist(np.full(200, 3.0))})
+    tracker.observe({"a": hist(pod_traffic(rng, 200, 1.0))}, 30.0, e2e={"a": hist(np.full(200, 3.0))})
     [a] = tracker.window(30.0)
     assert a.e2e_p95 is not None and 2.5 < a.e2e_p95 <= 5.0 and a.ttft_p95 is not None and a.ttft_p95 < 1.0
