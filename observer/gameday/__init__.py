@@ -356,6 +356,11 @@ def _decided(expect: str, verdict: str, body: Mapping[str, Any]) -> bool:
 
 POST_CHANGE_LOOKS = 4
 """Looks after a mid-step change before a verdict other than the expected one ends the scenario."""
+ARGO_FAIL_LOOKS = 3
+"""Argo measurements a `fail` scenario's final check may take. Argo measures every interval through a step
+and one Failed measurement aborts it; a verdict near its threshold (a sequential test that restarts, a
+score at the marginal line) can go from fail to inconclusive between two evaluations, so the final check
+takes up to this many measurements, one scrape interval apart, and every check reads the same one."""
 
 
 def _settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any]) -> bool:
@@ -657,7 +662,12 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 _wait(drift_exported, timeout=15, what="Prometheus to scrape the drift gauge", every=0.25)
         except GamedayError as e:
             row.detail = str(e)
-        row.web_gate, row.guardrail, row.prometheus, body = _argo_checks(config, prom_url, obs.url)
+        for look in range(ARGO_FAIL_LOOKS if s.expect == "fail" else 1):
+            if look:
+                time.sleep(plan.scrape_interval)
+            row.web_gate, row.guardrail, row.prometheus, body = _argo_checks(config, prom_url, obs.url)
+            if row.web_gate.startswith("Failed"):
+                break
         if row.verdicts:
             row.verdicts[-1] = str(body["verdict"])
         ok, detail = _check(s, row, body)
