@@ -23,7 +23,7 @@ import json
 import re
 import threading
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -126,6 +126,8 @@ class Reply:
     delay_s: float = 0.0
     raw_body: str | None = None  # sent verbatim instead of a chat-completions body
     headers: dict[str, str] = field(default_factory=dict)
+    # Only for a request whose user message satisfies this (concurrent calls arrive in any order).
+    when: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -145,9 +147,13 @@ class JudgeServer:
         with self._lock:
             self._script.extend(replies)
 
-    def next_reply(self) -> Reply:
+    def next_reply(self, user: str = "") -> Reply:
+        """The first queued reply meant for this user message (see `Reply.when`), else the rule judge."""
         with self._lock:
-            return self._script.pop(0) if self._script else Reply()
+            for i, reply in enumerate(self._script):
+                if reply.when is None or reply.when(user):
+                    return self._script.pop(i)
+            return Reply()
 
 
 def _handler(server: JudgeServer) -> type[BaseHTTPRequestHandler]:
@@ -186,7 +192,8 @@ def _handler(server: JudgeServer) -> type[BaseHTTPRequestHandler]:
                     server.in_flight -= 1
 
         def _answer(self, body: dict[str, Any]) -> None:
-            reply = server.next_reply()
+            user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
+            reply = server.next_reply(user if isinstance(user, str) else "")
             if reply.delay_s and server._stopping.wait(reply.delay_s):
                 return
             if reply.raw_body is not None:
@@ -197,7 +204,6 @@ def _handler(server: JudgeServer) -> type[BaseHTTPRequestHandler]:
                 return
             content = reply.content
             if content is None and reply.refusal is None:
-                user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
                 pairwise = "BEGIN_ANSWER_1" in user
                 content = json.dumps(rule_preference(user) if pairwise else rule_verdict(user))
             message = {"role": "assistant", "content": content, "refusal": reply.refusal}

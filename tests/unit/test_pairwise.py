@@ -8,7 +8,9 @@ attacked answer win when the pair is fenced naively, so the main test passes onl
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -88,8 +90,13 @@ async def test_garbage_or_an_error_in_one_order_is_undecided(server: JudgeServer
 async def test_votes_take_the_majority_at_a_temperature(server: JudgeServer) -> None:
     async with httpx.AsyncClient() as http:
         j = judge(http, server, votes=3, temperature=0.7)
-        # baseline first: 2 of 3 say "1" (baseline); canary first: 2 of 3 say "2" (baseline)
-        server.script(pick("1"), pick("2"), pick("1"), pick("2"), pick("2"), pick("1"))
+        # baseline first: 2 of 3 say "1" (baseline); canary first: 2 of 3 say "2" (baseline). The six calls
+        # run concurrently, so each reply is keyed to its order, not to arrival.
+        def first(answer: str) -> Callable[[str], bool]:
+            return lambda user: re.search(r"BEGIN_ANSWER_1 [^>]*>>>\s*" + re.escape(answer), user) is not None
+
+        server.script(*(replace(pick(b), when=first(GOOD)) for b in ("1", "2", "1")),
+                      *(replace(pick(b), when=first(BAD)) for b in ("2", "1", "2")))
         before = len(server.requests)
         r = await j.compare(prompt=QUESTION, baseline=GOOD, canary=BAD)
         sent = server.requests[before:]
