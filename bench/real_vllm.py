@@ -2,11 +2,12 @@
 
 First the sampling proxy's added latency: `stable` alone, direct calls and calls through `observer proxy`
 alternating in the same run, each request's engine time subtracted at a byte tap (bench/engine_tap.py).
-Then `stable` and `canary` (identical at first, sharing a core) and a MiniLM pooling server:
-the proxy figures again with the neighbours up; families mapped/ignored; the observer's TTFT p95 against
-the same PromQL over the raw `vllm:` series in a real Prometheus; the stable server as LLM-as-judge on evals/anchors.jsonl (valid verdicts, Cohen's κ)
-and on the injection corpus (verdicts changed); remote vs in-process MiniLM embeddings; an A/A canary step,
-then the canary restarted with `--max-num-seqs 1` (requests queue) and judged again. Last line: JSON.
+Then `stable` and `canary` (identical at first, sharing a core) and a MiniLM pooling server: the proxy
+figures again with the neighbours up; families mapped/ignored; the observer's TTFT p95 against the same
+PromQL over the raw `vllm:` series in a real Prometheus; the stable server as LLM-as-judge on
+evals/anchors.jsonl (valid verdicts, Cohen's κ) and on the injection corpus (verdicts changed); remote vs
+in-process MiniLM embeddings; an A/A canary step, then the canary restarted with `--max-num-seqs 1`
+(requests queue) and judged again. Last line: JSON.
 
     make real-vllm && .venv/bin/python bench/real_vllm.py [--pairs 400] [--anchors 66]
     .venv/bin/python bench/real_vllm.py --only proxy                   # the proxy figures alone (~9 min)
