@@ -57,13 +57,15 @@ render-check: setup
 	$(BIN)/observer render --check --config deploy/observer.yaml
 
 # The set-up steps run side by side (mostly downloads and unpacking), then the checks. The suite runs in
-# two parts: everything but the real-vLLM tier on two workers (those tests mostly wait on processes and
-# sockets), then the real tier alone, when it has the machine's cores and memory to itself.
+# two parts: most of it on two workers (those tests mostly wait on processes and sockets), then, one at a
+# time with the machine to themselves, the short game day (its goodput verdict sits near its line and
+# read inconclusive once with a busy neighbour) and the real-vLLM tier.
+SERIAL := tests/integration/test_gameday.py tests/real
 test:
 	$(MAKE) --no-print-directory -j3 --output-sync=target setup real-vllm
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint render-check
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --ignore=tests/real --durations=15
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/real --durations=10
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $(addprefix --ignore=,$(SERIAL)) --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(SERIAL) --durations=10
 
 bench: setup
 	$(BIN)/python bench/scrape.py

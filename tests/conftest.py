@@ -22,7 +22,8 @@ def postgres_server() -> Iterator[postgres.Postgres]:
 
 
 # The longest files first: on `-n 2 --dist loadfile` (make test) a worker takes each at the start instead of
-# finishing the suite alone on the game day (4 min) while the other idles. Order within a file is kept.
+# finishing the suite alone on it while the other idles. Order within a file is kept. (make test runs the
+# game day in its serial part; a plain `pytest -n 2` still gets it first.)
 LONG_FIRST = ("tests/integration/test_gameday.py", "tests/golden/test_alerts_rules.py")
 
 
