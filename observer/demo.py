@@ -217,7 +217,13 @@ def run(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _real_config(servers: dict[str, Any], *, port: int, workdir: Path) -> str:
+OUTSIDE_ENGINE_QUERY = ('histogram_quantile(0.5, sum by (version, le) '
+                        '(rate(observer_outside_engine_seconds_bucket{part="e2e"}[1m])))')
+"""Median time a proxied request spends outside vLLM's engine (API server, tokenization, network), from the
+engine spans vLLM exports to the observer."""
+
+
+def _real_config(servers: dict[str, Any], *, port: int, proxies: dict[str, int], workdir: Path) -> str:
     import yaml
 
     versions = [{"name": name, "role": name, "vllm": [servers[name].url + "/metrics"],
@@ -227,7 +233,9 @@ def _real_config(servers: dict[str, Any], *, port: int, workdir: Path) -> str:
         "fleet": {"versions": versions},
         "scrape": {"interval_seconds": 5, "timeout_seconds": 5, "window_seconds": 300},
         "server": {"host": "127.0.0.1", "port": port, "auth": {"mode": "none"}},
-        "sampling": {"store": {"path": str(workdir / "samples.db")}},
+        "sampling": {"store": {"path": str(workdir / "samples.db")}, "fraction": 0.25,
+                     "versions": {name: {"listen": f"127.0.0.1:{p}"} for name, p in proxies.items()},
+                     "engine_spans": {"enabled": True}},
         "quality": {"enabled": False},
         "drift": {"baseline_dir": str(workdir / "baselines"),
                   "embedder": {"kind": "remote", "url": servers["embedder"].url + "/v1", "model": "minilm"}},
@@ -250,25 +258,28 @@ def _load(urls: list[str], stop: threading.Event) -> None:
 
 def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], None]) -> int:
     """The demo on real vLLM servers (stable, a queueing canary, an embedder), observer and Prometheus."""
-    from observer.vllmproc import VllmSpec, run_vllm
+    from observer.vllmproc import VllmSpec, run_vllm, with_otlp
 
-    specs = [VllmSpec(name="stable", core=0), VllmSpec(name="canary", core=1, max_num_seqs=1),
+    port = free_port()  # the observer's: the generators send it their OTLP request spans
+    traces = f"http://127.0.0.1:{port}/v1/traces"
+    specs = [with_otlp(VllmSpec(name="stable", core=0), traces),
+             with_otlp(VllmSpec(name="canary", core=1, max_num_seqs=1), traces),
              VllmSpec(name="embedder", served_name="minilm", core=0, runner="pooling", max_model_len=256)]
+    proxies = {"stable": free_port(), "canary": free_port()}
     say("starting two real vLLM generators and an embedder (about a minute) ...")
     with ExitStack() as stack:
         servers = stack.enter_context(run_vllm(specs, log_dir=workdir / "vllm"))
         say("real vLLM up: " + ", ".join(f"{n} → {s.url}" for n, s in servers.items()))
         config_path = workdir / "observer.yaml"
-        port = free_port()
-        config_path.write_text(_real_config(servers, port=port, workdir=workdir))
+        config_path.write_text(_real_config(servers, port=port, proxies=proxies, workdir=workdir))
         config = load_config(config_path)
         observer_url = start_observer(stack, config_path=config_path, config=config, workdir=workdir)
         prom_port = args.prometheus_port if args.prometheus_port and port_free(args.prometheus_port) else free_port()
         prom_url = start_prometheus(stack, workdir=workdir, target=observer_url.removeprefix("http://"),
                                     port=prom_port, interval=args.prometheus_interval)
         stop = threading.Event()
-        loader = threading.Thread(target=_load, args=([servers["stable"].url, servers["canary"].url], stop),
-                                  daemon=True)
+        proxy_urls = {name: f"http://127.0.0.1:{p}" for name, p in proxies.items()}
+        loader = threading.Thread(target=_load, args=(list(proxy_urls.values()), stop), daemon=True)
         loader.start()
         stack.callback(loader.join, 70)
         stack.callback(stop.set)
@@ -279,19 +290,26 @@ def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], N
         say(f"  Prometheus         {prom_url}")
         say(f"  TTFT p95 by version {graph_url(prom_url, TTFT_P95_QUERY)}")
         say(f"  raw vLLM metrics   {servers['stable'].url}/metrics, {servers['canary'].url}/metrics")
+        say(f"  sampling proxies   {', '.join(f'{n} → {u}' for n, u in proxy_urls.items())} (the load goes "
+            "through them)")
+        say(f"  outside the engine {graph_url(prom_url, OUTSIDE_ENGINE_QUERY)}")
         say(f"  logs in {workdir} (removed at exit)")
         if not _keep_running(args.duration, say):
             return 0
         deadline = time.monotonic() + 60
-        found: dict[str, float] = {}
-        while time.monotonic() < deadline and len(found) < 2:
-            r = httpx.get(f"{prom_url}/api/v1/query", params={"query": TTFT_P95_QUERY}, timeout=10).json()
-            found = {x["metric"]["version"]: float(x["value"][1]) for x in r["data"]["result"]
-                     if float(x["value"][1]) == float(x["value"][1])}
+        found: dict[str, dict[str, float]] = {}
+        queries = {"TTFT p95": TTFT_P95_QUERY, "outside-engine p50": OUTSIDE_ENGINE_QUERY}
+        while time.monotonic() < deadline and not all(len(found.get(k, {})) == 2 for k in queries):
+            for what, query in queries.items():
+                r = httpx.get(f"{prom_url}/api/v1/query", params={"query": query}, timeout=10).json()
+                found[what] = {x["metric"]["version"]: float(x["value"][1]) for x in r["data"]["result"]
+                               if float(x["value"][1]) == float(x["value"][1])}
             time.sleep(1.0)
-        if len(found) < 2:
-            raise DemoError(f"Prometheus has no TTFT p95 for both versions (query: {TTFT_P95_QUERY})")
-        say("TTFT p95 from Prometheus: " + ", ".join(f"{v}={s * 1000:.0f} ms" for v, s in sorted(found.items())))
+        for what, query in queries.items():
+            if len(found.get(what, {})) < 2:
+                raise DemoError(f"Prometheus has no {what} for both versions (query: {query})")
+            say(f"{what} from Prometheus: " + ", ".join(f"{v}={s * 1000:.1f} ms"
+                                                         for v, s in sorted(found[what].items())))
         return 0
 
 

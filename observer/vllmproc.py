@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -116,6 +116,16 @@ class VllmSpec:
     max_num_seqs: int = 8
     extra_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+
+
+def with_otlp(spec: VllmSpec, endpoint: str, *, token: str | None = None) -> VllmSpec:
+    """`spec` exporting one OTLP `llm_request` span per request to `endpoint` (an observer's `/v1/traces`),
+    sent every second, with `Authorization: Bearer token` when given."""
+    env = [("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"), ("OTEL_BSP_SCHEDULE_DELAY", "1000")]
+    if token:
+        env.append(("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"Authorization=Bearer%20{token}"))
+    return replace(spec, extra_args=(*spec.extra_args, "--otlp-traces-endpoint", endpoint,
+                                     "--collect-detailed-traces", "all"), env=(*spec.env, *env))
 
 
 def command(home: RealVllmHome, spec: VllmSpec, port: int) -> list[str]:

@@ -174,6 +174,21 @@ class FingerprintSpec(Spec):
     top_k: int = Field(3, ge=1, le=20, description="Most fingerprints exported per version (label cardinality).")
 
 
+class EngineSpanSpec(Spec):
+    """vLLM's OTLP `llm_request` spans, received on `POST /v1/traces` and joined by trace id to the requests
+    the observer's proxies forwarded (docs/sampling.md, "Engine spans"). Point each vLLM at the observer with
+    `--otlp-traces-endpoint http://OBSERVER:PORT/v1/traces --collect-detailed-traces all`."""
+
+    enabled: bool = Field(False, description="Serve /v1/traces and join the spans to proxied requests. Off by "
+                          "default: with tracing off on the servers every proxied request would count missing.")
+    wait_seconds: float = Field(30.0, gt=0, le=3600,
+                                description="How long a finished request waits for its span before it counts "
+                                            "missing (vLLM's batch exporter sends every 5 s by default).")
+    max_pending: int = Field(20_000, ge=1, le=1_000_000,
+                             description="Most requests (and early spans) waiting to be joined; the oldest is "
+                                         "given up beyond this.")
+
+
 class SamplingSpec(Spec):
     """Live output sampling, mirror ingest, sample store and redaction (issue 3)."""
 
@@ -195,6 +210,8 @@ class SamplingSpec(Spec):
     store: StoreSpec = Field(default_factory=StoreSpec, description="The sample store.")
     fingerprint: FingerprintSpec = Field(default_factory=FingerprintSpec,
                                          description="Observed prompt-template and sampling fingerprints.")
+    engine_spans: EngineSpanSpec = Field(default_factory=EngineSpanSpec,
+                                         description="vLLM's OTLP request spans joined to proxied requests.")
 
     def fraction_for(self, version: str) -> float:
         """The sampling fraction of `version`."""

@@ -53,7 +53,7 @@ FINISHED_REASONS: tuple[str, ...] = ("stop", "length", "abort", "error", "repeti
 # --- Observed fingerprints (issue 18 item 1): hashes, never text (conventions.fingerprint).
 TEMPLATE_HASH = "template_hash"  # 12 hex digits of the system prompt's hash; bounded by sampling.fingerprint.top_k
 SAMPLING_HASH = "sampling_hash"  # 12 hex digits of the sampling parameters' hash
-PART = "part"  # template | sampling
+PART = "part"  # template | sampling (fingerprints); ttft | e2e (outside-engine time)
 WINDOW = "window"  # current | reference (FINGERPRINT_SAMPLES)
 REPLICA = "replica"  # a version's pod (or target host:port); bounded by the version's targets (pod cap)
 HTTP_STATUS_CLASS = "status"  # on HTTP_RESPONSES: 2xx | 3xx | 4xx | 5xx | other (vLLM's instrumentator)

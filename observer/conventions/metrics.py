@@ -94,6 +94,11 @@ PROXY_E2E = "observer_proxy_e2e_latency_seconds"  # histogram {version} client-s
 PROXY_REQUESTS = "observer_proxy_requests"  # counter {version, code}
 PROXY_SHADOW_REQUESTS = "observer_proxy_shadow_requests"  # counter {version, code}: shadow replays, kept apart
 SAMPLE_QUEUE_DEPTH = "observer_sample_queue_depth"
+# Engine spans: vLLM's OTLP `llm_request` spans joined by trace id to the requests the proxy forwarded.
+OTLP_EXPORTS = "observer_otlp_exports"  # counter {code}: OTLP/HTTP export requests received, by answer
+OTLP_SPANS = "observer_otlp_spans"  # counter {outcome}: joined | unmatched | rejected | other
+ENGINE_SPAN_REQUESTS = "observer_engine_span_requests"  # counter {version, outcome}: joined | missing | overflow
+OUTSIDE_ENGINE = "observer_outside_engine_seconds"  # histogram {version, part}: proxy-seen minus engine-seen
 STORE_BYTES = "observer_store_bytes"
 STORE_ROWS = "observer_store_rows"  # {version}
 
@@ -184,6 +189,7 @@ ALERT_GPU_MEMORY_ERRORS = "ObserverGPUMemoryErrors"
 ALERT_GPU_THROTTLED = "ObserverGPUThrottled"
 ALERT_GPU_HW_SLOWDOWN = "ObserverGPUHardwareSlowdown"
 ALERT_RESTART_STORM = "ObserverRestartStorm"
+ALERT_ENGINE_SPANS_MISSING = "ObserverEngineSpansMissing"
 ALERT_REPLICA_OUTLIER = "ObserverReplicaSlow"
 ALERT_PROBE_FAILING = "ObserverProbeFailing"
 SLO_THRESHOLD_EXPOSED = "observer_slo_threshold_exposed"  # gauge {slo, version}: the threshold is a scraped edge

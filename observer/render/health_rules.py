@@ -424,6 +424,8 @@ def self_health_group(a: Alerting) -> Group:
         rules.append(_stale(a, name=names.ALERT_DRIFT_NOT_RUN, metric=names.DRIFT_LAST_CHECK, by=(_V,),
                             keys=[{_V: v} for v in a.live_versions], limit=lim.drift_stale, what="a drift check",
                             runbook="drift-not-run", summary="{{ $labels.version }}: drift check not run"))
+    if a.engine_spans_enabled:
+        rules.append(_engine_spans_missing(a))
     if a.canary_enabled:
         rules.append(_stale(a, name=names.ALERT_VERDICT_STALE, metric=names.CANARY_LAST_EVALUATED,
                             by=(names.CANARY, names.BASELINE), limit=lim.verdict_stale,
@@ -431,6 +433,37 @@ def self_health_group(a: Alerting) -> Group:
                             what="a canary verdict evaluation", runbook="verdict-stale",
                             summary="Canary verdict for {{ $labels.canary }} is stale"))
     return Group(names.RULE_GROUP_SELF, tuple(rules))
+
+
+def _engine_spans_missing(a: Alerting) -> Alert:
+    """Most proxied requests of a version get no engine span: its servers stopped exporting (tracing off after a
+    redeploy, a wrong endpoint or token) and the outside-engine time is blind."""
+    window_s = 900 * a.time_scale
+    window = duration(window_s)
+    interval, at, steps = _covering(a, window_s)
+    m = names.ENGINE_SPAN_REQUESTS + "_total"
+    lost = f"sum by ({_V}) (increase({selector(m, regex={names.OUTCOME: 'missing|overflow'})}[{window}]))"
+    total = f"sum by ({_V}) (increase({m}[{window}]))"
+    limit = 0.5
+    key: Labels = ((_V, "canary"),)
+
+    def series(joined: int, missing: int) -> tuple[Series, ...]:
+        return (Series(selector(m, {_V: "canary", names.OUTCOME: "joined"}), f"0+{joined}x{steps}"),
+                Series(selector(m, {_V: "canary", names.OUTCOME: "missing"}), f"0+{missing}x{steps}"),
+                Series(selector(m, {_V: "canary", names.OUTCOME: "overflow"}), f"0x{steps}"))
+
+    return Alert(
+        name=names.ALERT_ENGINE_SPANS_MISSING, expr=f"{lost}\n/\n({total} > 0)\n> {limit!r}", severity="ticket",
+        summary="{{ $labels.version }}: vLLM request spans are not arriving",
+        description=("{{ $value | humanizePercentage }} of the requests the proxy forwarded to version "
+                     f"{{{{ $labels.version }}}} in the last {window} got no OTLP llm_request span from vLLM "
+                     "(sampling.engine_spans): the servers stopped exporting — tracing flags or the exporter's "
+                     "endpoint or token — and the time outside the engine is not measured."),
+        runbook="engine-spans-missing",
+        examples=(Example(f"{names.ALERT_ENGINE_SPANS_MISSING} fires at 90% missing", series(1, 9), at, interval,
+                          (Firing(key, 0.9),)),
+                  Example(f"{names.ALERT_ENGINE_SPANS_MISSING} quiet at 10% missing", series(9, 1), at, interval)),
+    )
 
 
 def _agreement(a: Alerting, floor: float) -> Alert:

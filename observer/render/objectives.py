@@ -118,6 +118,8 @@ class Alerting:
     """Routing labels on every alert (slo.alert_labels)."""
     judge_kappa_floor: float | None = None
     """Alert when the judge's agreement with the anchors falls below this (None: no anchors re-graded)."""
+    engine_spans_enabled: bool = False
+    """sampling.engine_spans: the proxies expect vLLM's OTLP request spans."""
 
     def runbook_url(self, page: str) -> str:
         """The runbook_url of a page in runbooks/."""
@@ -201,6 +203,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         judge_enabled=config.quality.enabled and config.quality.judge.url is not None,
         drift_enabled=config.drift.enabled,
         fingerprint_enabled=config.sampling.enabled and config.sampling.fingerprint.enabled,
+        engine_spans_enabled=config.sampling.enabled and config.sampling.engine_spans.enabled,
         canary_enabled=bool(pairs), canary_pairs=pairs, rule_name=slo.prometheus_rule.name,
         rule_namespace=slo.prometheus_rule.namespace,
         rule_labels=tuple(sorted(slo.prometheus_rule.labels.items())),

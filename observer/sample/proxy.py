@@ -4,7 +4,8 @@ Bodies, status codes and headers pass through unchanged (hop-by-hop headers drop
 forwarded the moment they arrive, never buffered. A client disconnect cancels the upstream request; an
 upstream disconnect mid-reply aborts the client connection the same way. Sampling costs the request a
 gate decision and, for selected requests, a copy of the reply chunks; parsing and storage happen later.
-Its own endpoints are `/healthz`, `/readyz` and `/observer/metrics`; every other path is forwarded.
+Its own endpoints are `/healthz`, `/readyz` and `/observer/metrics` (and `POST /v1/traces` with engine spans
+on); every other path is forwarded.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from observer import conventions as names
 from observer.sample.capture import SAMPLED_PATHS, Capture
 from observer.sample.metrics import SamplingMetrics
+from observer.sample.otlp_receiver import answer_export
 from observer.sample.pipeline import SamplePipeline
+from observer.sample.spans import SpanJoin
 from observer.sample.upstream import UpstreamError, UpstreamPool
 
 Scope = MutableMapping[str, Any]
@@ -45,6 +48,9 @@ SHADOW_HEADER = b"x-observer-shadow"
 """Marks the observer's own shadow replays (quality.shadow): forwarded, never sampled, counted apart."""
 _REQUEST_DROP = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
 OWN_PATHS = ("/healthz", "/readyz", "/observer/metrics")
+TRACES_PATH = "/v1/traces"
+"""With engine spans on (sampling.engine_spans), the proxy answers OTLP exports here itself: a vLLM in the
+same pod sends its request spans to the proxy in front of it."""
 
 
 class UpstreamAborted(Exception):
@@ -88,7 +94,7 @@ class ProxyApp:
                  pipeline: SamplePipeline | None, max_capture_bytes: int = 1024 * 1024,
                  max_request_bytes: int = 64 * 1024 * 1024, ready_path: str = "/v1/models",
                  registry: CollectorRegistry | None = None, wall: Callable[[], float] = time.time,
-                 max_idle_connections: int = 1000) -> None:
+                 max_idle_connections: int = 1000, spans: SpanJoin | None = None) -> None:
         self.version = version
         self.upstream = upstream.rstrip("/")
         self.client = client  # for the /readyz probe only; requests go through the lean pool
@@ -102,6 +108,7 @@ class ProxyApp:
         self.max_request_bytes = max_request_bytes
         self.ready_path = ready_path
         self.registry = registry
+        self.spans = spans
         self._wall = wall
         self._ready_until = 0.0
         self._next_warning = 0.0
@@ -116,7 +123,23 @@ class ProxyApp:
         if path in OWN_PATHS:
             await self._own(path, send)
             return
+        if path == TRACES_PATH and self.spans is not None and scope["method"] == "POST":
+            await self._traces(self.spans, scope, receive, send)
+            return
         await self._forward(scope, receive, send)
+
+    async def _traces(self, join: SpanJoin, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = _content_length(scope)
+        limit = self.max_request_bytes
+        body = declared if declared is not None and declared > limit else await _read_body(receive, limit)
+        if body is None:  # the exporter left before sending its request
+            return
+        headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        code, payload, media = answer_export(
+            join, b"" if isinstance(body, int) else body, content_type=headers.get(b"content-type", ""),
+            content_encoding=headers.get(b"content-encoding", ""),
+            declared=body if isinstance(body, int) else None, max_bytes=limit)
+        await _reply(send, code, payload, content_type=media.encode())
 
     def close(self) -> None:
         """Close idle upstream connections."""
@@ -178,9 +201,11 @@ class ProxyApp:
         method = scope["method"]
         path = scope["path"]
         headers = forward_headers(list(scope["headers"]), _REQUEST_DROP)
-        if not any(k.lower() == b"traceparent" and valid_traceparent(v.decode("latin-1")) for k, v in headers):
+        traceparent = next((v.decode("latin-1") for k, v in headers if k.lower() == b"traceparent"), "")
+        if not valid_traceparent(traceparent):
             headers = [(k, v) for k, v in headers if k.lower() not in (b"traceparent", b"tracestate")]
-            headers.append((b"traceparent", new_traceparent().encode()))
+            traceparent = new_traceparent()
+            headers.append((b"traceparent", traceparent.encode()))
         target: bytes = scope.get("raw_path") or path.encode()
         if scope.get("query_string"):
             target += b"?" + scope["query_string"]
@@ -247,6 +272,12 @@ class ProxyApp:
         elif too_large:
             reason = "too_large"
         self._done(status, added, ttft, e2e, capture, reason, state.shadow)
+        if self.spans is not None and kind is not None and 200 <= status < 300:
+            # The engine's TTFT compares with ours only when the reply streams; a plain reply's first byte
+            # is its last.
+            streamed = (resp.header(b"content-type") or b"").startswith(b"text/event-stream")
+            self.spans.request_done(traceparent.strip().split("-")[1], self.version,
+                                    ttft_s=ttft if streamed else None, e2e_s=e2e)
         if capture and reason is None and kind is not None and self.pipeline is not None:
             self.pipeline.submit(Capture(
                 version=self.version, kind=kind, request=body, response=b"".join(chunks),

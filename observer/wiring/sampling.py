@@ -20,10 +20,12 @@ from observer.fleetview import VersionNames
 from observer.httpserve import ConnectionGuard
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
+from observer.sample.otlp_receiver import otlp_router
 from observer.sample.pipeline import SamplePipeline, Sink, StoreSink
 from observer.sample.proxy import ProxyApp, build_client, default_upstream
 from observer.sample.redact import Redactor
 from observer.sample.server import RunningServer, start_server
+from observer.sample.spans import SpanJoin
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
 from observer.wiring.runtime import Clock, Context, Job
@@ -99,6 +101,7 @@ class SamplingComponent:
     _client: httpx.AsyncClient | None = None
     guards: dict[str, ConnectionGuard] = field(default_factory=dict)
     fingerprints: FingerprintWatch | None = None
+    spans: SpanJoin | None = None
 
     @property
     def spec(self) -> SamplingSpec:
@@ -108,7 +111,8 @@ class SamplingComponent:
         return (SamplingCollector(self.metrics, queue_depth=self.pipeline.queue_depth,
                                   store_bytes=lambda: self.stats.size, store_rows=lambda: self.stats.rows,
                                   redaction_kinds=self.pipeline.redactor.kinds if self.pipeline.redactor else ()),
-                *((FingerprintCollector(self.fingerprints),) if self.fingerprints is not None else ()))
+                *((FingerprintCollector(self.fingerprints),) if self.fingerprints is not None else ()),
+                *((self.spans,) if self.spans is not None else ()))
 
     def routers(self) -> Sequence[APIRouter]:
         config = self.ctx.config
@@ -116,7 +120,9 @@ class SamplingComponent:
                               versions=VersionNames(self.ctx.fleet),
                               guard=self.ctx.private_guard(),
                               max_request_bytes=config.server.max_request_bytes,
-                              max_batch_samples=self.spec.max_batch_samples, clock=self.ctx.clock),)
+                              max_batch_samples=self.spec.max_batch_samples, clock=self.ctx.clock),
+                *((otlp_router(self.spans, guard=self.ctx.private_guard(),
+                               max_request_bytes=config.server.max_request_bytes),) if self.spans is not None else ()))
 
     def jobs(self) -> Sequence[Job]:
         return (Job("sample-store-prune", self.spec.store.prune_interval_seconds, self.prune, singleton=True),
@@ -159,7 +165,7 @@ class SamplingComponent:
             app = ProxyApp(version=version, upstream=proxy_upstream(self.ctx.config, version), client=self._client,
                            metrics=self.metrics, pipeline=self.pipeline, max_capture_bytes=proxy.max_capture_bytes,
                            ready_path=proxy.ready_path, max_idle_connections=proxy.max_connections,
-                           max_request_bytes=proxy.max_request_bytes)
+                           max_request_bytes=proxy.max_request_bytes, spans=self.spans)
             self._apps.append(app)
             try:
                 self._servers.append(await start_server(app, host=host, port=int(port),
@@ -201,6 +207,9 @@ def build(ctx: Context) -> SamplingComponent | None:
     guards = {name: proxy_guard(spec, name) for name, o in spec.versions.items() if o.listen}
     ctx.connection_guards.extend(guards.values())
     watch = FingerprintWatch(ctx.fleet, store, spec.fingerprint) if spec.fingerprint.enabled else None
+    es = spec.engine_spans
+    spans = SpanJoin(wait_seconds=es.wait_seconds, max_pending=es.max_pending, versions=sorted(guards)) \
+        if es.enabled else None
     return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics, guards=guards,
-                             fingerprints=watch)
+                             fingerprints=watch, spans=spans)
 

@@ -28,6 +28,7 @@ from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.pipeline import RemoteSink, Sink, StoreSink
 from observer.sample.proxy import ProxyApp, build_client
 from observer.sample.server import EmbeddedServer, server_config
+from observer.sample.spans import SpanJoin
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
 from observer.wiring.runtime import resolve_auth_token
@@ -132,12 +133,17 @@ async def run_proxy(config: ObserverConfig, *, version: str | None = None, liste
         metrics, queue_depth=pipeline.queue_depth,
         store_bytes=(lambda: store.size_bytes()) if store is not None else None,
         redaction_kinds=pipeline.redactor.kinds if pipeline.redactor else ()))
+    es = spec.engine_spans
+    spans = SpanJoin(wait_seconds=es.wait_seconds, max_pending=es.max_pending, versions=[version]) \
+        if es.enabled else None
+    if spans is not None:
+        registry.register(spans)
     client = build_client(connect_timeout=spec.proxy.connect_timeout_seconds,
                           read_timeout=spec.proxy.read_timeout_seconds, max_connections=spec.proxy.max_connections)
     app = ProxyApp(version=version, upstream=target, client=client, metrics=metrics, pipeline=pipeline,
                    max_capture_bytes=spec.proxy.max_capture_bytes, ready_path=spec.proxy.ready_path,
                    registry=registry, max_idle_connections=spec.proxy.max_connections,
-                   max_request_bytes=spec.proxy.max_request_bytes)
+                   max_request_bytes=spec.proxy.max_request_bytes, spans=spans)
     await pipeline.start()
     follower = (asyncio.create_task(version_file.follow(app, role), name="pod labels")
                 if version_file is not None else None)

@@ -39,7 +39,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     cfg = ObserverConfig.model_validate({
         "fleet": {"versions": [{"name": "stable", "role": "stable"}, {"name": "canary", "role": "canary"}]},
         "server": {"auth_token": TOKEN},
-        "sampling": {"store": {"path": str(tmp / "s.db")}},
+        "sampling": {"store": {"path": str(tmp / "s.db")}, "engine_spans": {"enabled": True}},
         "quality": {"enabled": False},
         "drift": {"baseline_dir": str(tmp / "baselines")},
     })

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from observer.gameday.real import CANARY, STABLE, drive  # noqa: F401  (the tier's specs and load)
-from observer.vllmproc import RunningVllm, VllmSpec, real_vllm_home, run_vllm
+from observer.promserver import free_port
+from observer.vllmproc import RunningVllm, VllmSpec, real_vllm_home, run_vllm, with_otlp
 
+TOKEN = "real-tier"  # the observers' bearer token in this tier (their /v1/traces is a private route)
 START_TIMEOUT = 420.0  # generous: a busy 2-core machine starts two generators and an embedder in 1–2 min
 EMBEDDER = VllmSpec(name="embedder", served_name="minilm", core=1, runner="pooling", max_model_len=256,
                     max_num_seqs=16)
@@ -38,6 +40,8 @@ class Engines:
     canary: RunningVllm
     embedder: RunningVllm
     version: str
+    otlp_port: int  # where stable and canary send their OTLP spans: an observer listens there only when a test
+    # runs one on this port; otherwise the exporter's batch fails to connect and is dropped (both alike)
 
     def respec_canary(self, spec: VllmSpec) -> None:
         """Restart the canary with other flags on the same port (a new canary revision)."""
@@ -51,9 +55,12 @@ class Engines:
 def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engines]:
     home = real_vllm_home()
     logs = tmp_path_factory.mktemp("vllm-logs")
-    with run_vllm([STABLE, CANARY, EMBEDDER], log_dir=logs, home=home, start_timeout=START_TIMEOUT) as servers:
+    otlp_port = free_port()
+    traces = f"http://127.0.0.1:{otlp_port}/v1/traces"
+    generators = [with_otlp(spec, traces, token=TOKEN) for spec in (STABLE, CANARY)]
+    with run_vllm([*generators, EMBEDDER], log_dir=logs, home=home, start_timeout=START_TIMEOUT) as servers:
         yield Engines(stable=servers["stable"], canary=servers["canary"], embedder=servers["embedder"],
-                      version=home.version())
+                      version=home.version(), otlp_port=otlp_port)
 
 
 REPO = Path(__file__).resolve().parents[2]

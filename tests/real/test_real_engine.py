@@ -33,7 +33,7 @@ from observer.config.spec import ObserverConfig
 from observer.conventions import vllm as vocab
 from observer.gameday.real import ROUND_SECONDS, kill_mid_stream, paced
 from observer.promserver import free_port
-from tests.real.conftest import CANARY, REPO, Engines, drive
+from tests.real.conftest import CANARY, REPO, TOKEN, Engines, drive
 from tests.support.observer_proc import ObserverProcess, run_observer
 from tests.support.poll import wait_until
 from tests.support.prom import run_prometheus
@@ -50,7 +50,7 @@ def _config(engines: Engines, tmp: Path, *, proxy_port: int | None = None,
     data: dict[str, Any] = {
         "fleet": {"versions": versions},
         "scrape": {"interval_seconds": 1.0, "timeout_seconds": 1.0, "window_seconds": 600},
-        "server": {"auth_token": "real-tier"},
+        "server": {"auth_token": TOKEN},
         "sampling": {"enabled": proxy_port is not None, "fraction": 1.0, "store": {"path": str(tmp / "s.db")},
                      "reservoir": {"window_seconds": 0.2}},
         "quality": {"enabled": False}, "drift": {"enabled": False},
@@ -172,18 +172,25 @@ def _normalised(body: bytes) -> bytes:
 
 
 def test_the_proxy_forwards_real_streams_byte_for_byte_and_samples_them(engines: Engines, tmp_path: Path) -> None:
+    """Also vLLM's own OTLP spans: the servers export to `engines.otlp_port`, where this observer listens, and
+    each proxied request is joined to its `llm_request` span by the trace id the client sent."""
     port = free_port()
     cfg = _config(engines, tmp_path, proxy_port=port)
+    cfg = cfg.model_copy(update={"sampling": cfg.sampling.model_copy(update={
+        "engine_spans": cfg.sampling.engine_spans.model_copy(update={"enabled": True, "wait_seconds": 60.0})})})
     body = {"model": "llm", "prompt": "The observer watches", "max_tokens": 24, "temperature": 0}
-    with run_observer(cfg, areas=["scrape", "sample"]) as obs:
+    with run_observer(cfg, areas=["scrape", "sample"], port=engines.otlp_port) as obs:
         proxy = f"http://127.0.0.1:{port}"
         wait_until(lambda: httpx.get(proxy + "/readyz", timeout=2).status_code == 200, timeout=30,
                    message="the proxy's upstream")
-        for stream in (False, True):
+        proxied_e2e = 0.0
+        for i, stream in enumerate((False, True)):
             direct = httpx.post(engines.stable.url + "/v1/completions", json={**body, "stream": stream}, timeout=60)
+            t0 = time.perf_counter()
             proxied = httpx.post(proxy + "/v1/completions", json={**body, "stream": stream},
-                                 headers={"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+                                 headers={"traceparent": f"00-4bf92f3577b34da6a3ce929d0e0e473{i}-00f067aa0ba902b7-01"},
                                  timeout=60)
+            proxied_e2e += time.perf_counter() - t0
             assert direct.status_code == proxied.status_code == 200
             assert _normalised(proxied.content) == _normalised(direct.content), stream
         store = obs.service.services.store
@@ -193,6 +200,24 @@ def test_the_proxy_forwards_real_streams_byte_for_byte_and_samples_them(engines:
         assert all(x.output and x.finish_reason == "length" for x in samples)
         # The plain reply carries `usage`; a stream does only with stream_options.include_usage.
         assert any(x.output_tokens == 24 for x in samples), [x.output_tokens for x in samples]
+
+        def metric(name: str, **labels: str) -> float | None:
+            for fam in text_string_to_metric_families(obs.get("/metrics").text):
+                for s in fam.samples:
+                    if s.name == name and s.labels == labels:
+                        return float(s.value)
+            return None
+        wait_until(lambda: metric("observer_engine_span_requests_total", version="stable", outcome="joined") == 2,
+                   timeout=30, message="both proxied requests joined to vLLM's llm_request spans")
+        assert metric("observer_engine_span_requests_total", version="stable", outcome="missing") == 0
+        assert metric("observer_outside_engine_seconds_count", version="stable", part="e2e") == 2
+        assert metric("observer_outside_engine_seconds_count", version="stable", part="ttft") == 1  # the stream
+        outside = metric("observer_outside_engine_seconds_sum", version="stable", part="e2e")
+        assert outside is not None and 0 < outside < proxied_e2e, (outside, proxied_e2e)
+        # The direct calls' spans reach the observer too, and nothing claims them.
+        assert (metric("observer_otlp_spans_total", outcome="unmatched") or 0) + \
+            (metric("observer_otlp_spans_total", outcome="joined") or 0) >= 2
+        assert metric("observer_otlp_exports_total", code="200")
 
 
 def test_remote_embeddings_equal_the_in_process_minilm(engines: Engines) -> None:

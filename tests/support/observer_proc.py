@@ -46,10 +46,10 @@ class ObserverProcess(ThreadedService):
 
 @contextmanager
 def run_observer(config: ObserverConfig, *, areas: list[Area] | None = None, span_exporter: Any = None,
-                 http: httpx.AsyncClient | None = None) -> Iterator[ObserverProcess]:
-    """Start an observer Service for `config` on a free port (config's port ignored); stop it on exit."""
+                 http: httpx.AsyncClient | None = None, port: int | None = None) -> Iterator[ObserverProcess]:
+    """Start an observer Service for `config` on `port` or a free one (config's port ignored); stop it on exit."""
     cfg = config.model_copy(update={"server": config.server.model_copy(
-        update={"host": "127.0.0.1", "port": free_port()})})
+        update={"host": "127.0.0.1", "port": port or free_port()})})
     t = start_in_thread(cfg, areas=areas, span_exporter=span_exporter, http=http)
     proc = ObserverProcess(url=t.url, service=t.service, loop=t.loop, server=t.server, thread=t.thread)
     try:

@@ -1,0 +1,95 @@
+"""The OTLP/HTTP trace receiver: `POST /v1/traces`, where vLLM's `--otlp-traces-endpoint` points — on the
+observer (a FastAPI route, private) and on a standalone `observer proxy` (its own path, like its metrics).
+
+Answers as the OTLP/HTTP specification asks, in the request's encoding: 200 with an
+`ExportTraceServiceResponse` (its `partial_success` counts engine spans rejected for bad values), 400 with a
+`google.rpc.Status` naming what is wrong for a body that is not an export request (the exporter does not
+retry a 400), 413 for a body over `server.max_request_bytes`. Every answer is counted by code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter, Depends, Request, Response
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from observer.collect.otlp import OtlpError, decode_export
+from observer.export import contract
+from observer.sample.spans import SpanJoin
+
+PROTOBUF = "application/x-protobuf"
+_INVALID_ARGUMENT = 3
+_OUT_OF_RANGE = 11
+
+
+def otlp_router(join: SpanJoin, *, guard: Callable[..., None], max_request_bytes: int) -> APIRouter:
+    """The `/v1/traces` route feeding `join`."""
+    router = APIRouter(tags=["traces"], dependencies=[Depends(guard)])
+
+    body_types = {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+                  "application/json": {"schema": {"type": "object"}}}
+    answer_types = {"application/x-protobuf": {}, "application/json": {"schema": {"type": "object"}}}
+
+    @router.post("/v1/traces", summary="Receive OTLP/HTTP trace exports (vLLM's llm_request spans).",
+                 response_class=Response,
+                 openapi_extra={"requestBody": {"required": True, "content": body_types}},
+                 responses={**contract.PRIVATE,
+                            200: {"description": "Accepted (ExportTraceServiceResponse).", "content": answer_types},
+                            400: {"description": "Not an OTLP export request (google.rpc.Status).",
+                                  "content": answer_types},
+                            413: {"description": "Body over server.max_request_bytes (google.rpc.Status).",
+                                  "content": answer_types}})
+    async def traces(request: Request) -> Response:
+        declared = request.headers.get("content-length")
+        body = bytearray()
+        if not (declared is not None and declared.isdigit() and int(declared) > max_request_bytes):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > max_request_bytes:
+                    break
+        code, payload, media = answer_export(join, bytes(body), content_type=request.headers.get("content-type", ""),
+                                             content_encoding=request.headers.get("content-encoding", ""),
+                                             declared=int(declared) if declared and declared.isdigit() else None,
+                                             max_bytes=max_request_bytes)
+        return Response(payload, status_code=code, media_type=media)
+
+    return router
+
+
+def answer_export(join: SpanJoin, body: bytes, *, content_type: str, content_encoding: str, declared: int | None,
+                  max_bytes: int) -> tuple[int, bytes, str]:
+    """(status, body, media type) of the answer to one export request, counted; its spans handed to `join`.
+    `body` may stop short once over `max_bytes` (the answer is then 413 and nothing is read)."""
+    as_json = content_type.split(";")[0].strip().lower() == "application/json"
+    if declared is not None and declared > max_bytes:
+        return _answer(join, 413, _status(_OUT_OF_RANGE, f"body of {declared} bytes exceeds "
+                                          f"server.max_request_bytes ({max_bytes})"), as_json)
+    if len(body) > max_bytes:
+        return _answer(join, 413, _status(_OUT_OF_RANGE, f"body exceeds server.max_request_bytes ({max_bytes})"),
+                       as_json)
+    try:
+        export = decode_export(body, content_type=content_type, content_encoding=content_encoding,
+                               max_bytes=max_bytes)
+    except OtlpError as e:
+        return _answer(join, 400, _status(_INVALID_ARGUMENT, str(e)), as_json)
+    join.receive(export)
+    reply = ExportTraceServiceResponse()
+    if export.rejected:
+        reply.partial_success.rejected_spans = export.rejected
+        reply.partial_success.error_message = export.error or ""
+    return _answer(join, 200, reply, as_json)
+
+
+def _status(code: int, message: str) -> status_pb2.Status:
+    return status_pb2.Status(code=code, message=f"observer OTLP receiver: {message}")
+
+
+def _answer(join: SpanJoin, code: int, message: status_pb2.Status | ExportTraceServiceResponse,
+            as_json: bool) -> tuple[int, bytes, str]:
+    join.answered(code)
+    if as_json:
+        return code, json_format.MessageToJson(message, indent=None).encode(), "application/json"
+    return code, message.SerializeToString(), PROTOBUF

@@ -1,0 +1,152 @@
+"""Engine spans end to end, without a GPU or vLLM: requests through the observer's proxy to a scripted upstream,
+then their `llm_request` spans sent by the real OpenTelemetry SDK exporter (OTLP/HTTP protobuf, gzip) to the
+observer's `/v1/traces`, joined by the trace id the upstream received. tests/real does the same with vLLM
+exporting its own spans.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+
+from observer.config import parse_config
+from tests.support.observer_proc import run_observer, wait_until
+from tests.support.prom import free_port, wait_http
+from tests.support.scripted_openai import ScriptedUpstream
+
+pytestmark = pytest.mark.integration
+TOKEN = "spans-token"
+
+
+def engine_span(trace_id: str, *, e2e: float, ttft: float) -> ReadableSpan:
+    ctx = SpanContext(trace_id=int(trace_id, 16), span_id=0x1234, is_remote=False,
+                      trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    now = time.time_ns()
+    return ReadableSpan(name="llm_request", context=ctx, kind=SpanKind.SERVER, resource=Resource.create({}),
+                        start_time=now - int(e2e * 1e9), end_time=now,
+                        attributes={"gen_ai.latency.e2e": e2e, "gen_ai.latency.time_to_first_token": ttft,
+                                    "gen_ai.latency.time_in_queue": 0.001, "gen_ai.usage.prompt_tokens": 3,
+                                    "gen_ai.usage.completion_tokens": 5})
+
+
+def value(text: str, line_start: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no sample {line_start} in\n" + "\n".join(
+        ln for ln in text.splitlines() if "engine" in ln or "otlp" in ln))
+
+
+def test_spans_from_the_sdk_exporter_join_the_proxied_requests(tmp_path: Path) -> None:
+    port = free_port()
+    with ScriptedUpstream() as upstream:
+        cfg = parse_config(f"""
+fleet:
+  versions: [{{name: stable, openai: "{upstream.url}/v1"}}]
+server: {{auth_token: {TOKEN}}}
+sampling:
+  fraction: 0.0
+  versions:
+    stable: {{listen: "127.0.0.1:{port}"}}
+  store: {{path: "{tmp_path / 's.db'}"}}
+  engine_spans: {{enabled: true, wait_seconds: 1.0}}
+""", environ={})
+        with run_observer(cfg, areas=["sample"]) as observer:
+            proxy = f"http://127.0.0.1:{port}"
+            given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            for i, stream in enumerate((False, True, True)):
+                headers = {"traceparent": given} if i == 0 else {}
+                r = httpx.post(proxy + "/v1/completions", headers=headers, timeout=10,
+                               json={"model": "m", "prompt": f"hello {i}", "max_tokens": 4, "stream": stream})
+                assert r.status_code == 200
+            traces = [s.headers["traceparent"].split("-")[1] for s in upstream.requests]
+            assert traces[0] == "4bf92f3577b34da6a3ce929d0e0e4736" and len(set(traces)) == 3
+            exporter = OTLPSpanExporter(endpoint=observer.url + "/v1/traces", compression=Compression.Gzip,
+                                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+            # The first two now; the third never: it must count missing after the wait.
+            assert exporter.export([engine_span(t, e2e=1e-4, ttft=1e-5) for t in traces[:2]]) == \
+                SpanExportResult.SUCCESS
+            assert exporter.export([engine_span("ab" * 16, e2e=0.1, ttft=0.01)]) == SpanExportResult.SUCCESS
+            exporter.shutdown()
+
+            def joined() -> float:
+                return value(observer.get("/metrics").text,
+                             'observer_engine_span_requests_total{outcome="joined",version="stable"}')
+            wait_until(lambda: joined() == 2, timeout=10, message="two requests joined to their spans")
+            wait_until(lambda: value(observer.get("/metrics").text,
+                                     'observer_engine_span_requests_total{outcome="missing",version="stable"}')
+                       == 1, timeout=10, message="the third request counted missing")
+            text = observer.get("/metrics").text
+            assert value(text, 'observer_otlp_spans_total{outcome="unmatched"}') == 1  # nobody sent ab…ab
+            assert value(text, 'observer_otlp_exports_total{code="200"}') == 2
+            assert value(text, 'observer_outside_engine_seconds_count{part="e2e",version="stable"}') == 2
+            assert value(text, 'observer_outside_engine_seconds_count{part="ttft",version="stable"}') == 1
+            assert value(text, 'observer_outside_engine_seconds_sum{part="e2e",version="stable"}') > 0
+
+            # Hostile senders: no token, garbage, JSON that is no export. Each gets its answer and a count.
+            url = observer.url + "/v1/traces"
+            assert httpx.post(url, content=b"x", headers={"content-type": "application/x-protobuf"}
+                              ).status_code == 401
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            bad = httpx.post(url, content=b"\xff\xff\xff", headers={**auth, "content-type": "application/x-protobuf"})
+            assert bad.status_code == 400 and b"not an OTLP protobuf" in bad.content
+            bad = httpx.post(url, content=b'{"resourceSpans": 1}', headers={**auth, "content-type": "application/json"})
+            assert bad.status_code == 400 and "resourceSpans must be a list" in json.loads(bad.content)["message"]
+            ok = httpx.post(url, content=b"{}", headers={**auth, "content-type": "application/json"})
+            assert ok.status_code == 200 and ok.json() == {}
+            text = observer.get("/metrics").text
+            assert value(text, 'observer_otlp_exports_total{code="400"}') == 2
+
+
+def test_a_standalone_proxy_takes_the_spans_of_the_vllm_behind_it(tmp_path: Path) -> None:
+    """In a pod, vLLM sends its spans to the `observer proxy` sidecar in front of it (localhost); the proxy
+    answers `/v1/traces` itself and exports the join on its own /observer/metrics."""
+    port = free_port()
+    with ScriptedUpstream() as upstream:
+        config = tmp_path / "proxy.yaml"
+        config.write_text(f"""
+fleet:
+  versions: [{{name: stable, openai: "{upstream.url}/v1"}}]
+sampling:
+  fraction: 0.0
+  store: {{path: "{tmp_path / 's.db'}"}}
+  engine_spans: {{enabled: true, wait_seconds: 30}}
+""")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "observer", "proxy", "--config", str(config), "--version", "stable",
+             "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            proxy = f"http://127.0.0.1:{port}"
+            wait_http(proxy + "/healthz", timeout=30)
+            r = httpx.post(proxy + "/v1/chat/completions", timeout=10, json={
+                "model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True})
+            assert r.status_code == 200
+            [seen] = upstream.requests
+            exporter = OTLPSpanExporter(endpoint=proxy + "/v1/traces", timeout=5)
+            assert exporter.export([engine_span(seen.headers["traceparent"].split("-")[1], e2e=1e-4, ttft=1e-5)]) \
+                == SpanExportResult.SUCCESS
+            exporter.shutdown()
+            assert len(upstream.requests) == 1  # the export was answered by the proxy, never forwarded
+            bad = httpx.post(proxy + "/v1/traces", content=b"\xff", headers={"content-type": "application/x-protobuf"})
+            assert bad.status_code == 400
+            text = httpx.get(proxy + "/observer/metrics").text
+            assert value(text, 'observer_engine_span_requests_total{outcome="joined",version="stable"}') == 1
+            assert value(text, 'observer_outside_engine_seconds_count{part="ttft",version="stable"}') == 1
+            assert value(text, 'observer_otlp_exports_total{code="400"}') == 1
+        finally:
+            proc.terminate()
+            out, _ = proc.communicate(timeout=30)
+        assert "Traceback" not in out, out
