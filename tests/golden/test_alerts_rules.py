@@ -54,9 +54,9 @@ PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="Debian package prometheus (promtool) not installed")
 
 
-def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def promtool(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     assert PROMTOOL is not None
-    return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -96,19 +96,8 @@ def test_promtool_unit_tests_pass(where: str, full_dir: Path) -> None:
     root = ROOT if where == "committed" else full_dir
     files = _test_files(root)
     assert files, "no generated promtool test files"
-    # One promtool per file, side by side: the full set takes about 2 minutes in one process on this machine.
-    assert PROMTOOL is not None
-    procs = [subprocess.Popen([PROMTOOL, "test", "rules", f], cwd=root, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for f in files]
-    try:
-        outs = [(f, p.communicate(timeout=300)[0], p.returncode) for f, p in zip(files, procs, strict=True)]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-    failed = [f"{f}:\n{out[-4000:]}" for f, out, rc in outs if rc != 0]
-    assert not failed, "\n".join(failed)
+    result = promtool("test", "rules", *files, cwd=root, timeout=600)  # the full set: ~2 min on 2 busy cores
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
 def _cases(root: Path) -> dict[str, dict[str, Any]]:
@@ -169,6 +158,12 @@ def test_promtool_tests_catch_a_broken_rule(tmp_path: Path, deploy_config: Obser
     broken = broken.replace("(14.4 * (1 - 0.999))", "(144 * (1 - 0.999))").replace("(6 * (1 - 0.999))",
                                                                                  "(60 * (1 - 0.999))")
     rules.write_text(broken)
+    # Only the burn-rate scenarios of the two broken SLOs: the other cases would pass and cost ~2 minutes.
+    tests = tmp_path / alerts.TESTS_FILE
+    doc = yaml.safe_load(tests.read_text())
+    doc["tests"] = [c for c in doc["tests"] if "ttft-latency" in c["name"] or "availability" in c["name"]]
+    assert doc["tests"]
+    tests.write_text(yaml.safe_dump(doc, sort_keys=False))
     result = promtool("test", "rules", alerts.TESTS_FILE, cwd=tmp_path)
     assert result.returncode != 0
     out = result.stdout + result.stderr
