@@ -162,6 +162,11 @@ class _Builder:
         return fam
 
 
+def _sample_lines_at_most(text: str) -> int:
+    """An upper bound on the sample lines of `text`: its lines minus comment lines and (some) blank ones."""
+    return text.count("\n") + 1 - text.count("\n#") - (text[:1] == "#") - text.count("\n\n")
+
+
 def parse(text: str, *, max_samples: int | None = None) -> list[Family]:
     """Parse an exposition body; raise ParseError naming the first bad line, and SampleLimitError as soon
     as it holds more than `max_samples` samples (parsing stops there: the limit bounds time and memory)."""
@@ -171,6 +176,10 @@ def parse(text: str, *, max_samples: int | None = None) -> list[Family]:
     sample_re = _SAMPLE.fullmatch
     if "\r" in text:
         text = text.replace("\r\n", "\n")
+    if max_samples is not None and _sample_lines_at_most(text) > limit:
+        # Far over the limit: said in milliseconds (str.count runs in C), not after seconds of parsing that
+        # hold the GIL against every other target's scrape.
+        raise SampleLimitError(f"more than {max_samples} sample lines (scrape.max_samples_per_target)")
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line or line.isspace():
             continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from observer.collect.promtext import parse
-from observer.errors import ParseError
+from observer.errors import ParseError, SampleLimitError
 
 
 def test_escapes_braces_and_timestamps() -> None:
@@ -109,3 +110,14 @@ def test_fuzz_valid_expositions_agree_with_prometheus_client(spec: dict) -> None
     theirs = {(f.name, s.name, tuple(sorted(s.labels.items())), s.value)
               for f in text_string_to_metric_families(text) for s in f.samples}
     assert ours == theirs
+
+
+def test_a_body_far_over_the_sample_limit_is_refused_before_parsing_and_comments_do_not_count() -> None:
+    over = "".join(f'a{{b="{i}"}} 1\n' for i in range(300_000))
+    t0 = time.perf_counter()
+    with pytest.raises(SampleLimitError, match="more than 1000 sample lines"):
+        parse(over, max_samples=1000)
+    assert time.perf_counter() - t0 < 0.5  # the line loop takes seconds on this body
+    # Comment and blank lines are not samples: 5,000 of them beside 10 samples stay under a limit of 100.
+    text = "".join(f"# HELP x{i} help\n\n" for i in range(5_000)) + "".join(f"s{i} 1\n" for i in range(10))
+    assert sum(len(f.samples) for f in parse(text, max_samples=100)) == 10
