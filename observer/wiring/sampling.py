@@ -73,6 +73,13 @@ def build_pipeline(spec: SamplingSpec, sink: Sink, metrics: SamplingMetrics, *, 
         seed=spec.reservoir.seed, queue_size=spec.queue_size, batch_size=spec.batch_size, clock=clock)
 
 
+def build_span_join(spec: SamplingSpec, versions: Sequence[str]) -> SpanJoin | None:
+    """The engine-span join the proxies of `versions` file their requests in, or None when it is off."""
+    es = spec.engine_spans
+    return SpanJoin(wait_seconds=es.wait_seconds, max_pending=es.max_pending, versions=versions) \
+        if es.enabled else None
+
+
 def proxy_guard(spec: SamplingSpec, version: str) -> ConnectionGuard:
     """The client-connection limits of `version`'s proxy (sampling.proxy.*)."""
     p = spec.proxy
@@ -207,9 +214,7 @@ def build(ctx: Context) -> SamplingComponent | None:
     guards = {name: proxy_guard(spec, name) for name, o in spec.versions.items() if o.listen}
     ctx.connection_guards.extend(guards.values())
     watch = FingerprintWatch(ctx.fleet, store, spec.fingerprint) if spec.fingerprint.enabled else None
-    es = spec.engine_spans
-    spans = SpanJoin(wait_seconds=es.wait_seconds, max_pending=es.max_pending, versions=sorted(guards)) \
-        if es.enabled else None
+    spans = build_span_join(spec, sorted(guards))
     return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics, guards=guards,
                              fingerprints=watch, spans=spans)
 

@@ -28,11 +28,10 @@ from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.pipeline import RemoteSink, Sink, StoreSink
 from observer.sample.proxy import ProxyApp, build_client
 from observer.sample.server import EmbeddedServer, server_config
-from observer.sample.spans import SpanJoin
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
 from observer.wiring.runtime import resolve_auth_token
-from observer.wiring.sampling import build_pipeline, check_versions, proxy_guard, proxy_upstream
+from observer.wiring.sampling import build_pipeline, build_span_join, check_versions, proxy_guard, proxy_upstream
 
 log = logging.getLogger("observer.proxy")
 _LINE = re.compile(r'^([^=\s]+)="((?:[^"\\]|\\.)*)"$')
@@ -133,9 +132,7 @@ async def run_proxy(config: ObserverConfig, *, version: str | None = None, liste
         metrics, queue_depth=pipeline.queue_depth,
         store_bytes=(lambda: store.size_bytes()) if store is not None else None,
         redaction_kinds=pipeline.redactor.kinds if pipeline.redactor else ()))
-    es = spec.engine_spans
-    spans = SpanJoin(wait_seconds=es.wait_seconds, max_pending=es.max_pending, versions=[version]) \
-        if es.enabled else None
+    spans = build_span_join(spec, [version])
     if spans is not None:
         registry.register(spans)
     client = build_client(connect_timeout=spec.proxy.connect_timeout_seconds,
