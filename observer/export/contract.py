@@ -6,6 +6,7 @@ one module mapping observer errors to HTTP (`export/errors.py`) and the routes a
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -50,3 +51,18 @@ def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
 
     out: dict[str, Any] = resolve(schema)
     return out
+
+
+async def read_capped(declared: str | None, chunks: AsyncIterable[bytes], max_bytes: int) -> tuple[bytes, str | None]:
+    """A request body of at most `max_bytes`, from its Content-Length header (`declared`) and its `chunks`
+    (Starlette's `request.stream()`, or the proxy's ASGI messages). The second item says why it is refused,
+    else None: a declared length over the cap (nothing is read), or a stream running past it (reading
+    stops there). Never more than one chunk past the cap is held."""
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        return b"", f"body of {declared} bytes exceeds server.max_request_bytes ({max_bytes})"
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > max_bytes:
+            return b"", f"body exceeds server.max_request_bytes ({max_bytes})"
+    return bytes(body), None

@@ -115,14 +115,10 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
                             422: contract.error("A sample names a version the fleet does not define."),
                             503: contract.error("No token configured, or the store cannot commit (retry).")})
     async def ingest(request: Request) -> JSONResponse:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_request_bytes:
-            return _error(413, "too_large", "body", f"body of {declared} bytes exceeds {max_request_bytes}")
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > max_request_bytes:
-                return _error(413, "too_large", "body", f"body exceeds {max_request_bytes} bytes")
+        body, too_large = await contract.read_capped(request.headers.get("content-length"), request.stream(),
+                                                     max_request_bytes)
+        if too_large is not None:
+            return _error(413, "too_large", "body", too_large)
         try:
             data = json.loads(body, parse_constant=_reject_constant)
         except (ValueError, UnicodeDecodeError) as e:

@@ -43,33 +43,23 @@ def otlp_router(join: SpanJoin, *, guard: Callable[..., None], max_request_bytes
                             413: {"description": "Body over server.max_request_bytes (google.rpc.Status).",
                                   "content": answer_types}})
     async def traces(request: Request) -> Response:
-        declared = request.headers.get("content-length")
-        body = bytearray()
-        if not (declared is not None and declared.isdigit() and int(declared) > max_request_bytes):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > max_request_bytes:
-                    break
-        code, payload, media = answer_export(join, bytes(body), content_type=request.headers.get("content-type", ""),
+        body, too_large = await contract.read_capped(request.headers.get("content-length"), request.stream(),
+                                                     max_request_bytes)
+        code, payload, media = answer_export(join, body, content_type=request.headers.get("content-type", ""),
                                              content_encoding=request.headers.get("content-encoding", ""),
-                                             declared=int(declared) if declared and declared.isdigit() else None,
-                                             max_bytes=max_request_bytes)
+                                             too_large=too_large, max_bytes=max_request_bytes)
         return Response(payload, status_code=code, media_type=media)
 
     return router
 
 
-def answer_export(join: SpanJoin, body: bytes, *, content_type: str, content_encoding: str, declared: int | None,
+def answer_export(join: SpanJoin, body: bytes, *, content_type: str, content_encoding: str, too_large: str | None,
                   max_bytes: int) -> tuple[int, bytes, str]:
     """(status, body, media type) of the answer to one export request, counted; its spans handed to `join`.
-    `body` may stop short once over `max_bytes` (the answer is then 413 and nothing is read)."""
+    `too_large` is `contract.read_capped`'s refusal (the answer is then 413 and `body` is not read)."""
     as_json = content_type.split(";")[0].strip().lower() == "application/json"
-    if declared is not None and declared > max_bytes:
-        return _answer(join, 413, _status(_OUT_OF_RANGE, f"body of {declared} bytes exceeds "
-                                          f"server.max_request_bytes ({max_bytes})"), as_json)
-    if len(body) > max_bytes:
-        return _answer(join, 413, _status(_OUT_OF_RANGE, f"body exceeds server.max_request_bytes ({max_bytes})"),
-                       as_json)
+    if too_large is not None:
+        return _answer(join, 413, _status(_OUT_OF_RANGE, too_large), as_json)
     try:
         export = decode_export(body, content_type=content_type, content_encoding=content_encoding,
                                max_bytes=max_bytes)

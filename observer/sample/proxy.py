@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from observer import conventions as names
+from observer.export import contract
 from observer.sample.capture import SAMPLED_PATHS, Capture
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.otlp_receiver import answer_export
@@ -129,16 +130,14 @@ class ProxyApp:
         await self._forward(scope, receive, send)
 
     async def _traces(self, join: SpanJoin, scope: Scope, receive: Receive, send: Send) -> None:
-        declared = _content_length(scope)
-        limit = self.max_request_bytes
-        body = declared if declared is not None and declared > limit else await _read_body(receive, limit)
-        if body is None:  # the exporter left before sending its request
+        read = await _read_body(scope, receive, self.max_request_bytes)
+        if read is None:  # the exporter left before sending its request
             return
         headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
         code, payload, media = answer_export(
-            join, b"" if isinstance(body, int) else body, content_type=headers.get(b"content-type", ""),
-            content_encoding=headers.get(b"content-encoding", ""),
-            declared=body if isinstance(body, int) else None, max_bytes=limit)
+            join, read[0], content_type=headers.get(b"content-type", ""),
+            content_encoding=headers.get(b"content-encoding", ""), too_large=read[1],
+            max_bytes=self.max_request_bytes)
         await _reply(send, code, payload, content_type=media.encode())
 
     def close(self) -> None:
@@ -171,12 +170,11 @@ class ProxyApp:
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = time.perf_counter()
-        declared = _content_length(scope)
-        body = declared if declared is not None and declared > self.max_request_bytes else \
-            await _read_body(receive, self.max_request_bytes)
-        if body is None:  # client left before sending its request
+        read = await _read_body(scope, receive, self.max_request_bytes)
+        if read is None:  # client left before sending its request
             return
-        if isinstance(body, int):
+        body, too_large = read
+        if too_large is not None:
             await _reply(send, 413, b'{"error":{"message":"request body too large for the observer proxy",'
                                     b'"type":"invalid_request_error"}}')
             self.metrics.requests[(self.version, "413")] += 1
@@ -302,31 +300,27 @@ class ProxyApp:
         self._done(code, time.perf_counter() - t0, None, None, capture, "upstream_status", shadow)
 
 
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+class _Disconnected(Exception):
+    """The client left before its request body was read."""
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | int | None:
-    """The request body; its size (an int) when over `limit`; None when the client disconnected."""
-    parts: list[bytes] = []
-    size = 0
+async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return size
-        parts.append(chunk)
+            raise _Disconnected
+        yield message.get("body", b"")
         if not message.get("more_body", False):
-            return b"".join(parts)
+            return
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes, str | None] | None:
+    """The request body and why it is refused (`contract.read_capped`); None when the client left."""
+    declared = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"content-length"), None)
+    try:
+        return await contract.read_capped(declared, _chunks(receive), limit)
+    except _Disconnected:
+        return None
 
 
 async def _watch_disconnect(receive: Receive, state: _State, task: asyncio.Task[Any]) -> None:
