@@ -120,12 +120,13 @@ class VllmSpec:
 
 def with_otlp(spec: VllmSpec, endpoint: str, *, token: str | None = None) -> VllmSpec:
     """`spec` exporting one OTLP `llm_request` span per request to `endpoint` (an observer's `/v1/traces`),
-    sent every second, with `Authorization: Bearer token` when given."""
+    sent every second, with `Authorization: Bearer token` when given. No `--collect-detailed-traces`: the
+    V1 engine reads it nowhere but in config checks, and the observer needs only the span's latencies
+    (bench/engine_tracing.py measures what the spans cost the engine)."""
     env = [("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"), ("OTEL_BSP_SCHEDULE_DELAY", "1000")]
     if token:
         env.append(("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"Authorization=Bearer%20{token}"))
-    return replace(spec, extra_args=(*spec.extra_args, "--otlp-traces-endpoint", endpoint,
-                                     "--collect-detailed-traces", "all"), env=(*spec.env, *env))
+    return replace(spec, extra_args=(*spec.extra_args, "--otlp-traces-endpoint", endpoint), env=(*spec.env, *env))
 
 
 def command(home: RealVllmHome, spec: VllmSpec, port: int) -> list[str]:

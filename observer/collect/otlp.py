@@ -1,8 +1,8 @@
 """Reading OTLP/HTTP trace exports into vLLM's per-request `llm_request` spans.
 
-vLLM started with `--otlp-traces-endpoint URL --collect-detailed-traces all` exports one `llm_request` span per
-request (scope `vllm.tracing.otel`), keeping the caller's `traceparent` trace id, with the engine's own timings
-as `gen_ai.latency.*` attributes and token counts as `gen_ai.usage.*` (docs/sampling.md, "Engine spans").
+vLLM started with `--otlp-traces-endpoint URL` exports one `llm_request` span per request (scope
+`vllm.tracing.otel`), keeping the caller's `traceparent` trace id, with the engine's own timings as
+`gen_ai.latency.*` attributes and token counts as `gen_ai.usage.*` (docs/sampling.md, "Engine spans").
 Both OTLP/HTTP encodings are read: `application/x-protobuf` (vLLM's default) and `application/json`, whose
 trace and span ids are hex strings (the OTLP JSON mapping), optionally gzip-compressed. Every other span
 (vLLM's start-up spans, anyone else's) is counted and dropped. A body that is not an export request raises

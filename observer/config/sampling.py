@@ -177,7 +177,7 @@ class FingerprintSpec(Spec):
 class EngineSpanSpec(Spec):
     """vLLM's OTLP `llm_request` spans, received on `POST /v1/traces` and joined by trace id to the requests
     the observer's proxies forwarded (docs/sampling.md, "Engine spans"). Point each vLLM at the observer with
-    `--otlp-traces-endpoint http://OBSERVER:PORT/v1/traces --collect-detailed-traces all`."""
+    `--otlp-traces-endpoint http://OBSERVER:PORT/v1/traces`."""
 
     enabled: bool = Field(False, description="Serve /v1/traces and join the spans to proxied requests. Off by "
                           "default: with tracing off on the servers every proxied request would count missing.")

@@ -26,10 +26,18 @@ EMBEDDER = VllmSpec(name="embedder", served_name="minilm", core=1, runner="pooli
                     max_num_seqs=16)
 
 
+TEST_TIMEOUT = 900
+"""pytest-timeout's limit for a test of this tier (the suite's is 300 s). Its tests are paced by rounds of
+real requests, so their time scales with the machine: on a CI machine 2–3× slower than this one the A/A test
+took 300 s (setup 77 s, eight looks 223 s) where it takes 80 s here. Every wait inside is bounded anyway;
+this limit only catches a hang."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/real/" in str(item.fspath):
             item.add_marker(pytest.mark.real)
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT))
 
 
 @dataclass
