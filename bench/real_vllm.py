@@ -42,12 +42,12 @@ from observer.collect.promtext import parse  # noqa: E402
 from observer.collect.vllm import _select  # noqa: E402
 from observer.conventions import vllm as vocab  # noqa: E402
 from observer.errors import JudgeError  # noqa: E402
-from observer.promserver import free_port  # noqa: E402
 from observer.vllmproc import real_vllm_home, run_vllm  # noqa: E402
 from tests.real.conftest import CANARY, EMBEDDER, STABLE, Engines, drive  # noqa: E402
 from tests.real.test_real_engine import _config, _normalised, looks, ttft_p95_pairs  # noqa: E402
 from tests.support.observer_proc import run_observer  # noqa: E402
 from tests.support.poll import wait_until  # noqa: E402
+from tests.support.proxy_proc import run_proxy  # noqa: E402
 
 
 def families(engines: Engines) -> dict[str, int]:
@@ -73,7 +73,6 @@ def proxy_added(engine_url: str, tmp: Path, rounds: int, max_tokens: int) -> dic
     and a difference of two raw p99s (kept as `*_naive`) measures that jitter, not the proxy. The second
     direct arm is an A/A floor: the same statistic between two identical direct arms, i.e. how much of the
     figure is measurement noise."""
-    port = free_port()
     body = {"model": "llm", "prompt": "The observer watches", "max_tokens": max_tokens, "temperature": 0}
     arms = ("direct", "proxy", "direct_b")
     plain: dict[str, list[float]] = {a: [] for a in arms}
@@ -81,48 +80,30 @@ def proxy_added(engine_url: str, tmp: Path, rounds: int, max_tokens: int) -> dic
     outside: dict[str, list[float]] = {a: [] for a in arms}
     outside_first: dict[str, list[float]] = {a: [] for a in arms}
     identical = True
-    host, _, engine_port = engine_url.removeprefix("http://").partition(":")
-    with EngineTap(host, int(engine_port)) as tap:
-        proxy_url = f"http://127.0.0.1:{port}"
-        urls = {"direct": tap.url, "proxy": proxy_url, "direct_b": tap.url}
+    engine = httpx.URL(engine_url)
+    assert engine.port is not None, engine_url
+    with EngineTap(engine.host, engine.port) as tap:
         cfg = tmp / "proxy.yaml"
         cfg.write_text(yaml.safe_dump({
             "fleet": {"versions": [{"name": "stable", "openai": tap.url + "/v1"}]},
             "sampling": {"fraction": 0.1, "store": {"path": str(tmp / "proxy.db")}}}))
-        proc = subprocess.Popen([sys.executable, "-m", "observer", "proxy", "--config", str(cfg),
-                                 "--version", "stable", "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        try:
-            with httpx.Client(timeout=60) as c:
-                wait_until(lambda: _ok(c, proxy_url + "/readyz"), timeout=60, message="the proxy")
-                for _ in range(3):  # warm both paths' connections before anything is counted
-                    for url in (tap.url, proxy_url):
-                        c.post(url + "/v1/completions", json=body)
-                for i in range(rounds):
-                    replies = {}
-                    for label in arms[i % 3:] + arms[: i % 3]:
-                        url = urls[label]
-                        mark = tap.mark()
-                        t0 = time.perf_counter()
-                        r = c.post(url + "/v1/completions", json=body)
-                        took = time.perf_counter() - t0
-                        plain[label].append(took)
-                        outside[label].append(took - tap.window(mark).engine_s)
-                        replies[label] = r.content
-                        mark = tap.mark()
-                        t0 = time.perf_counter()
-                        with c.stream("POST", url + "/v1/completions", json={**body, "stream": True}) as s:
-                            it = s.iter_raw()
-                            next(it)
-                            took = time.perf_counter() - t0
-                            first[label].append(took)
-                            for _ in it:
-                                pass
-                        outside_first[label].append(took - tap.window(mark).engine_first_data_s)
-                    identical &= _normalised(replies["direct"]) == _normalised(replies["proxy"])
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+        with run_proxy(cfg, "--version", "stable", quiet=True, ready_timeout=60) as proxy, \
+                httpx.Client(timeout=60) as c:
+            wait_until(lambda: _ok(c, proxy.url + "/readyz"), timeout=60, message="the proxy")
+            urls = {"direct": tap.url, "proxy": proxy.url, "direct_b": tap.url}
+            for _ in range(3):  # warm both paths' connections before anything is counted
+                for url in (tap.url, proxy.url):
+                    c.post(url + "/v1/completions", json=body)
+            for i in range(rounds):
+                replies = {}
+                for label in arms[i % 3:] + arms[: i % 3]:
+                    took, engine_s, replies[label] = _timed(c, tap, urls[label] + "/v1/completions", body)
+                    plain[label].append(took)
+                    outside[label].append(took - engine_s)
+                    took, engine_s = _timed_first_chunk(c, tap, urls[label] + "/v1/completions", body)
+                    first[label].append(took)
+                    outside_first[label].append(took - engine_s)
+                identical &= _normalised(replies["direct"]) == _normalised(replies["proxy"])
 
     def q(xs: list[float], pct: float) -> float:
         return float(np.percentile(np.asarray(xs), pct))
@@ -143,6 +124,28 @@ def proxy_added(engine_url: str, tmp: Path, rounds: int, max_tokens: int) -> dic
             "proxy_direct_p99_ms": round(q(plain["direct"], 99) * 1000, 3),
             "proxy_rounds": rounds, "proxy_max_tokens": max_tokens,
             "proxy_bytes_identical": identical}
+
+
+def _timed(c: httpx.Client, tap: EngineTap, url: str, body: dict[str, Any]) -> tuple[float, float, bytes]:
+    """One plain completion: its time, the engine's part of it (at the tap), the reply."""
+    mark = tap.mark()
+    t0 = time.perf_counter()
+    r = c.post(url, json=body)
+    took = time.perf_counter() - t0
+    return took, tap.window(mark).engine_s, r.content
+
+
+def _timed_first_chunk(c: httpx.Client, tap: EngineTap, url: str, body: dict[str, Any]) -> tuple[float, float]:
+    """One streamed completion: the time to its first chunk and the engine's part of it (at the tap)."""
+    mark = tap.mark()
+    t0 = time.perf_counter()
+    with c.stream("POST", url, json={**body, "stream": True}) as s:
+        it = s.iter_raw()
+        next(it)
+        took = time.perf_counter() - t0
+        for _ in it:
+            pass
+    return took, tap.window(mark).engine_first_data_s
 
 
 def _ok(client: httpx.Client, url: str) -> bool:

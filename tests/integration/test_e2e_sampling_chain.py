@@ -12,11 +12,8 @@ scripted `/v1/embeddings` server on loopback (feature hashing, not a model: no t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +28,8 @@ from observer.cli.main import app
 from observer.config import parse_config
 from tests.support.embeddings_server import run_embeddings_server
 from tests.support.observer_proc import ObserverProcess, run_observer, wait_until
-from tests.support.prom import free_port, wait_http
+from tests.support.prom import wait_http
+from tests.support.proxy_proc import ProxyProcess, run_proxy
 from tests.support.sim import config_yaml, fleet_dict, running_fleet
 
 pytestmark = pytest.mark.integration
@@ -63,34 +61,16 @@ def observer_config(tmp: Path, embed_url: str) -> dict[str, Any]:
     return data
 
 
-def start_sidecar(data: dict[str, Any], tmp: Path, version: str, ingest_url: str) -> tuple[subprocess.Popen[str], int]:
-    """`observer proxy` for `version` as its own process, posting samples to `ingest_url`."""
+def sidecar_config(data: dict[str, Any], tmp: Path, version: str) -> Path:
+    """The config of `observer proxy` for `version`, which posts its samples to the observer's ingest."""
     cfg = {**data, "sampling": {"fraction": 1.0, "reservoir": {"window_seconds": 0.2},
                                 "store": {"path": str(tmp / f"unused-{version}.db")}}}
     path = tmp / f"proxy-{version}.yaml"
     path.write_text(config_yaml(cfg))
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "observer", "proxy", "--config", str(path), "--version", version,
-         "--listen", f"127.0.0.1:{port}", "--ingest-url", ingest_url, "--log-level", "WARNING"],
-        env={**os.environ, "OBSERVER_AUTH_TOKEN": TOKEN}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True)
-    return proc, port
+    return path
 
 
-def stop_sidecar(proc: subprocess.Popen[str]) -> str:
-    """SIGTERM (drains what is queued), then the process output; killed if it does not exit."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        out, _ = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate(timeout=10)
-    return out
-
-
-async def send_traffic(port: int, version: str) -> None:
+async def send_traffic(url: str, version: str) -> None:
     """REQUESTS chat completions through one proxy, 16 in flight, every third streamed."""
     limit = asyncio.Semaphore(16)
 
@@ -108,7 +88,7 @@ async def send_traffic(port: int, version: str) -> None:
                 resp = await c.post("/v1/chat/completions", json=body)
                 assert resp.status_code == 200 and resp.json()["choices"][0]["message"]["content"]
 
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
         model = (await c.get("/v1/models")).json()["data"][0]["id"]
         await asyncio.gather(*(one(c, model, i) for i in range(REQUESTS)))
 
@@ -128,26 +108,24 @@ def test_proxied_traffic_is_stored_scored_exported_and_drift_checked(tmp_path: P
     cfg = parse_config(config_yaml(data), source=str(config_path), environ={})
     with (running_fleet(cfg, profiles=PROFILES, seed=5) as _,
           run_observer(cfg, areas=["sample", "quality"]) as obs):
-        sidecars: dict[str, tuple[subprocess.Popen[str], int]] = {}
-        outputs: dict[str, str] = {}
-        try:
+        sidecars: dict[str, ProxyProcess] = {}
+        with contextlib.ExitStack() as stack:
             for v in VERSIONS:
-                sidecars[v] = start_sidecar(data, tmp_path, v, obs.url)
-            for _proc, port in sidecars.values():
-                wait_http(f"http://127.0.0.1:{port}/readyz", timeout=30)
+                sidecars[v] = stack.enter_context(run_proxy(
+                    sidecar_config(data, tmp_path, v), "--version", v, "--ingest-url", obs.url,
+                    env={"OBSERVER_AUTH_TOKEN": TOKEN}))
+            for sidecar in sidecars.values():
+                wait_http(sidecar.url + "/readyz", timeout=30)
 
             async def both() -> None:
-                await asyncio.gather(*(send_traffic(port, v) for v, (_, port) in sidecars.items()))
+                await asyncio.gather(*(send_traffic(p.url, v) for v, p in sidecars.items()))
 
             asyncio.run(both())
             store = obs.service.services.store
             wait_until(lambda: all(store.count(v) == REQUESTS for v in VERSIONS), timeout=20,
                        message=f"{REQUESTS} stored samples per version")
-        finally:
-            for v, (proc, _) in sidecars.items():
-                outputs[v] = stop_sidecar(proc)
-        for v, (proc, _) in sidecars.items():
-            assert proc.returncode == 0 and "Traceback" not in outputs[v], outputs[v]
+        for sidecar in sidecars.values():  # stopped (SIGTERM: queued samples drained) when the stack closed
+            assert sidecar.proc.returncode == 0 and "Traceback" not in sidecar.output, sidecar.output
 
         stored = {v: store.samples(v) for v in VERSIONS}
         for v in VERSIONS:

@@ -24,6 +24,7 @@ from observer.config import parse_config
 from tests.support.kubeapi import ScriptedKubeApi, pod, rollout
 from tests.support.observer_proc import run_observer, wait_until
 from tests.support.prom import free_port
+from tests.support.proxy_proc import run_proxy
 from tests.support.sim import running_fleet
 
 pytestmark = pytest.mark.integration
@@ -182,11 +183,7 @@ def test_a_rollout_pods_sidecar_takes_its_version_from_the_downward_api_and_the_
     """The sidecar reads `rollouts-pod-template-hash` from the labels file (no version in its manifest), the
     central observer discovered that hash as a version, so the samples are accepted; Argo's relabelling at
     promotion (role canary → stable) is picked up from the file, not from an environment variable."""
-    import os
-    import subprocess
-    import sys
 
-    from tests.support.prom import wait_http
     from tests.support.scripted_openai import ScriptedUpstream
 
     api = ScriptedKubeApi()
@@ -201,19 +198,13 @@ def test_a_rollout_pods_sidecar_takes_its_version_from_the_downward_api_and_the_
         api.put(PODS, _pod("bbb", 0, upstream.port))
         with run_observer(central, areas=["discover", "sample"]) as obs:
             obs.wait_ready(timeout=20)
-            port = free_port()
             config = tmp_path / "proxy.yaml"
             config.write_text(f"sampling: {{fraction: 1.0, reservoir: {{window_seconds: 0.2}}, "
                               f"store: {{path: '{tmp_path / 'unused.db'}'}}}}\n")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "observer", "proxy", "--config", str(config), "--version-from", str(labels),
-                 "--version-refresh-seconds", "0.2", "--upstream", upstream.url, "--listen", f"127.0.0.1:{port}",
-                 "--ingest-url", obs.url, "--log-level", "INFO"],
-                env={**os.environ, "OBSERVER_AUTH_TOKEN": "tok"}, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, text=True)
-            try:
-                wait_http(f"http://127.0.0.1:{port}/healthz", timeout=30)
-                r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "hi"}, timeout=10)
+            with run_proxy(config, "--version-from", str(labels), "--version-refresh-seconds", "0.2",
+                           "--upstream", upstream.url, "--ingest-url", obs.url, log_level="INFO",
+                           env={"OBSERVER_AUTH_TOKEN": "tok"}) as proxy:
+                r = httpx.post(proxy.url + "/v1/completions", json={"prompt": "hi"}, timeout=10)
                 assert r.status_code == 200
                 labels.write_text('app="llm"\nobserver.dev/role="stable"\nrollouts-pod-template-hash="bbb"\n')
 
@@ -223,9 +214,7 @@ def test_a_rollout_pods_sidecar_takes_its_version_from_the_downward_api_and_the_
                     return len(rows)
                 wait_until(lambda: stored() >= 1, timeout=15)
                 time.sleep(0.6)
-            finally:
-                proc.terminate()
-                out, _ = proc.communicate(timeout=30)
+            out = proxy.output
             assert "version bbb (role canary) from the pod's labels" in out, out
             assert "role canary → stable" in out, out
             assert "Traceback" not in out

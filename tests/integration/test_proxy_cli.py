@@ -3,8 +3,6 @@ a real observer's ingest API; SIGTERM drains what is queued and exits cleanly.""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +13,8 @@ import pytest
 
 from observer.config import parse_config
 from tests.support.observer_proc import run_observer
-from tests.support.prom import free_port, wait_http
+from tests.support.prom import free_port
+from tests.support.proxy_proc import run_proxy
 from tests.support.scripted_openai import ScriptedUpstream, reply_text
 
 pytestmark = pytest.mark.integration
@@ -29,7 +28,6 @@ server: {{auth_token: tok}}
 sampling: {{store: {{path: "{tmp_path / 'central.db'}"}}}}
 """, environ={})
     with ScriptedUpstream() as upstream, run_observer(observer_cfg, areas=["sample"]) as observer:
-        port = free_port()
         config = tmp_path / "proxy.yaml"
         config.write_text(f"""
 fleet:
@@ -39,26 +37,15 @@ sampling:
   reservoir: {{window_seconds: 0.2}}
   store: {{path: "{tmp_path / 'unused.db'}"}}
 """)
-        env = {**os.environ, "OBSERVER_AUTH_TOKEN": "tok"}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "observer", "proxy", "--config", str(config), "--version", "stable",
-             "--listen", f"127.0.0.1:{port}", "--ingest-url", observer.url, "--log-level", "WARNING"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            wait_http(f"http://127.0.0.1:{port}/healthz", timeout=30)
-            assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+        with run_proxy(config, "--version", "stable", "--ingest-url", observer.url,
+                       env={"OBSERVER_AUTH_TOKEN": "tok"}) as proxy:
+            assert httpx.get(proxy.url + "/readyz").status_code == 200
             for i in range(3):
-                resp = httpx.post(f"http://127.0.0.1:{port}/v1/completions",
+                resp = httpx.post(proxy.url + "/v1/completions",
                                   json={"prompt": f"ping {i} from 10.1.2.3", "stream": i % 2 == 0}, timeout=10)
                 assert resp.status_code == 200
-            proc.send_signal(signal.SIGTERM)  # graceful: the open window is flushed and posted
-            out, _ = proc.communicate(timeout=30)
-            assert proc.returncode == 0, out
-            assert "Traceback" not in out
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=10)
+            assert proxy.stop() == 0, proxy.output  # SIGTERM is graceful: the open window is flushed and posted
+            assert "Traceback" not in proxy.output
         deadline = time.monotonic() + 10
         rows: list[dict[str, object]] = []
         while time.monotonic() < deadline and len(rows) < 3:
