@@ -29,6 +29,7 @@ from observer.sim.answers import AnswerBook
 from observer.sim.openai_api import create_dcgm_app, create_replica_app
 from observer.sim.profile import Profile, build_profile
 from observer.sim.replica import SimVersion
+from observer.sim.spans import EngineTracer, TraceTarget
 from observer.sim.traffic import LoadSample
 
 log = logging.getLogger("observer.sim")
@@ -136,6 +137,10 @@ class FleetHandle:
         for s in self._servers:
             if s.sock is not None:
                 s.sock.close()
+        for v in self.versions.values():
+            if v.tracer is not None:
+                v.tracer.shutdown()
+                v.tracer = None
 
 
 def _endpoint(url: str, what: str) -> tuple[str, int, str]:
@@ -231,11 +236,15 @@ def _bind(s: _Server) -> socket.socket:
 def run_fleet(config: ObserverConfig, profiles: Mapping[str, ProfileSpec] | None = None, seed: int = 0, *,
               answer_dir: Path | None = Path("golden_sets"), book: AnswerBook | None = None,
               total_rps: float = DEFAULT_TOTAL_RPS, tick_seconds: float = TICK_SECONDS,
-              ready_timeout: float = 20.0) -> Iterator[FleetHandle]:
-    """Serve the simulated fleet of `config` until the block exits (then stop everything)."""
+              ready_timeout: float = 20.0, traces: TraceTarget | None = None) -> Iterator[FleetHandle]:
+    """Serve the simulated fleet of `config` until the block exits (then stop everything). With `traces`,
+    every version exports one OTLP `llm_request` span per API request there, as vLLM with
+    `--otlp-traces-endpoint` does (observer/sim/spans.py); the built-in load sends none (it has no HTTP)."""
     if book is None:
         book = AnswerBook.from_dir(answer_dir) if answer_dir is not None else AnswerBook()
     versions = build_versions(config, profiles, seed=seed, book=book, total_rps=total_rps)
+    for name, v in versions.items():
+        v.tracer = EngineTracer(traces, version=name) if traces is not None else None
     servers, urls, dcgm = _plan(config, versions)
     handle = FleetHandle(versions=versions, _urls=urls, _dcgm=dcgm, _servers=servers)
     try:

@@ -14,7 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -25,6 +25,7 @@ from observer.sim import dcgm_exposition, vllm_exposition
 from observer.sim.answers import choose_answer, content_text, json_answer, prompt_text
 from observer.sim.engine import ABORT, ERROR, LENGTH, STOP, Requests
 from observer.sim.replica import Replica, SimVersion
+from observer.sim.spans import FinishedRequest
 from observer.sim.traffic import LoadSample
 
 CHAT = "/v1/chat/completions"
@@ -165,6 +166,7 @@ def _parse(body: Any, version: SimVersion, *, chat: bool) -> tuple[str, int, int
 
 
 async def _complete(request: Request, version: SimVersion, replica: Replica, *, chat: bool) -> Response:
+    arrival_ns = time.time_ns()
     handler = CHAT if chat else COMPLETIONS
     engine = replica.engine
     try:
@@ -208,11 +210,14 @@ async def _complete(request: Request, version: SimVersion, replica: Replica, *, 
     if body.get("stream"):
         options = body.get("stream_options")
         usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
-        return StreamingResponse(_stream(version, replica, meta, pieces, reqs, text, scale, usage=usage),
-                                 media_type="text/event-stream")
+        traced = _Traced(version, request.headers, arrival_ns, limit)
+        return StreamingResponse(_stream(version, replica, meta, pieces, reqs, text, scale, usage=usage,
+                                         traced=traced), media_type="text/event-stream")
     await _sleep(float(reqs.e2e[0]) * scale)
     engine.end_request(handler=handler, status=200, reqs=reqs)
     _remember(version, text, "".join(pieces), meta, reqs)
+    _Traced(version, request.headers, arrival_ns, limit).finished(
+        meta, ttft_s=min(float(reqs.ttft[0]), float(reqs.e2e[0])) * scale, queue_s=float(reqs.queue[0]) * scale)
     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": meta.finish_reason}
     if chat:
         choice["message"] = {"role": "assistant", "content": "".join(pieces).strip()}
@@ -248,12 +253,13 @@ class _Meta:
 
 
 async def _stream(version: SimVersion, replica: Replica, meta: _Meta, pieces: list[str], reqs: Requests,
-                  prompt: str, scale: float, *, usage: bool) -> AsyncIterator[str]:
+                  prompt: str, scale: float, *, usage: bool, traced: _Traced) -> AsyncIterator[str]:
     engine = replica.engine
     sent = 0
     finished = False
     try:
         await _sleep(float(reqs.ttft[0]) * scale)
+        first_ns = time.time_ns()
         if meta.chat:
             yield meta.chunk(role=True)
         gaps = reqs.itl
@@ -274,10 +280,28 @@ async def _stream(version: SimVersion, replica: Replica, meta: _Meta, pieces: li
         if finished:
             engine.end_request(handler=handler, status=200, reqs=reqs)
             _remember(version, prompt, "".join(pieces), meta, reqs)
+            traced.finished(meta, ttft_s=(first_ns - traced.arrival_ns) / 1e9, queue_s=float(reqs.queue[0]) * scale)
         else:
             # The client went away mid-stream: vLLM counts an abort.
             aborted = engine.draw(1, prompt_tokens=[meta.prompt_tokens], gen_tokens=[sent], reasons=[ABORT])
             engine.end_request(handler=handler, status=200, reqs=aborted)
+
+
+@dataclass(frozen=True)
+class _Traced:
+    """What a finished request's engine span needs from its start (observer/sim/spans.py)."""
+
+    version: SimVersion
+    headers: Mapping[str, str]
+    arrival_ns: int
+    max_tokens: int | None
+
+    def finished(self, meta: _Meta, *, ttft_s: float, queue_s: float) -> None:
+        if self.version.tracer is not None:
+            self.version.tracer.finished(self.headers, FinishedRequest(
+                arrival_ns=self.arrival_ns, end_ns=time.time_ns(), ttft_s=ttft_s, queue_s=queue_s,
+                prompt_tokens=meta.prompt_tokens, completion_tokens=meta.completion_tokens,
+                max_tokens=self.max_tokens))
 
 
 def _remember(version: SimVersion, prompt: str, output: str, meta: _Meta, reqs: Requests) -> None:

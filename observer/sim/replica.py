@@ -15,6 +15,7 @@ from observer.sim.answers import REFUSAL, AnswerBook, generic_answer
 from observer.sim.dcgm_exposition import GpuIdentity, SimGpu
 from observer.sim.engine import ABORT, ERROR, FloatArray, Requests, SimEngine
 from observer.sim.profile import Profile, build_profile
+from observer.sim.spans import EngineTracer
 from observer.sim.vllm_families import FINISHED_REASONS
 
 MAX_TEXT_SAMPLES_PER_TICK = 50  # keeps a burst of load from costing text generation
@@ -53,6 +54,7 @@ class SimVersion:
     max_model_len: int = 8192
     recent: traffic.RecentSamples = field(default_factory=traffic.RecentSamples)
     clock: Callable[[], float] = time.time
+    tracer: EngineTracer | None = None  # exports an OTLP span per API request when the fleet is given a target
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng([self.seed, 7])

@@ -38,6 +38,7 @@ from observer.render import alerts as alert_render
 from observer.render.dashboards import render
 from observer.render.dashboards.lint import PanelQuery, queries, substitute
 from observer.sim.fleet import run_fleet
+from observer.sim.spans import TraceTarget
 from tests.support.embeddings_server import run_embeddings_server
 from tests.support.judge_server import run_judge_server
 from tests.support.observer_proc import run_observer
@@ -82,6 +83,7 @@ class Stack:
 
 def _config_text(tmp: Path, *, judge_url: str, embed_url: str) -> str:
     stable, canary, dcgm = free_port(), free_port(), free_port()
+    proxies = {v: free_port() for v in sorted(VERSIONS)}
     return f"""
 fleet:
   versions:
@@ -103,7 +105,13 @@ fleet:
       prompt_template_hash: {TEMPLATE}
 scrape: {{interval_seconds: 1, timeout_seconds: 1, window_seconds: 30}}
 server: {{auth_token: {TOKEN}}}
-sampling: {{store: {{path: {tmp}/samples.db}}, fingerprint: {{interval_seconds: 1}}}}
+sampling:
+  store: {{path: {tmp}/samples.db}}
+  fingerprint: {{interval_seconds: 1}}
+  versions:  # proxies that only forward (their samples would blur the mirrored ones) and join engine spans
+    stable: {{listen: "127.0.0.1:{proxies['stable']}", fraction: 0.0}}
+    canary: {{listen: "127.0.0.1:{proxies['canary']}", fraction: 0.0}}
+  engine_spans: {{enabled: true, wait_seconds: 5}}
 quality:
   golden_dirs: [{tmp}/golden]
   interval_seconds: 3
@@ -139,8 +147,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             config = parse_config(text, environ={})
             rules = tmp / "rules.yaml"
             rules.write_text(alert_render.render(config)[alert_render.RULES_FILE])
-            with (run_fleet(config, seed=7, answer_dir=ROOT / "golden_sets", total_rps=40.0),
-                  run_observer(config) as obs):
+            port = free_port()  # the simulated engines export their OTLP spans to the observer's /v1/traces
+            traces = TraceTarget(f"http://127.0.0.1:{port}/v1/traces", token=TOKEN)
+            proxies = {v: f"http://{config.sampling.versions[v].listen}" for v in sorted(VERSIONS)}
+            with (run_fleet(config, seed=7, answer_dir=ROOT / "golden_sets", total_rps=40.0, traces=traces),
+                  run_observer(config, port=port) as obs):
                 obs.wait_ready(timeout=30)
                 # The hour before (the fingerprints' reference window), then now.
                 first = [_sample(v, i, ts=time.time() - 1800 + i) for v in sorted(VERSIONS) for i in range(40)]
@@ -163,6 +174,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                             httpx.post(f"{obs.url}/api/v1/samples", json={"samples": batch}, timeout=10, headers=AUTH)
                         except httpx.HTTPError as e:
                             errors.append(f"ingest: {e!r}")
+                        for v, proxy in proxies.items():  # live requests through the proxies: engine spans
+                            try:
+                                httpx.post(f"{proxy}/v1/completions", timeout=10, json={
+                                    "prompt": f"{v} question {i}", "max_tokens": 4, "stream": i % 2 == 0})
+                            except httpx.HTTPError as e:
+                                errors.append(f"proxy {v}: {e!r}")
                         # Run the real judge pass more often than its schedule, so the canary gauges
                         # appear within the test's deadline.
                         if canary is not None:

@@ -7,8 +7,6 @@ exporting its own spans.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,8 +20,11 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from observer.config import parse_config
+from observer.sim.fleet import run_fleet
+from observer.sim.spans import TraceTarget
 from tests.support.observer_proc import run_observer, wait_until
-from tests.support.prom import free_port, wait_http
+from tests.support.prom import free_port
+from tests.support.proxy_proc import run_proxy
 from tests.support.scripted_openai import ScriptedUpstream
 
 pytestmark = pytest.mark.integration
@@ -113,7 +114,6 @@ sampling:
 def test_a_standalone_proxy_takes_the_spans_of_the_vllm_behind_it(tmp_path: Path) -> None:
     """In a pod, vLLM sends its spans to the `observer proxy` sidecar in front of it (localhost); the proxy
     answers `/v1/traces` itself and exports the join on its own /observer/metrics."""
-    port = free_port()
     with ScriptedUpstream() as upstream:
         config = tmp_path / "proxy.yaml"
         config.write_text(f"""
@@ -124,13 +124,8 @@ sampling:
   store: {{path: "{tmp_path / 's.db'}"}}
   engine_spans: {{enabled: true, wait_seconds: 30}}
 """)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "observer", "proxy", "--config", str(config), "--version", "stable",
-             "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            proxy = f"http://127.0.0.1:{port}"
-            wait_http(proxy + "/healthz", timeout=30)
+        with run_proxy(config, "--version", "stable") as proc:
+            proxy = proc.url
             r = httpx.post(proxy + "/v1/chat/completions", timeout=10, json={
                 "model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True})
             assert r.status_code == 200
@@ -146,7 +141,43 @@ sampling:
             assert value(text, 'observer_engine_span_requests_total{outcome="joined",version="stable"}') == 1
             assert value(text, 'observer_outside_engine_seconds_count{part="ttft",version="stable"}') == 1
             assert value(text, 'observer_otlp_exports_total{code="400"}') == 1
-        finally:
-            proc.terminate()
-            out, _ = proc.communicate(timeout=30)
-        assert "Traceback" not in out, out
+        assert "Traceback" not in proc.output, proc.output
+
+
+def test_the_simulator_exports_spans_the_way_vllm_does(tmp_path: Path) -> None:
+    """observer.sim with a trace target stands in for vLLM's `--otlp-traces-endpoint`: the SDK's batch
+    exporter sends one llm_request span per request, under the proxy's trace id, with real-second latencies,
+    so what is left outside the engine is the proxy and the loopback (≥ 0, well under a second)."""
+    port, proxy_port = free_port(), free_port()
+    upstream = free_port()
+    cfg = parse_config(f"""
+fleet:
+  versions:
+    - {{name: stable, vllm: ["http://127.0.0.1:{upstream}/metrics"], openai: "http://127.0.0.1:{upstream}/v1"}}
+server: {{auth_token: {TOKEN}}}
+scrape: {{interval_seconds: 1, timeout_seconds: 1}}
+sampling:
+  fraction: 0.0
+  versions:
+    stable: {{listen: "127.0.0.1:{proxy_port}"}}
+  store: {{path: "{tmp_path / 's.db'}"}}
+  engine_spans: {{enabled: true, wait_seconds: 10}}
+""", environ={})
+    target = TraceTarget(f"http://127.0.0.1:{port}/v1/traces", token=TOKEN)
+    with run_fleet(cfg, profiles={"stable": {"load_rps": 0, "time_scale": 0.01}}, seed=3, traces=target), \
+            run_observer(cfg, areas=["sample"], port=port) as observer:
+        proxy = f"http://127.0.0.1:{proxy_port}"
+        for i in range(6):
+            r = httpx.post(proxy + "/v1/completions", timeout=10,
+                           json={"prompt": f"hello {i}", "max_tokens": 8, "stream": i % 2 == 0})
+            assert r.status_code == 200, r.text
+
+        def count(outcome: str) -> float:
+            return value(observer.get("/metrics").text,
+                         f'observer_engine_span_requests_total{{outcome="{outcome}",version="stable"}}')
+        wait_until(lambda: count("joined") == 6, timeout=15, message="six requests joined to the simulator's spans")
+        text = observer.get("/metrics").text
+        assert value(text, 'observer_outside_engine_seconds_count{part="ttft",version="stable"}') == 3
+        e2e = value(text, 'observer_outside_engine_seconds_sum{part="e2e",version="stable"}')
+        assert 0 <= e2e < 6 * 0.5, e2e  # real seconds on both sides: only the proxy and loopback are left
+        assert value(text, 'observer_otlp_spans_total{outcome="unmatched"}') == 0

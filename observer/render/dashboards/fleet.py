@@ -196,6 +196,31 @@ def _shape() -> Section:
     ])
 
 
+def _outside_engine() -> Section:
+    part = names.PART
+    spans = names.ENGINE_SPAN_REQUESTS + "_total"
+    joined = rate(spans, outcome='="joined"')
+    return Section("Outside the engine (engine spans)", [
+        PanelSpec(
+            title="Time outside the engine", unit="s", width=16,
+            description=("What a proxied request spent outside vLLM's engine, per version: the proxy's end-to-end "
+                         "time (part e2e) and time to the first streamed chunk (part ttft) minus the engine's own "
+                         "figures from its OTLP llm_request span, joined by trace id. API-server HTTP handling, "
+                         "tokenization, detokenization and the network: none of it is in any vllm: series."),
+            queries=[Query(quantile_expr(names.OUTSIDE_ENGINE, q, by=f"{V}, {part}"),
+                           f"{{{{{V}}}}} {{{{{part}}}}} p{round(q * 100)}") for q in (0.5, 0.99)],
+        ),
+        PanelSpec(
+            title="Requests joined to their engine span", unit="percentunit", width=8, min=0, max=1,
+            thresholds=(Step(None, RED), Step(0.9, "green")), runbooks=(names.ALERT_ENGINE_SPANS_MISSING,),
+            description=("Share of proxied generation requests whose engine span arrived within "
+                         "sampling.engine_spans.wait_seconds, per version. Low: the servers are not exporting "
+                         "(--otlp-traces-endpoint), the exporter cannot reach the observer, or its token is wrong."),
+            queries=[Query(f"sum by ({V}) ({joined}) / sum by ({V}) ({rate(spans)})", f"{{{{{V}}}}}")],
+        ),
+    ])
+
+
 def dashboard(obj: Objectives) -> DashboardSpec:
     """The fleet overview."""
     latency = Section("Latency (per version)", [
@@ -207,5 +232,6 @@ def dashboard(obj: Objectives) -> DashboardSpec:
     return DashboardSpec(
         slug="fleet", title="Fleet overview",
         description="Latency, traffic, finish reasons, capacity and SLO status of every model version.",
-        sections=[_slo(obj), latency, _traffic(obj), _capacity(obj), _shape()],
+        sections=[_slo(obj), latency, *([_outside_engine()] if obj.engine_spans else []), _traffic(obj),
+                  _capacity(obj), _shape()],
     )

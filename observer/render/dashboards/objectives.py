@@ -52,6 +52,7 @@ class Objectives:
     live_check_failure_ratio: float = LIVE_CHECK_FAILURE_RATIO
     goodput: float | None = None  # objective of the first goodput SLO
     cost_budget_per_million: float | None = None
+    engine_spans: bool = False  # sampling.engine_spans.enabled: the outside-the-engine panels are drawn
 
     @property
     def error_budget(self) -> float:
@@ -114,5 +115,6 @@ def objectives(config: ObserverConfig) -> Objectives:
         runbook_pages={alert: tuple(sorted(p)) for alert, p in pages.items()},
         goodput=next((o.objective for o in alerting.objectives if o.kind is SliKind.GOODPUT), None),
         cost_budget_per_million=config.cost.budget_per_million_tokens,
+        engine_spans=config.sampling.enabled and config.sampling.engine_spans.enabled,
     )
 
