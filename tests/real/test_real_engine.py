@@ -233,7 +233,7 @@ def test_remote_embeddings_equal_the_in_process_minilm(engines: Engines) -> None
 def test_a_real_judge_answers_valid_verdicts(engines: Engines) -> None:
     """The stable server as LLM-as-judge (JSON-schema structured output). A 270M base model is no judge —
     docs/quality.md reports its agreement; here only the contract: every answer is a valid verdict."""
-    items = load_labels(REPO / "evals" / "anchors.jsonl")[:8]
+    items = load_labels(REPO / "evals" / "anchors.jsonl")[:16]
 
     async def main() -> Any:
         async with httpx.AsyncClient() as http:
@@ -244,10 +244,13 @@ def test_a_real_judge_answers_valid_verdicts(engines: Engines) -> None:
             return await calibrate(judge, load_rubrics(REPO / "evals" / "rubrics"), items)
 
     agree, judged = asyncio.run(main())
-    # Batched decoding on the CPU engine is not bit-stable, so now and then greedy structured output loops
-    # to max_tokens: that must come back as a named error (counted, never a verdict), and stay rare.
+    # The CPU engine's decoding is not bit-stable (batching, the prefix cache), so now and then greedy
+    # structured output loops to max_tokens: that must come back as a named error (counted, never a verdict),
+    # and stay rare. Measured 2026-12-02: 4 truncations in 114 judged anchors, 1 of 8 even at concurrency 1.
+    # At 5 % per reply, more than 3 of 16 happens 0.7 % of runs (≤ 1 of 8, the bound before, failed 5.7 %
+    # and failed CI once); a judge truncating half its replies passes 1 % of runs.
     errors = [j.error for j in judged if j.error]
-    assert agree.errors == len(errors) <= 1, errors
+    assert agree.errors == len(errors) <= 3, errors
     assert all("truncated (finish_reason=length)" in str(e) for e in errors), errors
     assert all(j.verdict is not None and j.verdict.judge_model == "llm" for j in judged if not j.error)
 
