@@ -56,14 +56,14 @@ lint: setup
 render-check: setup
 	$(BIN)/observer render --check --config deploy/observer.yaml
 
-# The set-up steps run side by side (mostly downloads and unpacking), then the checks. The suite runs in
-# two parts: most of it on two workers (those tests mostly wait on processes and sockets), then, one at a
+# The set-up steps run side by side (mostly downloads and unpacking), and the checks start as soon as the
+# observer's own virtualenv is ready, while the real vLLM's is still being built. The suite runs in two
+# parts: most of it on two workers (those tests mostly wait on processes and sockets), then, one at a
 # time with the machine to themselves, the short game day (its goodput verdict sits near its line and
 # read inconclusive once with a busy neighbour) and the real-vLLM tier.
 SERIAL := tests/integration/test_gameday.py tests/real
 test:
-	$(MAKE) --no-print-directory -j3 --output-sync=target setup real-vllm
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint render-check
+	$(MAKE) --no-print-directory -j3 --output-sync=target real-vllm lint render-check
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $(addprefix --ignore=,$(SERIAL)) --durations=15
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(SERIAL) --durations=10
 
