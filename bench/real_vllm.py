@@ -249,7 +249,7 @@ def main() -> None:
         with run_vllm([STABLE, CANARY, EMBEDDER], log_dir=tmp / "logs", home=home) as servers:
             out["engines_start_seconds"] = round(time.perf_counter() - t0, 1)
             engines = Engines(stable=servers["stable"], canary=servers["canary"], embedder=servers["embedder"],
-                              version=out["vllm_version"])
+                              version=out["vllm_version"], otlp_port=0)  # 0: these servers export no spans
             if "families" in want:
                 out.update(families(engines))
                 print("families:", {k: out[k] for k in ("families_total", "families_mapped", "families_ignored")})
