@@ -133,10 +133,11 @@ class ProxyApp:
         read = await _read_body(scope, receive, self.max_request_bytes)
         if read is None:  # the exporter left before sending its request
             return
+        body, too_large = read
         headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
         code, payload, media = answer_export(
-            join, read[0], content_type=headers.get(b"content-type", ""),
-            content_encoding=headers.get(b"content-encoding", ""), too_large=read[1],
+            join, body, content_type=headers.get(b"content-type", ""),
+            content_encoding=headers.get(b"content-encoding", ""), too_large=too_large,
             max_bytes=self.max_request_bytes)
         await _reply(send, code, payload, content_type=media.encode())
 

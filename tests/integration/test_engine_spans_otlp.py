@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from observer.config import parse_config
+from observer.config.spec import ObserverConfig
 from observer.sim.fleet import run_fleet
 from observer.sim.spans import TraceTarget
 from tests.support.observer_proc import run_observer, wait_until
@@ -50,20 +51,27 @@ def value(text: str, line_start: str) -> float:
         ln for ln in text.splitlines() if "engine" in ln or "otlp" in ln))
 
 
-def test_spans_from_the_sdk_exporter_join_the_proxied_requests(tmp_path: Path) -> None:
-    port = free_port()
-    with ScriptedUpstream() as upstream:
-        cfg = parse_config(f"""
+def proxied_config(version: str, *, proxy_port: int, tmp: Path, wait_seconds: float) -> ObserverConfig:
+    """An observer whose in-process proxy for `stable` (`version`: its fleet entry, YAML flow style) listens
+    on `proxy_port`, samples nothing and joins engine spans."""
+    return parse_config(f"""
 fleet:
-  versions: [{{name: stable, openai: "{upstream.url}/v1"}}]
+  versions: [{version}]
 server: {{auth_token: {TOKEN}}}
 sampling:
   fraction: 0.0
   versions:
-    stable: {{listen: "127.0.0.1:{port}"}}
-  store: {{path: "{tmp_path / 's.db'}"}}
-  engine_spans: {{enabled: true, wait_seconds: 1.0}}
+    stable: {{listen: "127.0.0.1:{proxy_port}"}}
+  store: {{path: "{tmp / 's.db'}"}}
+  engine_spans: {{enabled: true, wait_seconds: {wait_seconds}}}
 """, environ={})
+
+
+def test_spans_from_the_sdk_exporter_join_the_proxied_requests(tmp_path: Path) -> None:
+    port = free_port()
+    with ScriptedUpstream() as upstream:
+        cfg = proxied_config(f'{{name: stable, openai: "{upstream.url}/v1"}}', proxy_port=port, tmp=tmp_path,
+                             wait_seconds=1.0)
         with run_observer(cfg, areas=["sample"]) as observer:
             proxy = f"http://127.0.0.1:{port}"
             given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -148,21 +156,10 @@ def test_the_simulator_exports_spans_the_way_vllm_does(tmp_path: Path) -> None:
     """observer.sim with a trace target stands in for vLLM's `--otlp-traces-endpoint`: the SDK's batch
     exporter sends one llm_request span per request, under the proxy's trace id, with real-second latencies,
     so what is left outside the engine is the proxy and the loopback (≥ 0, well under a second)."""
-    port, proxy_port = free_port(), free_port()
-    upstream = free_port()
-    cfg = parse_config(f"""
-fleet:
-  versions:
-    - {{name: stable, vllm: ["http://127.0.0.1:{upstream}/metrics"], openai: "http://127.0.0.1:{upstream}/v1"}}
-server: {{auth_token: {TOKEN}}}
-scrape: {{interval_seconds: 1, timeout_seconds: 1}}
-sampling:
-  fraction: 0.0
-  versions:
-    stable: {{listen: "127.0.0.1:{proxy_port}"}}
-  store: {{path: "{tmp_path / 's.db'}"}}
-  engine_spans: {{enabled: true, wait_seconds: 10}}
-""", environ={})
+    port, proxy_port, upstream = free_port(), free_port(), free_port()
+    sim = f"http://127.0.0.1:{upstream}"  # the simulated vLLM (run_fleet serves the version's vllm URL)
+    cfg = proxied_config(f'{{name: stable, vllm: ["{sim}/metrics"], openai: "{sim}/v1"}}', proxy_port=proxy_port,
+                         tmp=tmp_path, wait_seconds=10)
     target = TraceTarget(f"http://127.0.0.1:{port}/v1/traces", token=TOKEN)
     with run_fleet(cfg, profiles={"stable": {"load_rps": 0, "time_scale": 0.01}}, seed=3, traces=target), \
             run_observer(cfg, areas=["sample"], port=port) as observer:
