@@ -7,60 +7,16 @@ file, the embedded default) and PostgreSQL (a fleet, several replicas); `open_st
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from observer.errors import StoreError
 from observer.store.jobs import SharedWork
 from observer.store.pairs import PairStore
-
-Source = Literal["proxy", "ingest", "golden"]
-SOURCES: tuple[Source, ...] = ("proxy", "ingest", "golden")
+from observer.store.records import SOURCES, SampleRecord, Score, Source, StoredSample
 
 __all__ = ["SOURCES", "ManagedStore", "SampleRecord", "SampleStore", "Score", "Source", "StoreError", "StoredSample",
            "stored_sample"]
-
-
-@dataclass(frozen=True)
-class SampleRecord:
-    """One request/response pair of one version; `prompt` is chat messages rendered to text."""
-
-    version: str
-    prompt: str
-    output: str
-    ts: float
-    model: str | None = None
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-    latency_s: float | None = None
-    ttft_s: float | None = None
-    tenant_tier: str | None = None
-    source: Source = "ingest"
-    template_hash: str | None = None  # observed identity (conventions.fingerprint); None: not known
-    sampling_hash: str | None = None
-
-
-@dataclass(frozen=True)
-class Score:
-    """One scorer's verdict on one sample (golden-set check, judge, live check)."""
-
-    scorer: str
-    passed: bool | None
-    score: float | None
-    reason: str
-    meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    ts: float = 0.0
-
-
-@dataclass(frozen=True)
-class StoredSample(SampleRecord):
-    """A sample as read back from the store, with its id, content hash and attached scores."""
-
-    id: int = 0
-    content_hash: str = ""
-    scores: Mapping[str, Score] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @runtime_checkable

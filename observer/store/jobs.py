@@ -24,10 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from observer.store.base import StoredSample
+from observer.store.records import StoredSample
 
 JobState = Literal["queued", "running", "done", "failed"]
 JOB_STATES: tuple[JobState, ...] = ("queued", "running", "done", "failed")

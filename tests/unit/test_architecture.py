@@ -1,7 +1,8 @@
 """The package's shape: imports point down the layer order the README states, and no module imports itself back.
 
 The layer list is read from README.md's architecture section (the ```layers block), so the document and
-the check cannot drift apart. Imports under `if TYPE_CHECKING:` are annotations only and do not count.
+the check cannot drift apart. Imports under `if TYPE_CHECKING:` count like any other: an annotation that
+needs a module from a lower layer says the types live in the wrong place.
 """
 
 from __future__ import annotations
@@ -32,25 +33,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking_nodes(tree: ast.Module) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for b in node.body for n in ast.walk(b))
-    return skip
-
-
 def imports() -> dict[str, set[str]]:
     """Module → the observer modules it imports (anywhere in the file, function bodies too)."""
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     out: dict[str, set[str]] = defaultdict(set)
     for mod, path in modules.items():
         tree = ast.parse(path.read_text())
-        skip = _type_checking_nodes(tree)
         package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
