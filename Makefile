@@ -44,14 +44,14 @@ prometheus postgresql: debian-packages
 
 # `make demo GAMEDAY=1` also runs the canary game day (healthy, slow, flaky, worse, drifted, idle, restart).
 demo: setup $(if $(REAL),real-vllm,)
-	$(BIN)/python -m observer.demo $(if $(GAMEDAY),--with-gameday,) $(if $(REAL),--real,)
+	$(BIN)/python -m observer_dev.demo $(if $(GAMEDAY),--with-gameday,) $(if $(REAL),--real,)
 
 gameday: setup
 	$(BIN)/observer gameday
 
 lint: setup
-	$(BIN)/ruff check observer tests bench
-	$(BIN)/mypy observer
+	$(BIN)/ruff check observer observer_dev tests bench
+	$(BIN)/mypy observer observer_dev
 
 render-check: setup
 	$(BIN)/observer render --check --config deploy/observer.yaml

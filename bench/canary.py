@@ -2,7 +2,7 @@
 A/A false-fail rates, and canary requests to a correct Fail with the anchors calibrated to ≤ 1% A/A.
 
 Traffic models (tests.support.canary_streams.any_step): `iid` (Poisson arrivals, independent log-normal
-latencies) and the per-pod models of observer.sim.pods — `pod_queues` (FCFS prefill queues, heavy-tailed
+latencies) and the per-pod models of observer_dev.sim.pods — `pod_queues` (FCFS prefill queues, heavy-tailed
 prompts, decode slowing with batch occupancy), `bursts`, `stalls`, `error_bursts` (restarts failing
 in-flight requests), `ramp`, and `production` (all of them at once). 20 pods, canary replicas follow the
 weight as Argo's basic canary scales them.
@@ -44,7 +44,7 @@ from observer import jsonsafe
 from observer.analyse import histogram
 from observer.analyse.canary.judge import Outcome, judge
 from observer.config.canary import CanarySpec
-from observer.sim import pods
+from observer_dev.sim import pods
 from tests.support.canary_streams import TTFT_EDGES, ArmProfile, Step, any_step, lognormal_quantile, to_histogram
 
 LOOK_SECONDS = 60

@@ -1,6 +1,6 @@
 """Benchmark: our fleet dashboard against vLLM's example dashboard, on the same Prometheus, in the same run.
 
-A simulated stable + canary fleet (observer.sim) is scraped twice by one real Prometheus: directly (raw
+A simulated stable + canary fleet (observer_dev.sim) is scraped twice by one real Prometheus: directly (raw
 `vllm:*` series, what vLLM's example dashboard reads) and through the observer (per-version series, what
 ours reads). Then every panel query of both dashboards is run the way Grafana refreshes a panel (a range
 query over the last `--range` seconds at a Grafana-like step), `--repeat` times, and timed.
@@ -32,7 +32,7 @@ from observer.config import parse_config  # noqa: E402
 from observer.render import alerts as alert_render  # noqa: E402
 from observer.render.dashboards import render  # noqa: E402
 from observer.render.dashboards.lint import PanelQuery, queries, substitute  # noqa: E402
-from observer.sim.fleet import run_fleet  # noqa: E402
+from observer_dev.sim.fleet import run_fleet  # noqa: E402
 from tests.support.observer_proc import run_observer  # noqa: E402
 from tests.support.prom import Prometheus, free_port, run_prometheus  # noqa: E402
 

@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from observer.collect.otlp import OtlpError, decode_export  # noqa: E402
-from observer.gameday.real import STABLE, drive  # noqa: E402
-from observer.vllmproc import RunningVllm, run_vllm, with_otlp  # noqa: E402
+from observer_dev.gameday.real import STABLE, drive  # noqa: E402
+from observer_dev.vllmproc import RunningVllm, run_vllm, with_otlp  # noqa: E402
 
 
 class Receiver:

@@ -35,7 +35,7 @@ from observer.analyse.quality.scorer import Scorer  # noqa: E402
 from observer.analyse.quality.similarity import cosine_scores  # noqa: E402
 from observer.config import parse_config  # noqa: E402
 from observer.config.quality import QualitySpec  # noqa: E402
-from observer.sim.fleet import run_fleet  # noqa: E402
+from observer_dev.sim.fleet import run_fleet  # noqa: E402
 
 
 def free_port() -> int:

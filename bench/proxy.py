@@ -42,7 +42,7 @@ from tests.support.prom import free_port, wait_http  # noqa: E402
 SIM = """
 import sys, time
 from observer.config import load_config
-from observer.sim.fleet import run_fleet
+from observer_dev.sim.fleet import run_fleet
 config = load_config(sys.argv[1])
 profile = {"preset": "idle", "time_scale": 0.0}
 with run_fleet(config, {"stable": profile}, seed=1, answer_dir=None):

@@ -42,7 +42,7 @@ from observer.collect.promtext import parse  # noqa: E402
 from observer.collect.vllm import _select  # noqa: E402
 from observer.conventions import vllm as vocab  # noqa: E402
 from observer.errors import JudgeError  # noqa: E402
-from observer.vllmproc import real_vllm_home, run_vllm  # noqa: E402
+from observer_dev.vllmproc import real_vllm_home, run_vllm  # noqa: E402
 from tests.real.conftest import CANARY, EMBEDDER, STABLE, Engines, drive  # noqa: E402
 from tests.real.test_real_engine import _config, _normalised, looks, ttft_p95_pairs  # noqa: E402
 from tests.support.observer_proc import run_observer  # noqa: E402
@@ -272,7 +272,7 @@ def main() -> None:
                 out.update(canary_verdicts(engines, tmp))
                 print("canary:", {k: out[k] for k in ("aa_verdicts", "degraded_verdict", "degraded_reason")})
     if "gameday" in (set(args.only) or {"gameday"}):
-        from observer.gameday.real import run_real_gameday
+        from observer_dev.gameday.real import run_real_gameday
 
         report = run_real_gameday()
         out["gameday_real_ok"] = report.ok

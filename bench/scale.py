@@ -124,9 +124,9 @@ def fleet_judge(pods: int, *, repeats: int) -> dict[str, Any]:
     from observer.analyse.canary.service import CanaryService
     from observer.analyse.canary.sources import PrometheusSource
     from observer.config import parse_config
-    from observer.promserver import run_prometheus
     from observer.render.dashboards import render
     from observer.render.dashboards.lint import queries, substitute
+    from observer_dev.promserver import run_prometheus
 
     step, span = 20.0, 1200.0
     end = float(int(time.time() // 60 * 60) - 120)

@@ -17,10 +17,10 @@ import time
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from observer.sim import vllm_exposition
-from observer.sim import vllm_families as fam
-from observer.sim.engine import ERROR, SimEngine, draw_requests
-from observer.sim.profile import build_profile
+from observer_dev.sim import vllm_exposition
+from observer_dev.sim import vllm_families as fam
+from observer_dev.sim.engine import ERROR, SimEngine, draw_requests
+from observer_dev.sim.profile import build_profile
 
 
 def _cpu(fn: object, repeat: int = 1) -> float:

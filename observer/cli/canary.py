@@ -1,4 +1,4 @@
-"""`observer canary judge` (the verdict as a table) and `observer gameday` (the whole chain, scenario by scenario)."""
+"""`observer canary judge`: the verdict as a table."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def verdict_table(body: dict[str, Any]) -> Table:
 
 
 def register(app: typer.Typer) -> None:
-    """Add `canary judge` and `gameday` to `app`."""
+    """Add `canary judge` to `app`."""
     canary_app = typer.Typer(no_args_is_help=True, help="Canary-vs-baseline analysis.")
     app.add_typer(canary_app, name="canary")
 
@@ -74,31 +74,6 @@ def register(app: typer.Typer) -> None:
         else:
             Console().print(verdict_table(body))
         raise typer.Exit(EXIT_CODES.get(str(body.get("verdict")), 2))
-
-    @app.command("gameday")
-    def gameday_cmd(
-        short: Annotated[bool, typer.Option("--short", help="The quick variant the test suite runs.")] = False,
-        scenario: Annotated[list[str] | None, typer.Option("--scenario", "-s",
-                                                           help="Run only these scenarios.")] = None,
-        seed: Annotated[int, typer.Option(help="Simulator seed.")] = 7,
-        real: Annotated[bool, typer.Option("--real", help="On real vLLM servers (make real-vllm): healthy, "
-                                                          "slow, killed, idle.")] = False,
-    ) -> None:
-        """Drive the simulated fleet (or, with --real, real vLLM servers) through canary scenarios, check the
-        chain up to the Argo queries and the web verdict; print a table; exit 1 on any mismatch."""
-        from observer.gameday import GamedayError, print_report, run_gameday
-
-        try:
-            if real:
-                from observer.gameday.real import run_real_gameday
-
-                report = run_real_gameday(only=scenario or None)
-            else:
-                report = run_gameday(short=short, only=scenario or None, seed=seed)
-        except GamedayError as e:
-            fail(str(e))
-        print_report(report, Console(width=max(Console().width, 180)))
-        raise typer.Exit(0 if report.ok else 1)
 
 
 async def _judge_from_prometheus(cfg: Any, url: str, canary: str | None, baseline: str | None

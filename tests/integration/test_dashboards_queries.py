@@ -1,6 +1,6 @@
 """Every dashboard query returns data for both versions against the real stack.
 
-A simulated stable + canary fleet (observer.sim, the project's simulator) feeds a real observer Service with
+A simulated stable + canary fleet (observer_dev.sim, the project's simulator) feeds a real observer Service with
 scraping, sampling, quality (golden sets scored by assertions and by the scripted judge of
 tests/support/judge_server.py), drift (against a baseline pinned with the real `observer baseline pin`
 command) and canary analysis. A real Prometheus (Debian package) scrapes the observer every second with the
@@ -37,8 +37,8 @@ from observer.conventions.fingerprint import sampling_hash, template_hash
 from observer.render import alerts as alert_render
 from observer.render.dashboards import render
 from observer.render.dashboards.lint import PanelQuery, queries, substitute
-from observer.sim.fleet import run_fleet
-from observer.sim.spans import TraceTarget
+from observer_dev.sim.fleet import run_fleet
+from observer_dev.sim.spans import TraceTarget
 from tests.support.embeddings_server import run_embeddings_server
 from tests.support.judge_server import run_judge_server
 from tests.support.observer_proc import run_observer

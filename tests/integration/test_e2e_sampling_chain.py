@@ -1,6 +1,6 @@
 """The sampling chain end to end, with real parts only.
 
-Simulated fleet (observer.sim: stable healthy, canary on preset `worse` with a raised refusal rate) →
+Simulated fleet (observer_dev.sim: stable healthy, canary on preset `worse` with a raised refusal rate) →
 one `observer proxy` sidecar process per version, posting redacted samples to the observer's ingest API →
 the observer's SQLite sample store → the quality area's live rule checks → `observer_live_checks_total`
 and `observer_live_check_failures_total` per version on the observer's /metrics. The canary's refusal

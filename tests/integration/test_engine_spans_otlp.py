@@ -21,8 +21,8 @@ from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from observer.config import parse_config
 from observer.config.spec import ObserverConfig
-from observer.sim.fleet import run_fleet
-from observer.sim.spans import TraceTarget
+from observer_dev.sim.fleet import run_fleet
+from observer_dev.sim.spans import TraceTarget
 from tests.support.observer_proc import run_observer, wait_until
 from tests.support.prom import free_port
 from tests.support.proxy_proc import run_proxy
@@ -153,7 +153,7 @@ sampling:
 
 
 def test_the_simulator_exports_spans_the_way_vllm_does(tmp_path: Path) -> None:
-    """observer.sim with a trace target stands in for vLLM's `--otlp-traces-endpoint`: the SDK's batch
+    """observer_dev.sim with a trace target stands in for vLLM's `--otlp-traces-endpoint`: the SDK's batch
     exporter sends one llm_request span per request, under the proxy's trace id, with real-second latencies,
     so what is left outside the engine is the proxy and the loopback (≥ 0, well under a second)."""
     port, proxy_port, upstream = free_port(), free_port(), free_port()

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from observer.gameday import SCENARIOS, run_gameday
+from observer_dev.gameday import SCENARIOS, run_gameday
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs the prometheus binary")]

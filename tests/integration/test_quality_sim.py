@@ -20,7 +20,7 @@ from observer import conventions as names
 from observer.cli.main import app
 from observer.config import parse_config
 from observer.config.spec import ObserverConfig
-from observer.sim.fleet import FleetHandle
+from observer_dev.sim.fleet import FleetHandle
 from tests.support.judge_server import JudgeServer, run_judge_server
 from tests.support.observer_proc import run_observer
 from tests.support.sim import config_yaml, fleet_dict, running_fleet

@@ -1,4 +1,4 @@
-"""`python -m observer.demo --duration 20`: simulated fleet → `observer serve` subprocess → real
+"""`python -m observer_dev.demo --duration 20`: simulated fleet → `observer serve` subprocess → real
 Prometheus; exits 0 only once Prometheus returns a TTFT p95 per version."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_demo_runs_and_prometheus_has_ttft_p95_per_version(tmp_path: Path) -> No
     path = tmp_path / "observer.yaml"
     path.write_text(text)
     proc = subprocess.run(
-        [sys.executable, "-m", "observer.demo", "--config", str(path), "--duration", "20",
+        [sys.executable, "-m", "observer_dev.demo", "--config", str(path), "--duration", "20",
          "--prometheus-port", "0", "--prometheus-interval", "2s"],
         capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -17,9 +17,9 @@ import pytest
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.vllm import parse_vllm
 from observer.errors import ConfigError
-from observer.promserver import port_free
-from observer.sim.answers import AnswerBook, BookItem, normalise
-from observer.sim.fleet import FleetHandle, SimError, run_fleet
+from observer_dev.promserver import port_free
+from observer_dev.sim.answers import AnswerBook, BookItem, normalise
+from observer_dev.sim.fleet import FleetHandle, SimError, run_fleet
 from tests.support.poll import wait_until
 from tests.support.sim import config_yaml, fleet_dict, running_fleet, sim_config
 

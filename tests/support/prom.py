@@ -1,7 +1,7 @@
 """A real Prometheus server (Debian package `prometheus`) for integration tests, on 127.0.0.1 only.
 
 `free_port` and `run_prometheus` are re-exported for the tests; the process handling lives in
-observer/promserver.py, shared with the demo and the game day."""
+observer_dev/promserver.py, shared with the demo and the game day."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from observer import promserver
-from observer.promserver import LocalPrometheus, free_port
+from observer_dev import promserver
+from observer_dev.promserver import LocalPrometheus, free_port
 
 __all__ = ["Prometheus", "free_port", "run_prometheus", "wait_http"]
 
@@ -34,7 +34,7 @@ def wait_http(url: str, *, timeout: float = 15.0) -> None:
 
 
 class Prometheus(LocalPrometheus):
-    """Handle on a running Prometheus with test helpers (observer.promserver starts it)."""
+    """Handle on a running Prometheus with test helpers (observer_dev.promserver starts it)."""
 
     def targets_up(self) -> bool:
         """True when every active target has been scraped successfully."""

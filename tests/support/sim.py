@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from observer.config import ObserverConfig, parse_config
-from observer.sim.answers import AnswerBook
-from observer.sim.fleet import FleetHandle, ProfileSpec, run_fleet
+from observer_dev.sim.answers import AnswerBook
+from observer_dev.sim.fleet import FleetHandle, ProfileSpec, run_fleet
 from tests.support.prom import free_port
 
 

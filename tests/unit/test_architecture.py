@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "observer"
+DEV = ROOT / "observer_dev"  # the dev package: one layer of its own, above the service
 
 
 def readme_layers() -> list[set[str]]:
@@ -35,7 +38,7 @@ def module_name(path: Path) -> str:
 
 def imports() -> dict[str, set[str]]:
     """Module → the observer modules it imports (anywhere in the file, function bodies too)."""
-    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = {module_name(p): p for base in (PACKAGE, DEV) for p in base.rglob("*.py")}
     out: dict[str, set[str]] = defaultdict(set)
     for mod, path in modules.items():
         tree = ast.parse(path.read_text())
@@ -57,6 +60,8 @@ def imports() -> dict[str, set[str]]:
 
 def area(mod: str) -> str:
     parts = mod.split(".")
+    if parts[0] == DEV.name:
+        return DEV.name
     return parts[1] if len(parts) > 1 else "observer"
 
 
@@ -64,7 +69,7 @@ def test_every_area_is_in_exactly_one_layer() -> None:
     layers = readme_layers()
     named = [a for layer in layers for a in layer]
     assert len(named) == len(set(named)), "an area is listed in two layers"
-    present = {area(module_name(p)) for p in PACKAGE.rglob("*.py")} - {"observer"}
+    present = {area(module_name(p)) for base in (PACKAGE, DEV) for p in base.rglob("*.py")} - {"observer"}
     assert present == set(named), f"README layers miss {present - set(named)} or list unknown {set(named) - present}"
 
 
@@ -110,3 +115,37 @@ def test_no_import_cycles() -> None:
         if v not in index:
             visit(v)
     assert not cycles, "import cycles:\n" + "\n".join(" ↔ ".join(c) for c in cycles)
+
+
+# What `observer serve` and `observer proxy` run: their commands, the service and the sidecar.
+SERVING = ("observer.cli.core", "observer.cli.sampling", "observer.service", "observer.wiring.root",
+           "observer.wiring.sidecar")
+
+
+def reachable(graph: dict[str, set[str]], roots: tuple[str, ...]) -> dict[str, str]:
+    """Every module the roots import, directly or not, with the module that first imports it."""
+    seen: dict[str, str] = {r: "" for r in roots}
+    todo = list(roots)
+    while todo:
+        mod = todo.pop()
+        for dst in sorted(graph.get(mod, ())):
+            if dst not in seen:
+                seen[dst] = mod
+                todo.append(dst)
+    return seen
+
+
+def test_serving_never_reaches_the_dev_package() -> None:
+    seen = reachable(imports(), SERVING)
+    dev = sorted(f"{by} → {mod}" for mod, by in seen.items() if area(mod) == DEV.name)
+    assert not dev, "serve/proxy import the dev package (simulator, game day, demo):\n" + "\n".join(dev)
+
+
+def test_serve_and_proxy_commands_load_no_dev_module() -> None:
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom observer.cli.main import app\n"
+            "for cmd in ('serve', 'proxy'):\n"
+            "    assert CliRunner().invoke(app, [cmd, '--help']).exit_code == 0, cmd\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'observer_dev'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"observer serve/proxy loaded {out.stdout.strip()}"

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from observer.config import load_config
-from observer.gameday.argo import (
+from observer.render import argo
+from observer_dev.gameday.argo import (
     ArgoError,
     Phase,
     evaluate_condition,
@@ -24,7 +25,6 @@ from observer.gameday.argo import (
     run_phase,
     web_measurement,
 )
-from observer.render import argo
 
 S, F, I, E = Phase.SUCCESSFUL, Phase.FAILED, Phase.INCONCLUSIVE, Phase.ERROR  # noqa: E741
 CFG = load_config("deploy/observer.yaml")

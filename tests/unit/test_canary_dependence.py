@@ -10,7 +10,7 @@ import pytest
 from observer.analyse.canary import stats
 from observer.analyse.canary.judge import ArmData, Outcome, judge
 from observer.config.canary import CanarySpec
-from observer.sim import pods
+from observer_dev.sim import pods
 from tests.support.canary_streams import Step, any_step
 
 SPEC = CanarySpec()

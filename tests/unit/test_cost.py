@@ -181,9 +181,9 @@ def test_the_cost_metric_compares_the_arms_only_at_equal_per_pod_load() -> None:
 def test_the_simulators_gpu_spends_idle_power_plus_its_energy_per_token() -> None:
     """The simulator's power model (#17): idle watts × time + joules per token × tokens, split over the
     replica's GPUs; what DCGM's total-energy counter then shows, and the cost meter reads."""
-    from observer.sim.dcgm_exposition import GpuIdentity, SimGpu
-    from observer.sim.engine import EngineSnapshot
-    from observer.sim.profile import Profile
+    from observer_dev.sim.dcgm_exposition import GpuIdentity, SimGpu
+    from observer_dev.sim.engine import EngineSnapshot
+    from observer_dev.sim.profile import Profile
 
     now = [0.0]
     tokens = [0.0]

@@ -10,7 +10,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from observer.sim.answers import REFUSAL, AnswerBook, choose_answer, generic_answer, json_answer
+from observer_dev.sim.answers import REFUSAL, AnswerBook, choose_answer, generic_answer, json_answer
 from tests.support.sim import write_answer_book
 
 ITEMS = [

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from observer import demo
+from observer_dev import demo
 
 
 def test_graph_url_opens_both_ttft_queries() -> None:
@@ -19,7 +19,7 @@ def test_graph_url_opens_both_ttft_queries() -> None:
 
 
 def test_gameday_hook_returns_the_game_day_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
-    from observer import gameday
+    from observer_dev import gameday
 
     for ok, code in ((True, 0), (False, 1)):
         rows = [gameday.Row(scenario="healthy", title="healthy canary", expected="pass", ok=ok)]

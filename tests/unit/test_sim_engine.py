@@ -11,11 +11,11 @@ import pytest
 from observer.analyse.histogram import quantile
 from observer.collect.model import Histogram
 from observer.errors import ConfigError
-from observer.sim import vllm_families as fam
-from observer.sim.answers import AnswerBook
-from observer.sim.engine import SimEngine, draw_requests
-from observer.sim.profile import PRESETS, Profile, build_profile, parse_profile_args
-from observer.sim.replica import SimVersion
+from observer_dev.sim import vllm_families as fam
+from observer_dev.sim.answers import AnswerBook
+from observer_dev.sim.engine import SimEngine, draw_requests
+from observer_dev.sim.profile import PRESETS, Profile, build_profile, parse_profile_args
+from observer_dev.sim.replica import SimVersion
 
 
 def _engine(spec: str | dict[str, object], seed: int = 11) -> SimEngine:

@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.vllm import parse_vllm
-from observer.sim import dcgm_exposition, vllm_exposition
-from observer.sim.dcgm_exposition import GpuIdentity, SimGpu
-from observer.sim.engine import SimEngine
-from observer.sim.profile import build_profile
+from observer_dev.sim import dcgm_exposition, vllm_exposition
+from observer_dev.sim.dcgm_exposition import GpuIdentity, SimGpu
+from observer_dev.sim.engine import SimEngine
+from observer_dev.sim.profile import build_profile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 VLLM_FIXTURE = FIXTURES / "vllm" / "generated_vllm-0.33.0_single-engine.prom"

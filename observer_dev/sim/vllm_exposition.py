@@ -17,8 +17,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from observer.sim import vllm_families as fam
-from observer.sim.engine import EngineSnapshot
+from observer_dev.sim import vllm_families as fam
+from observer_dev.sim.engine import EngineSnapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENGINE = "0"

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from observer.sim.engine import EngineSnapshot
+from observer_dev.sim.engine import EngineSnapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MODEL_NAME = "NVIDIA H100 80GB HBM3"

@@ -1,3 +1,3 @@
 """A simulator for demos and tests: simulated vLLM pods (metrics + OpenAI API) and DCGM exporters
 whose behaviour follows per-version profiles. It serves no model. Entry points: `observer sim`,
-`observer.sim.fleet.run_fleet`. See docs/simulator.md."""
+`observer_dev.sim.fleet.run_fleet`. See docs/simulator.md."""

@@ -1,14 +1,14 @@
 """`make demo`: a simulated stable + canary fleet, the observer scraping it, and a real Prometheus
 scraping the observer; prints where to look and runs until Ctrl-C (or `--duration SECONDS`).
 
-    python -m observer.demo [--config deploy/observer.yaml] [--duration 20] [--with-gameday]
-    python -m observer.demo --real [--duration 60]      # `make demo REAL=1`: real vLLM instead of the simulator
+    python -m observer_dev.demo [--config deploy/observer.yaml] [--duration 20] [--with-gameday]
+    python -m observer_dev.demo --real [--duration 60]      # `make demo REAL=1`: real vLLM instead of the simulator
 
 With `--duration` the demo checks at the end that Prometheus holds per-version TTFT p95 data and
 exits 1 naming what is missing. `--real` runs two real vLLM servers (the CPU build, Gemma 3 270M; the canary
 with `--max-num-seqs 1`, so its requests queue) and a MiniLM embedding server instead of the simulator,
 with a small bounded load on both (set up by `make real-vllm`). `--with-gameday` then runs `observer
-gameday` (observer/gameday/), the scripted canary scenarios, each checked through the whole chain; the exit
+gameday` (observer_dev/gameday/), the scripted canary scenarios, each checked through the whole chain; the exit
 code is non-zero on a mismatch.
 """
 
@@ -34,9 +34,9 @@ import httpx
 
 from observer.config import ObserverConfig, load_config
 from observer.errors import ObserverError
-from observer.promserver import PrometheusError, free_port, log_tail, port_free, run_prometheus, stop_process
-from observer.sim.fleet import FleetHandle, run_fleet
-from observer.sim.profile import parse_profile_args
+from observer_dev.promserver import PrometheusError, free_port, log_tail, port_free, run_prometheus, stop_process
+from observer_dev.sim.fleet import FleetHandle, run_fleet
+from observer_dev.sim.profile import parse_profile_args
 
 TTFT_P95_QUERY = 'histogram_quantile(0.95, sum by (version, le) (rate(observer_ttft_seconds_bucket[1m])))'
 WINDOW_TTFT_P95_QUERY = 'observer_window_ttft_seconds{quantile="0.95"}'
@@ -153,7 +153,7 @@ def check_ttft(demo: DemoRun, *, timeout: float) -> dict[str, float]:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the demo; returns the process exit code."""
-    parser = argparse.ArgumentParser(prog="python -m observer.demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m observer_dev.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=Path("deploy/observer.yaml"))
     parser.add_argument("--duration", type=float, default=None, help="Stop after SECONDS and check the data.")
     parser.add_argument("--profile", action="append", default=[], help="VERSION=PRESET, e.g. canary=slow.")
@@ -258,7 +258,7 @@ def _load(urls: list[str], stop: threading.Event) -> None:
 
 def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], None]) -> int:
     """The demo on real vLLM servers (stable, a queueing canary, an embedder), observer and Prometheus."""
-    from observer.vllmproc import VllmSpec, run_vllm, with_otlp
+    from observer_dev.vllmproc import VllmSpec, run_vllm, with_otlp
 
     port = free_port()  # the observer's: the generators send it their OTLP request spans
     traces = f"http://127.0.0.1:{port}/v1/traces"
@@ -337,7 +337,7 @@ def _gameday(demo: DemoRun) -> int:
     """Run the canary game day (it drives its own simulated fleet, observer and Prometheus)."""
     from rich.console import Console
 
-    from observer.gameday import print_report, run_gameday
+    from observer_dev.gameday import print_report, run_gameday
 
     print("running the canary game day (about 2 minutes) ...", flush=True)
     report = run_gameday(short=False)

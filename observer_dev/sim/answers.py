@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
-log = logging.getLogger("observer.sim")
+log = logging.getLogger("observer_dev.sim")
 
 REFUSAL = "I'm sorry, but I can't help with that request."
 AnswerKind = Literal["reference", "wrong", "refusal", "generic"]

@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from observer.sim import traffic
-from observer.sim.answers import REFUSAL, AnswerBook, generic_answer
-from observer.sim.dcgm_exposition import GpuIdentity, SimGpu
-from observer.sim.engine import ABORT, ERROR, FloatArray, Requests, SimEngine
-from observer.sim.profile import Profile, build_profile
-from observer.sim.spans import EngineTracer
-from observer.sim.vllm_families import FINISHED_REASONS
+from observer_dev.sim import traffic
+from observer_dev.sim.answers import REFUSAL, AnswerBook, generic_answer
+from observer_dev.sim.dcgm_exposition import GpuIdentity, SimGpu
+from observer_dev.sim.engine import ABORT, ERROR, FloatArray, Requests, SimEngine
+from observer_dev.sim.profile import Profile, build_profile
+from observer_dev.sim.spans import EngineTracer
+from observer_dev.sim.vllm_families import FINISHED_REASONS
 
 MAX_TEXT_SAMPLES_PER_TICK = 50  # keeps a burst of load from costing text generation
 

@@ -1,4 +1,8 @@
-"""`observer sim`: serve a simulated vLLM + DCGM fleet for demos and tests (not a model server)."""
+"""The commands that run the dev package (`observer_dev`): `observer sim`, a simulated vLLM + DCGM fleet for
+demos and tests (not a model server), and `observer gameday`, the whole chain scenario by scenario.
+
+The dev package is imported inside the commands only, so `observer serve` and `observer proxy` never load it.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from observer.errors import ObserverError
 
 
 def register(app: typer.Typer) -> None:
-    """Add `observer sim` to `app`."""
+    """Add `observer sim` and `observer gameday` to `app`."""
 
     @app.command("sim")
     def sim(
@@ -29,8 +33,8 @@ def register(app: typer.Typer) -> None:
             help="Stop after this many seconds (default: run until Ctrl-C).", show_default=False)] = None,
     ) -> None:
         """Serve the fleet of the config as simulated vLLM pods and DCGM exporters until Ctrl-C."""
-        from observer.sim.fleet import run_fleet
-        from observer.sim.profile import parse_profile_args
+        from observer_dev.sim.fleet import run_fleet
+        from observer_dev.sim.profile import parse_profile_args
 
         cfg = load(config)
         console = Console()
@@ -60,3 +64,28 @@ def register(app: typer.Typer) -> None:
                     console.print("stopping")
         except ObserverError as e:
             fail(str(e))
+
+    @app.command("gameday")
+    def gameday_cmd(
+        short: Annotated[bool, typer.Option("--short", help="The quick variant the test suite runs.")] = False,
+        scenario: Annotated[list[str] | None, typer.Option("--scenario", "-s",
+                                                           help="Run only these scenarios.")] = None,
+        seed: Annotated[int, typer.Option(help="Simulator seed.")] = 7,
+        real: Annotated[bool, typer.Option("--real", help="On real vLLM servers (make real-vllm): healthy, "
+                                                          "slow, killed, idle.")] = False,
+    ) -> None:
+        """Drive the simulated fleet (or, with --real, real vLLM servers) through canary scenarios, check the
+        chain up to the Argo queries and the web verdict; print a table; exit 1 on any mismatch."""
+        from observer_dev.gameday import GamedayError, print_report, run_gameday
+
+        try:
+            if real:
+                from observer_dev.gameday.real import run_real_gameday
+
+                report = run_real_gameday(only=scenario or None)
+            else:
+                report = run_gameday(short=short, only=scenario or None, seed=seed)
+        except GamedayError as e:
+            fail(str(e))
+        print_report(report, Console(width=max(Console().width, 180)))
+        raise typer.Exit(0 if report.ok else 1)

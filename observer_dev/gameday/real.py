@@ -10,7 +10,7 @@ flags (a new canary revision):
   no look says `pass`, before, during or after;
 * idle — the canary gets no traffic: every look is `nodata`.
 
-The web gate is evaluated on each look with Argo v1.9.1's semantics (observer/gameday/argo.py). Same table
+The web gate is evaluated on each look with Argo v1.9.1's semantics (observer_dev/gameday/argo.py). Same table
 and exit code as the simulated game day. Load is bounded (request counts, loopback only).
 """
 
@@ -27,11 +27,11 @@ from typing import Any
 import httpx
 
 from observer.config import ObserverConfig
-from observer.gameday import GamedayError, Report, Row, _ready, start_observer
-from observer.gameday.argo import web_measurement
-from observer.promserver import free_port
-from observer.render import argo
-from observer.vllmproc import RunningVllm, VllmError, VllmSpec, real_vllm_home, run_vllm
+from observer.render import argo as argo_render
+from observer_dev.gameday import GamedayError, Report, Row, _ready, start_observer
+from observer_dev.gameday.argo import web_measurement
+from observer_dev.promserver import free_port
+from observer_dev.vllmproc import RunningVllm, VllmError, VllmSpec, real_vllm_home, run_vllm
 
 STABLE = VllmSpec(name="stable", served_name="llm", core=0, max_num_seqs=8)
 # The canary shares the stable server's core: on a 2-core machine the other core also runs the load client
@@ -113,8 +113,8 @@ def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int) -> Observ
 
 
 def _look(observer_url: str, config: ObserverConfig) -> tuple[dict[str, Any], str]:
-    gate = argo.gate_spec(config)["metrics"][0]
-    url = argo.verdict_url(config, weight="50").replace("{{args.canary}}", "canary") \
+    gate = argo_render.gate_spec(config)["metrics"][0]
+    url = argo_render.verdict_url(config, weight="50").replace("{{args.canary}}", "canary") \
         .replace("{{args.baseline}}", "stable")
     r = httpx.get(url, timeout=30)
     phase = web_measurement(gate["successCondition"], gate["failureCondition"], status=r.status_code,

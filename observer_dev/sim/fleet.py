@@ -25,14 +25,14 @@ from fastapi import FastAPI
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError, ObserverError
 from observer.httpserve import uvicorn_config
-from observer.sim.answers import AnswerBook
-from observer.sim.openai_api import create_dcgm_app, create_replica_app
-from observer.sim.profile import Profile, build_profile
-from observer.sim.replica import SimVersion
-from observer.sim.spans import EngineTracer, TraceTarget
-from observer.sim.traffic import LoadSample
+from observer_dev.sim.answers import AnswerBook
+from observer_dev.sim.openai_api import create_dcgm_app, create_replica_app
+from observer_dev.sim.profile import Profile, build_profile
+from observer_dev.sim.replica import SimVersion
+from observer_dev.sim.spans import EngineTracer, TraceTarget
+from observer_dev.sim.traffic import LoadSample
 
-log = logging.getLogger("observer.sim")
+log = logging.getLogger("observer_dev.sim")
 
 DEFAULT_TOTAL_RPS = 10.0
 """Built-in load split by `expected_traffic_weight` when a profile does not set `load_rps`."""
@@ -239,7 +239,7 @@ def run_fleet(config: ObserverConfig, profiles: Mapping[str, ProfileSpec] | None
               ready_timeout: float = 20.0, traces: TraceTarget | None = None) -> Iterator[FleetHandle]:
     """Serve the simulated fleet of `config` until the block exits (then stop everything). With `traces`,
     every version exports one OTLP `llm_request` span per API request there, as vLLM with
-    `--otlp-traces-endpoint` does (observer/sim/spans.py); the built-in load sends none (it has no HTTP)."""
+    `--otlp-traces-endpoint` does (observer_dev/sim/spans.py); the built-in load sends none (it has no HTTP)."""
     if book is None:
         book = AnswerBook.from_dir(answer_dir) if answer_dir is not None else AnswerBook()
     versions = build_versions(config, profiles, seed=seed, book=book, total_rps=total_rps)

@@ -21,12 +21,12 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from observer.errors import ConfigError
-from observer.sim import dcgm_exposition, vllm_exposition
-from observer.sim.answers import choose_answer, content_text, json_answer, prompt_text
-from observer.sim.engine import ABORT, ERROR, LENGTH, STOP, Requests
-from observer.sim.replica import Replica, SimVersion
-from observer.sim.spans import FinishedRequest
-from observer.sim.traffic import LoadSample
+from observer_dev.sim import dcgm_exposition, vllm_exposition
+from observer_dev.sim.answers import choose_answer, content_text, json_answer, prompt_text
+from observer_dev.sim.engine import ABORT, ERROR, LENGTH, STOP, Requests
+from observer_dev.sim.replica import Replica, SimVersion
+from observer_dev.sim.spans import FinishedRequest
+from observer_dev.sim.traffic import LoadSample
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -289,7 +289,7 @@ async def _stream(version: SimVersion, replica: Replica, meta: _Meta, pieces: li
 
 @dataclass(frozen=True)
 class _Traced:
-    """What a finished request's engine span needs from its start (observer/sim/spans.py)."""
+    """What a finished request's engine span needs from its start (observer_dev/sim/spans.py)."""
 
     version: SimVersion
     headers: Mapping[str, str]

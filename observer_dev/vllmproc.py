@@ -24,7 +24,7 @@ from typing import Literal
 import httpx
 
 from observer.errors import ObserverError
-from observer.promserver import free_port, log_tail
+from observer_dev.promserver import free_port, log_tail
 
 HOME_ENV = "OBSERVER_REAL_VLLM_HOME"
 GENERATOR_GB = 6.5  # measured RSS of API server + EngineCore + Worker at 1 GiB KV cache, with margin

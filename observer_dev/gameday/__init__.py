@@ -1,6 +1,6 @@
 """`observer gameday`: drive the simulated fleet through canary scenarios and check the whole chain.
 
-simulator (observer.sim) → observer (scrape, quality, canary judge) → a real Prometheus scraping the
+simulator (observer_dev.sim) → observer (scrape, quality, canary judge) → a real Prometheus scraping the
 observer → the generated Argo Prometheus-provider queries evaluated against that Prometheus with Argo's
 condition semantics → the web gate and guardrail evaluated on the live verdict endpoint.
 
@@ -31,13 +31,15 @@ from observer import conventions as names
 from observer.config import ObserverConfig, parse_config
 from observer.config.canary import default_metrics
 from observer.errors import ObserverError
-from observer.gameday.argo import Phase, measurement_phase, prometheus_value, run_phase, web_measurement
-from observer.promserver import PrometheusError, free_port, run_prometheus
-from observer.render import argo
+from observer.render import argo as argo_render
 from observer.service import ThreadedService, start_in_thread
-from observer.sim.dcgm_exposition import MODEL_NAME as SIM_GPU_MODEL
+from observer_dev.gameday.argo import Phase, measurement_phase, prometheus_value, run_phase, web_measurement
+from observer_dev.promserver import PrometheusError, free_port, run_prometheus
+from observer_dev.sim.dcgm_exposition import MODEL_NAME as SIM_GPU_MODEL
 
-ROOT = Path(__file__).resolve().parents[2]
+# The example golden sets travel as the dev package's data (a link to the repository's golden_sets/ in a
+# checkout, copied into the wheel), so an installed game day finds them too.
+GOLDEN_SETS = Path(__file__).resolve().parents[1] / "golden_sets"
 
 
 class GamedayError(ObserverError):
@@ -234,7 +236,7 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         "quality": {"enabled": scenario.needs == "quality"},
     }
     if scenario.needs == "quality":
-        data["quality"].update({"golden_dirs": [str(ROOT / "golden_sets")], "golden_sets": ["factual"],
+        data["quality"].update({"golden_dirs": [str(GOLDEN_SETS)], "golden_sets": ["factual"],
                                 "interval_seconds": 1.0, "run_at_start": True, "concurrency": 8,
                                 "live": {"enabled": False}})
     if scenario.needs == "goodput":
@@ -242,7 +244,7 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         # Samples (with the simulator's per-request timings) reach the store through mirror ingest; the
         # goodput live check scores them, the golden sets stay idle.
         data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")}}
-        data["quality"] = {"enabled": True, "golden_dirs": [str(ROOT / "golden_sets")], "golden_sets": ["factual"],
+        data["quality"] = {"enabled": True, "golden_dirs": [str(GOLDEN_SETS)], "golden_sets": ["factual"],
                            "interval_seconds": 3600, "run_at_start": False,
                            "live": {"interval_seconds": 1.0, "checks": ["goodput"]}}
     if scenario.needs == "proxy":  # the observer's in-process sampling proxy fronts the canary
@@ -278,7 +280,7 @@ def _profile(base: Mapping[str, Any], plan: Plan, rps: float) -> dict[str, Any]:
 
 
 def _fill(text: str, prom_url: str, observer_url: str | None = None) -> str:
-    args = {"canary": "canary", "baseline": "stable", argo.WEIGHT_ARG: "20",  # Argo passes setWeight: 20
+    args = {"canary": "canary", "baseline": "stable", argo_render.WEIGHT_ARG: "20",  # Argo passes setWeight: 20
             "prometheus-address": prom_url}
     for k, v in args.items():
         text = text.replace("{{args." + k + "}}", v)
@@ -308,8 +310,8 @@ def _argo_checks(config: ObserverConfig, prom_url: str, observer_url: str, *, we
                  ) -> tuple[str, str, dict[str, str], dict[str, Any]]:
     """One look as Argo would take it: the gate run's phase (its worst metric), the guardrail's phase, each
     Prometheus-template metric's phase, and the verdict body. `web_url` replaces the verdict URL."""
-    gate_metrics = argo.gate_spec(config)["metrics"]
-    guard = argo.guardrail_spec(config)["metrics"][0]
+    gate_metrics = argo_render.gate_spec(config)["metrics"]
+    guard = argo_render.guardrail_spec(config)["metrics"][0]
     phases_gate: list[Phase] = []
     raw = b""
     for m in gate_metrics:
@@ -321,7 +323,7 @@ def _argo_checks(config: ObserverConfig, prom_url: str, observer_url: str, *, we
         phases_gate.append(phase)
     guard_phase, _ = _web_phase(guard, web_url or _fill(guard["provider"]["web"]["url"], prom_url))
     phases: dict[str, str] = {}
-    for pm in argo.prometheus_metrics(config):
+    for pm in argo_render.prometheus_metrics(config):
         phase = _prometheus_phase(prom_url, _fill(pm.query, prom_url), pm.success, pm.failure)
         phases[pm.name] = phase + (" (dryRun)" if pm.dry_run else "")
     try:
@@ -554,7 +556,7 @@ def _run_html(s: Scenario, row: Row, *, config: ObserverConfig, prom_url: str) -
     _wait(verdict_gone, timeout=30, what="Prometheus to mark the stopped observer's verdict stale", every=0.25)
     with html_page_server() as url:
         row.web_gate, row.guardrail, row.prometheus, _ = _argo_checks(config, prom_url, "", web_url=url)
-        web = argo.gate_spec(config)["metrics"][0]
+        web = argo_render.gate_spec(config)["metrics"][0]
         alone = _web_phase(web, url)[0]
     row.verdicts.append("html")
     ok, detail = _check(s, row, {})
@@ -680,7 +682,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
 
 def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> Report:
     """Run the scenarios (all, or `only`) and return the report; GamedayError if the rig cannot start."""
-    from observer.sim.fleet import run_fleet
+    from observer_dev.sim.fleet import run_fleet
 
     plan = SHORT if short else FULL
     chosen = [s for s in SCENARIOS if only is None or s.name in only]
@@ -696,7 +698,7 @@ def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed:
     rows: list[Row] = []
     with run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),
                           "canary": _profile({}, plan, plan.canary_rps)}, seed=seed,
-                   answer_dir=ROOT / "golden_sets") as fleet, \
+                   answer_dir=GOLDEN_SETS) as fleet, \
             prometheus(f"127.0.0.1:{ports['observer']}") as prom_url:
         ports["prometheus"] = int(prom_url.rsplit(":", 1)[1])
         for s in chosen:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from observer.sim import vllm_families as fam
-from observer.sim.profile import Profile
+from observer_dev.sim import vllm_families as fam
+from observer_dev.sim.profile import Profile
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
