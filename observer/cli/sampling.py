@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
         log_level: str = typer.Option("INFO", help="Logging level."),
     ) -> None:
         """Forward OpenAI-compatible traffic to one version and sample its replies."""
-        from observer.wiring.sidecar import VersionFile, run_proxy
+        from observer.sample.podlabels import VersionFile
+        from observer.wiring.sidecar import run_proxy
 
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
         cfg = load(config)

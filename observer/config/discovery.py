@@ -7,6 +7,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
+from observer.conventions.labels import POD_ROLE_LABEL
 
 _MODEL_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -49,7 +50,7 @@ class ModelDiscovery(Spec):
     identity_label: str = Field("rollouts-pod-template-hash",
                                 description="Pod label whose value names the version (one per ReplicaSet).")
     role_label: str = Field(
-        "observer.dev/role",
+        POD_ROLE_LABEL,
         description="Pod label carrying stable/canary (set by the Rollout's stableMetadata/canaryMetadata); "
                     "used when there is no Rollout or its status does not name the pod's hash.")
     port: int | str = Field("http", description="vLLM port: a number or a container port name.")

@@ -57,3 +57,7 @@ PART = "part"  # template | sampling (fingerprints); ttft | e2e (outside-engine 
 WINDOW = "window"  # current | reference (FINGERPRINT_SAMPLES)
 REPLICA = "replica"  # a version's pod (or target host:port); bounded by the version's targets (pod cap)
 HTTP_STATUS_CLASS = "status"  # on HTTP_RESPONSES: 2xx | 3xx | 4xx | 5xx | other (vLLM's instrumentator)
+
+# Kubernetes pod label (not a Prometheus label): Argo's stable/canaryMetadata set it, discovery and the
+# sidecar proxy read it.
+POD_ROLE_LABEL = "observer.dev/role"

@@ -23,6 +23,7 @@ from typing import Any
 from observer import conventions as names
 from observer.config.canary import CanaryMetricSpec
 from observer.config.spec import ObserverConfig
+from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.promql import selector
 from observer.render.yamltext import dump_yaml
 
@@ -256,7 +257,7 @@ def offline_gate(config: ObserverConfig) -> dict[str, Any]:
 
 
 WEIGHTS = (5, 25, 50)
-ROLE_LABEL = "observer.dev/role"  # the one label key: Argo's stable/canaryMetadata set it, discovery reads it
+ROLE_LABEL = POD_ROLE_LABEL
 
 
 def replicas_for(weights: Sequence[int]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import httpx
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
@@ -24,7 +25,8 @@ from observer.analyse.canary.sources import (
 from observer.collect import promql
 from observer.collect.promql import PromQLClient
 from observer.export import canary_api
-from observer.wiring.runtime import BaseComponent, Context, Job
+from observer.fleetview import FleetView
+from observer.wiring.runtime import Context, Job
 
 
 def make_source(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
@@ -32,8 +34,7 @@ def make_source(ctx: Context, *, signals: SignalsReader | None, quality: Quality
                 ) -> CanarySource:
     """The data source the config names: Prometheus, or the observer's own services."""
     spec = ctx.config.canary
-    if spec.source == "prometheus":
-        assert spec.prometheus_url is not None
+    if spec.source == "prometheus" and spec.prometheus_url is not None:  # the config requires the URL then
         client = PromQLClient(spec.prometheus_url, spec.prometheus, http=promql.build_client(spec.prometheus))
         return PrometheusSource(url=spec.prometheus_url, http=ctx.http, slice_seconds=spec.slice_seconds,
                                 client=client)
@@ -42,44 +43,49 @@ def make_source(ctx: Context, *, signals: SignalsReader | None, quality: Quality
 
 
 @dataclass
-class CanaryComponent(BaseComponent):
-    """The canary area in the running service."""
+class CanaryComponent:
+    """The canary service as a component: the judge job, the verdict and inventory gauges, the verdict API."""
 
-    service: CanaryService | None = None
-    ctx: Context | None = None
-    signals: SignalsReader | None = None
+    service: CanaryService
+    fleet: FleetView
+    signals: SignalsReader | None
+    interval_seconds: float
+    always_judge: bool  # with discovery, pairs appear later: judge even while none is configured
+    own_http: httpx.AsyncClient | None  # the PromQL client's own (TLS settings), closed at stop
+    name: str = "canary"
 
     def collectors(self) -> Sequence[Collector]:
-        assert self.service is not None and self.ctx is not None
         s = self.service
         return (CanaryCollector(verdicts=s.verdicts, counters=lambda: dict(s.evaluations),
                                 source_errors=lambda: dict(s.source_errors)),
-                VersionInfoCollector(self.ctx.fleet, self.signals))
+                VersionInfoCollector(self.fleet, self.signals))
 
     def routers(self) -> Sequence[APIRouter]:
-        assert self.service is not None
         return (canary_api.router(self.service),)
 
+    async def start(self) -> None:
+        return None
+
     async def stop(self) -> None:
-        source = self.service.source if self.service is not None else None
-        if isinstance(source, PrometheusSource) and source.client.http is not (self.ctx.http if self.ctx else None):
-            await source.client.http.aclose()  # the PromQL client's own (TLS settings), not the shared one
+        if self.own_http is not None:
+            await self.own_http.aclose()
 
     def jobs(self) -> Sequence[Job]:
-        assert self.service is not None
-        discovering = self.ctx is not None and self.ctx.config.discovery.kubernetes is not None
-        if not self.service.pairs and not discovering:
+        if not self.service.pairs and not self.always_judge:
             return ()
-        return (Job(name="canary-judge", interval_seconds=self.ctx.config.canary.interval_seconds
-                    if self.ctx else 30.0, func=self.service.run_once, run_at_start=False),)
+        return (Job(name="canary-judge", interval_seconds=self.interval_seconds, func=self.service.run_once,
+                    run_at_start=False),)
 
 
 def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
           drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None
           ) -> CanaryComponent | None:
     """Return the canary component (its `service` judges pairs), or None when the area is disabled."""
-    if not ctx.config.canary.enabled:
+    spec = ctx.config.canary
+    if not spec.enabled:
         return None
     source = make_source(ctx, signals=signals, quality=quality, drift=drift, cost=cost, pairs=pairs)
     service = CanaryService(ctx.config, source, clock=ctx.clock, fleet=ctx.fleet)
-    return CanaryComponent(name="canary", service=service, ctx=ctx, signals=signals)
+    own = source.client.http if isinstance(source, PrometheusSource) and source.client.http is not ctx.http else None
+    return CanaryComponent(service=service, fleet=ctx.fleet, signals=signals, interval_seconds=spec.interval_seconds,
+                           always_judge=ctx.config.discovery.kubernetes is not None, own_http=own)

@@ -32,7 +32,7 @@ class Job:
 
     name: str
     interval_seconds: float
-    func: Callable[[], Awaitable[None]]
+    func: Callable[[], Awaitable[object]]  # what it returns is not used
     run_at_start: bool = True
     # Work that must happen once per fleet, not once per replica (prune, drift checks, golden replays,
     # judge calls): with a shared store it runs only on the replica holding the leadership.

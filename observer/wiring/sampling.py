@@ -6,9 +6,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import httpx
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
@@ -22,10 +21,11 @@ from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.otlp_receiver import otlp_router
 from observer.sample.pipeline import SamplePipeline, Sink, StoreSink
-from observer.sample.proxy import ProxyApp, build_client, default_upstream
+from observer.sample.proxies import InProcessProxies
+from observer.sample.proxy import default_upstream
 from observer.sample.redact import Redactor
-from observer.sample.server import RunningServer, start_server
 from observer.sample.spans import SpanJoin
+from observer.sample.upkeep import StoreUpkeep
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
 from observer.wiring.runtime import Clock, Context, Job
@@ -88,12 +88,6 @@ def proxy_guard(spec: SamplingSpec, version: str) -> ConnectionGuard:
 
 
 @dataclass
-class _StoreStats:
-    size: int | None = None
-    rows: dict[str, int] | None = None
-
-
-@dataclass
 class SamplingComponent:
     """Store + ingest router + sampling pipeline + the proxies configured with a `listen` address."""
 
@@ -101,22 +95,16 @@ class SamplingComponent:
     store: ManagedStore
     pipeline: SamplePipeline
     metrics: SamplingMetrics
+    upkeep: StoreUpkeep
+    proxies: InProcessProxies
+    fingerprints: FingerprintWatch | None
+    spans: SpanJoin | None
     name: str = "sample"
-    stats: _StoreStats = field(default_factory=_StoreStats)
-    _servers: list[RunningServer] = field(default_factory=list)
-    _apps: list[ProxyApp] = field(default_factory=list)
-    _client: httpx.AsyncClient | None = None
-    guards: dict[str, ConnectionGuard] = field(default_factory=dict)
-    fingerprints: FingerprintWatch | None = None
-    spans: SpanJoin | None = None
-
-    @property
-    def spec(self) -> SamplingSpec:
-        return self.ctx.config.sampling
 
     def collectors(self) -> Sequence[Collector]:
+        upkeep = self.upkeep
         return (SamplingCollector(self.metrics, queue_depth=self.pipeline.queue_depth,
-                                  store_bytes=lambda: self.stats.size, store_rows=lambda: self.stats.rows,
+                                  store_bytes=lambda: upkeep.size, store_rows=lambda: upkeep.rows,
                                   redaction_kinds=self.pipeline.redactor.kinds if self.pipeline.redactor else ()),
                 *((FingerprintCollector(self.fingerprints),) if self.fingerprints is not None else ()),
                 *((self.spans,) if self.spans is not None else ()))
@@ -127,72 +115,26 @@ class SamplingComponent:
                               versions=VersionNames(self.ctx.fleet),
                               guard=self.ctx.private_guard(),
                               max_request_bytes=config.server.max_request_bytes,
-                              max_batch_samples=self.spec.max_batch_samples, clock=self.ctx.clock),
+                              max_batch_samples=config.sampling.max_batch_samples, clock=self.ctx.clock),
                 *((otlp_router(self.spans, guard=self.ctx.private_guard(),
                                max_request_bytes=config.server.max_request_bytes),) if self.spans is not None else ()))
 
     def jobs(self) -> Sequence[Job]:
-        return (Job("sample-store-prune", self.spec.store.prune_interval_seconds, self.prune, singleton=True),
-                Job("sample-store-stats", 15.0, self.refresh_stats),
-                *((Job("fingerprint-check", self.spec.fingerprint.interval_seconds, self.check_fingerprints),)
-                  if self.fingerprints is not None else ()))
-
-    async def check_fingerprints(self) -> None:
-        """Count the observed fingerprints of every version in the current and reference windows."""
-        if self.fingerprints is not None:
-            await asyncio.to_thread(self.fingerprints.check, self.ctx.clock())
-
-    async def prune(self) -> None:
-        """Apply retention by age and by rows per version, and to finished shared-work jobs."""
-        store_spec = self.spec.store
-        deleted = await asyncio.to_thread(self.store.prune, max_age_seconds=store_spec.retention_days * 86400,
-                                          max_rows_per_version=store_spec.max_rows_per_version)
-        if deleted:
-            log.info("sample store: retention deleted %d sample(s)", deleted)
-        jobs = await asyncio.to_thread(self.store.prune_jobs, max_age_seconds=store_spec.work.keep_hours * 3600)
-        if jobs:
-            log.info("sample store: retention deleted %d finished job(s)", jobs)
-        await self.refresh_stats()
-
-    async def refresh_stats(self) -> None:
-        """Refresh the store size and row gauges (read at scrape time from this cache)."""
-        self.stats.rows = await asyncio.to_thread(self.store.counts)
-        self.stats.size = self.store.size_bytes()
+        spec = self.ctx.config.sampling
+        jobs = [Job("sample-store-prune", spec.store.prune_interval_seconds, self.upkeep.prune, singleton=True),
+                Job("sample-store-stats", 15.0, self.upkeep.refresh)]
+        if (watch := self.fingerprints) is not None:
+            clock = self.ctx.clock
+            jobs.append(Job("fingerprint-check", spec.fingerprint.interval_seconds,
+                            lambda: asyncio.to_thread(watch.check, clock())))
+        return jobs
 
     async def start(self) -> None:
         await self.pipeline.start()
-        listeners = {name: o.listen for name, o in self.spec.versions.items() if o.listen}
-        if not listeners:
-            return
-        proxy = self.spec.proxy
-        self._client = build_client(connect_timeout=proxy.connect_timeout_seconds,
-                                    read_timeout=proxy.read_timeout_seconds, max_connections=proxy.max_connections)
-        for version, listen in listeners.items():
-            host, _, port = listen.rpartition(":")
-            app = ProxyApp(version=version, upstream=proxy_upstream(self.ctx.config, version), client=self._client,
-                           metrics=self.metrics, pipeline=self.pipeline, max_capture_bytes=proxy.max_capture_bytes,
-                           ready_path=proxy.ready_path, max_idle_connections=proxy.max_connections,
-                           max_request_bytes=proxy.max_request_bytes, spans=self.spans)
-            self._apps.append(app)
-            try:
-                self._servers.append(await start_server(app, host=host, port=int(port),
-                                                        guard=self.guards[version]))
-            except OSError as e:
-                await self.stop()
-                raise ConfigError(f"could not start the proxy of {version}: {e}",
-                                  path=f"sampling.versions.{version}.listen") from e
-            log.info("sampling proxy for %s listening on %s → %s", version, listen, app.upstream)
+        await self.proxies.start()
 
     async def stop(self) -> None:
-        for running in self._servers:
-            await running.stop()
-        self._servers.clear()
-        for app in self._apps:
-            app.close()
-        self._apps.clear()
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self.proxies.stop()
         await self.pipeline.stop()
         await asyncio.to_thread(self.store.close)
 
@@ -215,6 +157,9 @@ def build(ctx: Context) -> SamplingComponent | None:
     ctx.connection_guards.extend(guards.values())
     watch = FingerprintWatch(ctx.fleet, store, spec.fingerprint) if spec.fingerprint.enabled else None
     spans = build_span_join(spec, sorted(guards))
-    return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics, guards=guards,
-                             fingerprints=watch, spans=spans)
+    listeners = {name: o.listen for name, o in spec.versions.items() if o.listen}
+    proxies = InProcessProxies(spec.proxy, listeners, {v: proxy_upstream(ctx.config, v) for v in listeners}, guards,
+                               metrics, pipeline, spans)
+    return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics,
+                             upkeep=StoreUpkeep(store, spec.store), proxies=proxies, fingerprints=watch, spans=spans)
 

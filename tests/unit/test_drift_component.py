@@ -72,7 +72,7 @@ def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
     emb = HashingEmbedder(dim=128, max_cache_entries=5000)
     component = build(ctx, store=store)
     assert isinstance(component, DriftComponent)
-    component.embedder_factory = lambda: emb
+    component.runner.embedder_factory = lambda: emb
     corpus = load_corpus()
     rng = np.random.default_rng(0)
     ref, _ = corpus.draw("none", 600, rng)
@@ -105,8 +105,8 @@ def test_drifted_canary_flagged_after_two_windows_stable_stays_quiet(setup) -> N
         _, canary_now = corpus.draw(corpus_scenario("language", 0.3), 300, rng)
         store.add(_records("stable", stable_now, clock.now - 1800))
         store.add(_records("canary", canary_now, clock.now - 1800))
-        canary = component.check_version("canary")
-        stable = component.check_version("stable")
+        canary = component.runner.check_version("canary")
+        stable = component.runner.check_version("stable")
         assert canary is not None and stable is not None
         assert canary.results["prompts"].shifted and canary.results["outputs"].shifted
         assert canary.results["prompts"].drift is (window == 1)  # persistence: 2 consecutive windows
@@ -141,11 +141,11 @@ def test_insufficient_data_and_no_baseline_are_statuses_not_verdicts(setup) -> N
     component, store, _clock, corpus, rng, *_ = setup
     _, few = corpus.draw("none", 50, rng)
     store.add(_records("quiet", few, NOW - 60))
-    quiet = component.check_version("quiet")
+    quiet = component.runner.check_version("quiet")
     assert quiet is not None and quiet.status == "insufficient_data"
     assert all(r.status == "insufficient_data" and not r.drift for r in quiet.results.values())
     assert "50 samples" in quiet.message
-    other = component.check_version("other")
+    other = component.runner.check_version("other")
     assert other is not None and other.status == "no_baseline" and "mistral" in other.message
     m = _metrics(component)
     assert m[(names.DRIFT_STATUS, (("field", "prompts"), ("status", "insufficient_data"), ("version", "quiet")))] == 1
@@ -158,11 +158,11 @@ def test_tampered_active_baseline_is_an_error_counted_not_a_comparison(setup) ->
     store.add(_records("stable", now, NOW - 60))
     path = Path(repo.root) / f"{b.hash}.npz"
     clock.now = NOW - 10
-    good = component.check_version("stable")
+    good = component.runner.check_version("stable")
     assert good is not None and good.status == "ok"
     path.write_bytes(path.read_bytes()[:-200] + b"\0" * 200)
     clock.now = NOW
-    assert component.check_version("stable") is None
+    assert component.runner.check_version("stable") is None
     report = component.state.report("stable")
     assert report is not None and report.status == "error" and "damaged" in report.message
     assert all(r.status == "error" and not r.drift for r in report.results.values())
@@ -178,8 +178,8 @@ def test_missing_store_is_counted(tmp_path: Path) -> None:
     ctx = Context(config=cfg, http=httpx.AsyncClient())  # type: ignore[arg-type]
     component = build(ctx, store=None)
     assert isinstance(component, DriftComponent)
-    assert component.check_version("stable") is None
-    assert component.errors[("stable", "no_store")] == 1
+    assert component.runner.check_version("stable") is None
+    assert component.runner.errors[("stable", "no_store")] == 1
 
 
 def test_disabled_drift_builds_nothing(tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ async def test_api_serves_the_latest_report(setup) -> None:  # type: ignore[no-u
     component, store, _clock, corpus, rng, *_ = setup
     _, now = corpus.draw("none", 150, rng)
     store.add(_records("stable", now, NOW - 60))
-    await component.run_once()  # every non-retired version, in a worker thread
+    await component.runner.run_once()  # every non-retired version, in a worker thread
     app = FastAPI()
     errors.install(app)  # the one module mapping observer errors to HTTP, as the service's app does
     for r in component.routers():
@@ -242,7 +242,7 @@ def test_window_is_bounded_by_max_window_samples(tmp_path: Path) -> None:
     component = build(ctx, store=store)
     assert isinstance(component, DriftComponent)
     emb = HashingEmbedder(dim=32)
-    component.embedder_factory = lambda: emb
+    component.runner.embedder_factory = lambda: emb
     corpus = load_corpus()
     ref, cur = corpus.draw("none", 400, np.random.default_rng(3))
     store.add(_records("stable", ref, NOW - 86400))
@@ -253,7 +253,7 @@ def test_window_is_bounded_by_max_window_samples(tmp_path: Path) -> None:
     repo.promote(b.hash, by="t", at=NOW)
     store.add(_records("stable", cur, NOW - 600))
     before = emb.misses + emb.hits
-    report = component.check_version("stable")
+    report = component.runner.check_version("stable")
     assert report is not None and report.results["prompts"].n_current == 120
     assert emb.misses + emb.hits - before == 2 * 120  # only the newest 120 of the window were embedded
     store.close()
@@ -270,20 +270,20 @@ def test_the_embedder_is_not_built_without_something_to_compare(setup) -> None: 
     """Issue #21: `serve` loaded the embedding model (~650 MB) at its first drift run with nothing to compare."""
     component, store, _clock, corpus, rng, *_ = setup
     built: list[str] = []
-    emb = component.embedder_factory
+    emb = component.runner.embedder_factory
 
     def counting():  # type: ignore[no-untyped-def]
         built.append("embedder")
         return emb()
 
-    component.embedder_factory = counting
-    component._checker = None
+    component.runner.embedder_factory = counting
+    component.runner.reset()
     _, few = corpus.draw("none", 50, rng)
     store.add(_records("quiet", few, NOW - 60))
-    assert component.check_version("quiet").status == "insufficient_data"  # a baseline, too few samples
-    assert component.check_version("other").status == "no_baseline"
+    assert component.runner.check_version("quiet").status == "insufficient_data"  # a baseline, too few samples
+    assert component.runner.check_version("other").status == "no_baseline"
     assert built == []
     _, enough = corpus.draw("none", 150, rng)
     store.add(_records("stable", enough, NOW - 60))
-    assert component.check_version("stable").status == "ok"
+    assert component.runner.check_version("stable").status == "ok"
     assert built == ["embedder"]

@@ -68,6 +68,10 @@ class Checker:
             self._embedder = self.embedder_factory()
         return self._embedder
 
+    def loaded_embedder(self) -> Embedder | None:
+        """The embedder if a check has loaded it (None: not yet; reading this never loads the model)."""
+        return self._embedder
+
     def window(self, version: str, *, now: float) -> list[StoredSample]:
         """The newest samples of the window (at most max_window_samples) from the configured sources."""
         return select(self.store, version, since=now - self.spec.window_seconds, until=now + 1e-6,

@@ -5,7 +5,7 @@ marker score closes the sample, so a pass that dies half-way re-scores only unfi
 Which samples are judged is decided by their content hash, so the choice is stable across restarts.
 
 With a shared store (`judge_jobs` set), judge calls are not made here: each chosen sample becomes a durable
-`judge` job any replica runs (observer.wiring.work), and results reach the state through the store's feed
+`judge` job any replica runs (observer.store.work), and results reach the state through the store's feed
 (`sync`), so every replica counts them once.
 """
 

@@ -214,7 +214,10 @@ class ShadowReplayer:
                 await self._pace()
                 return await self.replay(q.pair, q.sample)
 
-        return sum(await asyncio.gather(*(one(q) for q in batch)))
+        stored = sum(await asyncio.gather(*(one(q) for q in batch)))
+        if stored:
+            log.info("shadow replay: %d pair(s) stored", stored)
+        return stored
 
     async def _pace(self) -> None:
         """Space replay starts by 1 / rate_per_second."""

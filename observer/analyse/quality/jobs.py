@@ -1,0 +1,117 @@
+"""The quality area's periodic work: golden replays (in process, or as shared jobs the leader enqueues and any
+replica runs) and live judge calls run as shared jobs.
+
+Each handler holds exactly the collaborators it needs, so none runs half-built: the composition root makes
+only the handlers the config turns on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from observer.analyse.quality.golden import GoldenSet
+from observer.analyse.quality.live import LiveScorer, as_score
+from observer.analyse.quality.model import GoldenRunResult, encode_run
+from observer.analyse.quality.prompts import Rubric
+from observer.analyse.quality.runner import GoldenRunner
+from observer.analyse.quality.state import QualityState
+from observer.config.fleet import VersionSpec
+from observer.config.sampling import WorkSpec
+from observer.store.jobs import ClaimedJob, GoldenRunRecord, JobSpec, SharedWork
+from observer.store.work import WorkMetrics, WorkResult, enqueue
+
+GOLDEN_JOB = "golden"  # kind of the shared-work job that replays one golden set against one version
+
+log = logging.getLogger("observer.quality")
+
+
+def replayed(versions: Sequence[VersionSpec]) -> list[VersionSpec]:
+    """The versions golden sets are replayed against: those with an OpenAI URL, not retired."""
+    return [v for v in versions if v.openai and not v.retired]
+
+
+def _logged(result: GoldenRunResult) -> GoldenRunResult:
+    log.info("golden %s on %s: %d/%d passed, %s", result.golden_set, result.version, result.passed, result.scored,
+             result.unscored or "all scored")
+    return result
+
+
+@dataclass(frozen=True)
+class LocalGolden:
+    """Golden replays in this process (no sample store): results go straight to the state."""
+
+    runner: GoldenRunner
+    golden: Sequence[GoldenSet]
+    versions: Sequence[VersionSpec]
+    state: QualityState
+
+    async def run(self) -> None:
+        """Replay every golden set against every replayed version (versions in parallel)."""
+
+        async def version_runs(v: VersionSpec) -> None:
+            for gs in self.golden:
+                self.state.record_golden(_logged(await self.runner.run(v, gs)))
+
+        await asyncio.gather(*(version_runs(v) for v in replayed(self.versions)))
+
+
+@dataclass(frozen=True)
+class SharedGolden:
+    """Golden replays as shared work: the leader enqueues one job per (version, golden set) and interval slot,
+    every replica's worker replays; the run is stored with the job's completion."""
+
+    work: SharedWork
+    runner: GoldenRunner
+    golden: Sequence[GoldenSet]
+    versions: Sequence[VersionSpec]
+    interval_seconds: float
+    work_spec: WorkSpec
+    metrics: WorkMetrics
+    clock: Callable[[], float]
+
+    async def enqueue(self) -> None:
+        """The leader's part of a round: keyed by this interval's slot, so a leader that changes mid-interval
+        enqueues nothing twice."""
+        slot = int(self.clock() // self.interval_seconds)
+        specs = [JobSpec(kind=GOLDEN_JOB, key=f"golden:{v.name}:{gs.name}:{slot}",
+                         payload={"version": v.name, "golden_set": gs.name}, max_attempts=self.work_spec.max_attempts)
+                 for v in replayed(self.versions) for gs in self.golden]
+        await enqueue(self.work, specs, spec=self.work_spec, metrics=self.metrics)
+
+    async def replay(self, job: ClaimedJob) -> WorkResult:
+        """Replay one golden set against one version."""
+        version = next((v for v in replayed(self.versions) if v.name == job.payload.get("version")), None)
+        gs = next((g for g in self.golden if g.name == job.payload.get("golden_set")), None)
+        if version is None or gs is None:  # the version left or the set was removed since the job was queued
+            log.info("golden job %s: no such version or golden set any more; nothing to do", job.key)
+            return WorkResult()
+        result = _logged(await self.runner.run(version, gs))
+        return WorkResult(golden_runs=[GoldenRunRecord(version=result.version, golden_set=result.golden_set,
+                                                       started=result.started, finished=result.finished,
+                                                       body=encode_run(result))])
+
+
+@dataclass(frozen=True)
+class SharedJudging:
+    """Live judge calls as shared work: one job judges one stored sample."""
+
+    work: SharedWork
+    live: LiveScorer
+    rubric: Rubric
+
+    async def judge(self, job: ClaimedJob) -> WorkResult:
+        """Judge one live sample; the verdict (or the judge's error) is stored with the job's completion."""
+        sid = int(job.payload["sample_id"])
+        found = await asyncio.to_thread(self.work.samples_by_id, [sid])
+        if not found:  # pruned by retention since it was queued
+            return WorkResult()
+        outcome = await self.live.judge_sample(found[0])
+        return WorkResult(scores=[as_score(sid, f"judge:{self.rubric.name}", outcome)])
+
+
+async def refresh_counts(work: SharedWork, metrics: WorkMetrics) -> None:
+    """Count the queue's jobs by kind and state for /metrics."""
+    metrics.counts = await asyncio.to_thread(work.job_counts)

@@ -1,0 +1,69 @@
+"""The scrape cycle: scraper → target health → signal store, and the served-model inventory read from each
+version's OpenAI endpoint.
+
+It follows the live fleet: the composition root rebinds the store and the health on every fleet change,
+so discovered pods become targets at the next cycle and leave it the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from observer.analyse.signals import SignalStore
+from observer.collect.scraper import Scraper, TargetHealth
+from observer.fleetview import FleetView
+
+log = logging.getLogger("observer.scrape")
+
+
+@dataclass
+class ScrapeLoop:
+    """One scrape cycle at a time over the health's targets; `first_cycle_done` gates readiness."""
+
+    scraper: Scraper
+    store: SignalStore
+    health: TargetHealth
+    fleet: FleetView
+    http: httpx.AsyncClient
+    clock: Callable[[], float]
+    timeout_seconds: float
+    first_cycle_done: bool = field(default=False, init=False)
+    last_cycle_seconds: float | None = field(default=None, init=False)
+
+    async def cycle(self) -> None:
+        """Scrape every target once, fold the results into the store, update target health."""
+        started = self.clock()
+        t0 = time.perf_counter()
+        results = await self.scraper.scrape_all(self.health.targets)
+        self.health.record(results)
+        self.store.record(results, ts=started)
+        self.last_cycle_seconds = time.perf_counter() - t0
+        self.first_cycle_done = True
+        down = sum(1 for r in results.values() if not r.ok)
+        log.debug("scrape cycle: %d target(s), %d down, %.3fs", len(results), down, self.last_cycle_seconds)
+
+    async def served_models(self) -> None:
+        """Read each version's /v1/models (vLLM reports max_model_len there) for the version inventory."""
+        for v in self.fleet.versions():
+            if not v.openai:
+                continue
+            url = v.openai.rstrip("/") + "/models"
+            try:
+                r = await self.http.get(url, timeout=self.timeout_seconds)
+                r.raise_for_status()
+                data = r.json().get("data", [])
+                info = {str(m["id"]): {"max_model_len": str(m["max_model_len"])}
+                        for m in data if isinstance(m, dict) and "id" in m and m.get("max_model_len") is not None}
+            except (httpx.HTTPError, ValueError, AttributeError, KeyError, TypeError) as e:
+                log.warning("version %s: could not read served models from %s: %s", v.name, url, e)
+                continue
+            self.store.record_served_info(v.name, info)
+
+    def not_ready(self) -> str | None:
+        """Why the observer is not ready as far as scraping goes (None: the first cycle has finished)."""
+        return None if self.first_cycle_done else "the first scrape cycle has not finished"

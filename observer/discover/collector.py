@@ -1,0 +1,75 @@
+"""observer_discovery_* and observer_rollout_*: what Kubernetes discovery sees, at each scrape."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from observer import conventions as names
+from observer.discover.watch import Discovery
+
+
+class DiscoveryCollector(Collector):
+    """observer_discovery_* and observer_rollout_* from discovery's state at each scrape."""
+
+    def __init__(self, discovery: Discovery) -> None:
+        self.c = discovery
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.c
+        synced = GaugeMetricFamily(names.DISCOVERY_SYNCED, "1 once the collection was listed, 0 before.",
+                                   labels=[names.RESOURCE])
+        errors = CounterMetricFamily(names.DISCOVERY_ERRORS, "Kubernetes API errors by reason (the last good "
+                                     "state is kept).", labels=[names.RESOURCE, names.REASON])
+        relists = CounterMetricFamily(names.DISCOVERY_RELISTS, "Full lists by why: start, gone (410), resync, "
+                                      "error.", labels=[names.RESOURCE, names.REASON])
+        events = CounterMetricFamily(names.DISCOVERY_EVENTS, "Watch events by type.",
+                                     labels=[names.RESOURCE, "type"])
+        for r in c.reflectors():
+            synced.add_metric([r.resource], 1.0 if r.synced else 0.0)
+            for reason, n in sorted(r.stats.errors.items()):
+                errors.add_metric([r.resource, reason], n)
+            for reason, n in sorted(r.stats.relists.items()):
+                relists.add_metric([r.resource, reason], n)
+            for kind, n in sorted(r.stats.events.items()):
+                events.add_metric([r.resource, kind], n)
+        yield from (synced, errors, relists, events)
+        problems = CounterMetricFamily(names.DISCOVERY_PROBLEMS, "Pods or Rollouts discovery skipped, by "
+                                       "problem (no_ip, no_identity, invalid_identity, pods_over_cap, ...).",
+                                       labels=[names.GROUP, names.PROBLEM])
+        for (group, problem), n in sorted(c.problems.items()):
+            problems.add_metric([group, problem], n)
+        yield problems
+        role = GaugeMetricFamily(names.VERSION_ROLE, "The role each watched version has now (value 1).",
+                                 labels=[names.VERSION, names.GROUP, names.ROLE])
+        for v in c.fleet.versions():
+            role.add_metric([v.name, v.group or "", v.role], 1.0)
+        yield role
+        pods = GaugeMetricFamily(names.DISCOVERY_PODS, "Serving pods discovered per version.",
+                                 labels=[names.VERSION, names.GROUP, names.ROLE])
+        weight = GaugeMetricFamily(names.ROLLOUT_CANARY_WEIGHT, "The canary's traffic share by the Rollout's "
+                                   "current step (setWeight, or Argo's routed weight).", labels=[names.GROUP])
+        share = GaugeMetricFamily(names.ROLLOUT_CANARY_REPLICA_SHARE, "Canary pods / (canary + stable) pods.",
+                                  labels=[names.GROUP])
+        stale = GaugeMetricFamily(names.ROLLOUT_STALE_REVISION_PODS, "Serving pods of a revision that is neither "
+                                  "the Rollout's stable nor its canary (old pods after promotion).",
+                                  labels=[names.GROUP])
+        conflict = GaugeMetricFamily(names.ROLLOUT_AUTOSCALER_CONFLICT, "1 per HPA/KEDA ScaledObject that scales "
+                                     "a ReplicaSet or Deployment the Rollout owns instead of the Rollout.",
+                                     labels=[names.GROUP, "autoscaler"])
+        for group, st in sorted(c.states.items()):
+            for v in st.versions:
+                pods.add_metric([v.name, group, v.role], st.pods.get(v.name, 0))
+            if st.canary_weight is not None:
+                weight.add_metric([group], st.canary_weight)
+            if st.canary_replica_share is not None:
+                share.add_metric([group], st.canary_replica_share)
+            stale.add_metric([group], st.stale_revision_pods)
+            for a in st.autoscaler_conflicts[:16]:
+                conflict.add_metric([group, a[:128]], 1.0)
+        yield from (pods, weight, share, stale, conflict)

@@ -1,0 +1,154 @@
+"""Kubernetes discovery: reflectors on pods, Rollouts and autoscalers → the live fleet.
+
+Every change recomputes the discovered versions (debounced) and replaces them in the LiveFleet, which
+re-binds the scrape targets and is what the canary judge pairs and weighs from. A version whose last pod
+went away stays (no targets, its counts frozen) for `remove_after_seconds`, then is dropped and its series
+end. Readiness waits until every pod reflector (and the Rollout one) has listed once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from observer.config.discovery import KubernetesDiscovery
+from observer.config.fleet import VersionSpec
+from observer.discover.kubeapi import Reflector
+from observer.discover.model import ModelState, PodInfo, RolloutInfo, dcgm_by_node, model_state, parse_all
+from observer.fleetview import LiveFleet
+
+log = logging.getLogger("observer.discovery")
+SOURCE = "kubernetes"
+
+
+@dataclass
+class Discovery:
+    """The reflectors' caches → the live fleet: a publisher task recomputes the versions after each change
+    (debounced) and when a departed version's grace runs out."""
+
+    spec: KubernetesDiscovery
+    fleet: LiveFleet
+    client: httpx.AsyncClient
+    changed: asyncio.Event  # set by the reflectors' on_change
+    pods: dict[str, Reflector]  # model → its pods
+    rollouts: Reflector | None = None
+    dcgm: Reflector | None = None
+    autoscalers: list[Reflector] = field(default_factory=list)
+    clock: Callable[[], float] = time.monotonic
+    problems: Counter[tuple[str, str]] = field(default_factory=Counter)  # (group, problem) → count
+    states: dict[str, ModelState] = field(default_factory=dict)
+    debounce_seconds: float = 0.05
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _gone: dict[str, tuple[VersionSpec, float]] = field(default_factory=dict)
+    _published: dict[str, VersionSpec] = field(default_factory=dict)
+    _seen_problems: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def reflectors(self) -> list[Reflector]:
+        out = list(self.pods.values())
+        out += [r for r in (self.rollouts, self.dcgm) if r is not None]
+        return out + self.autoscalers
+
+    def not_ready(self) -> str | None:
+        waiting = [r for r in (*self.pods.values(), self.rollouts) if r is not None and not r.synced]
+        if not waiting:
+            return None
+        what = ", ".join(f"{r.resource} ({r.last_error or 'listing'})" for r in waiting)
+        return f"kubernetes discovery has not listed yet: {what}"
+
+    async def start(self) -> None:
+        for r in self.reflectors():
+            self._tasks.append(asyncio.create_task(r.run(), name=f"discovery {r.resource}"))
+        self._tasks.append(asyncio.create_task(self._publisher(), name="discovery publisher"))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._tasks.clear()
+        await self.client.aclose()
+
+    async def _publisher(self) -> None:
+        while True:
+            wait = min((since + self._grace() - self.clock() for _, since in self._gone.values()), default=None)
+            try:
+                await asyncio.wait_for(self.changed.wait(), timeout=None if wait is None else max(wait, 0.01))
+                await asyncio.sleep(self.debounce_seconds)
+            except TimeoutError:
+                pass
+            self.changed.clear()
+            try:
+                self.publish()
+            except Exception:  # a bug in one recompute must not end discovery
+                log.exception("kubernetes discovery: recomputing the versions failed; keeping the last ones")
+
+    def _grace(self) -> float:
+        return self.spec.remove_after_seconds
+
+    def publish(self) -> list[VersionSpec]:
+        """Recompute the versions from the reflectors' caches and hand them to the fleet."""
+        spec = self.spec
+        scratch: Counter[str] = Counter()
+        rollouts: dict[str, RolloutInfo] = {}
+        if self.rollouts is not None:
+            rollouts = {r.name: r for r in parse_all(self.rollouts.objects.values(), scratch, "rollout")}
+        dcgm = dcgm_by_node(spec.dcgm, parse_all(self.dcgm.objects.values(), scratch, "pod") if self.dcgm else [])
+        autoscalers = [o for r in self.autoscalers for o in r.objects.values()]
+        found: list[VersionSpec] = []
+        for m in spec.models:
+            reflector = self.pods.get(m.name)
+            if reflector is None:
+                continue
+            problems: Counter[str] = Counter()
+            pods: list[PodInfo] = parse_all(reflector.objects.values(), problems, "pod")
+            rollout = rollouts.get(m.rollout) if m.rollout else None
+            state = model_state(spec, m, pods, rollout, dcgm, problems, autoscalers)
+            self._count_problems(m.name, problems)
+            self.states[m.name] = state
+            found.extend(state.versions)
+        now = self.clock()
+        names_now = {v.name for v in found}
+        for name, v in self._published.items():
+            if name not in names_now and name not in self._gone:
+                log.info("version %s: no serving pod left; its series end in %.0fs unless one comes back",
+                         name, spec.remove_after_seconds)
+                self._gone[name] = (v.model_copy(update={"vllm": [], "dcgm": [], "pods": []}), now)
+        for name in list(self._gone):
+            if name in names_now or now - self._gone[name][1] >= spec.remove_after_seconds:
+                if name not in names_now:
+                    log.info("version %s removed: no serving pod for %.0fs", name, spec.remove_after_seconds)
+                del self._gone[name]
+        kept = found + [v for v, _ in self._gone.values()]
+        self._published = {v.name: v for v in kept}
+        changed = self.fleet.replace(SOURCE, kept)
+        if self.fleet.shadowed:
+            scratch["duplicate_identity"] = len(self.fleet.shadowed)
+            if changed:
+                log.warning("kubernetes discovery: version(s) %s also configured in fleet.versions; the "
+                            "configured one is watched, the discovered one ignored",
+                            ", ".join(sorted(self.fleet.shadowed)))
+        self._count_problems("", scratch)  # problems of no one model: dcgm pods, rollouts, duplicates
+        if changed:
+            log.info("kubernetes discovery: %s", ", ".join(f"{v.name} ({v.role}, {len(v.vllm)} pod(s)"
+                                                           + (f", weight {v.expected_traffic_weight:g}"
+                                                              if v.expected_traffic_weight is not None else "")
+                                                           + ")" for v in kept) or "no versions")
+        return kept
+
+    def _count_problems(self, group: str, problems: Counter[str]) -> None:
+        """Problems are recounted on every recompute; count each (group, problem) once per new occurrence."""
+        before = self._seen_problems.get(group, Counter())
+        for problem, n in problems.items():
+            if n > before.get(problem, 0):
+                self.problems[(group, problem)] += n - before.get(problem, 0)
+                log.warning("kubernetes discovery%s: %d pod(s)/rollout(s) skipped: %s", f" ({group})" if group else "",
+                            n, problem.replace("_", " "))
+        self._seen_problems[group] = problems
