@@ -24,8 +24,8 @@ from prometheus_client.samples import Sample
 
 from observer import __version__
 from observer import conventions as names
-from observer.analyse import signals as sig
 from observer.analyse.signals import Quantiles, SignalStore, VersionExport
+from observer.analyse.signals.model import OTHER_REASON
 from observer.collect.scraper import TargetHealth
 from observer.conventions import vllm
 
@@ -119,7 +119,7 @@ class ScrapeCollector(Collector):
                 continue
             folded = dict.fromkeys(names.FINISHED_REASONS, 0.0)
             for reason, n in by_reason.items():
-                key = reason if reason in names.FINISHED_REASONS else sig.OTHER_REASON
+                key = reason if reason in names.FINISHED_REASONS else OTHER_REASON
                 folded[key] = folded.get(key, 0.0) + n
             for reason, n in folded.items():
                 requests.add_metric([*self._labels(e), reason], n)

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from observer.config.spec import ObserverConfig
 from observer.render.cost_rules import cost_group
-from observer.render.health_rules import hygiene_group, leading_group, self_health_group
+from observer.render.health_rules import leading_group, self_health_group
+from observer.render.hygiene_rules import hygiene_group
 from observer.render.objectives import Alerting, build_alerting
 from observer.render.prometheusrule import prometheus_rule
 from observer.render.promtool_tests import promtool_tests

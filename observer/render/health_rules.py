@@ -1,4 +1,5 @@
-"""Leading-indicator warnings, observer self-health and rollout-hygiene alerts, each with its examples."""
+"""Leading-indicator warnings and observer self-health alerts, each with its examples (rollout hygiene:
+observer.render.hygiene_rules)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def example_interval(a: Alerting, span_seconds: float) -> float:
     return (600.0 if span_seconds >= 3600 * a.time_scale else 60.0) * a.time_scale
 
 
-def _timing(a: Alerting, for_seconds: float) -> tuple[float, float, int]:
+def timing(a: Alerting, for_seconds: float) -> tuple[float, float, int]:
     """(interval, eval time, steps) of an example: evaluate three intervals after `for` has passed."""
     interval = example_interval(a, for_seconds)
     steps = round(for_seconds / interval) + 3
@@ -36,7 +37,7 @@ def _covering(a: Alerting, window_seconds: float) -> tuple[float, float, int]:
 def _threshold(a: Alerting, *, name: str, metric: str, matchers: dict[str, str], threshold: float,
                high: float, low: float, value_text: str, what: str, runbook: str) -> Alert:
     """A gauge-over-threshold warning held for `leading_for`, with a firing and a quiet example."""
-    interval, at, steps = _timing(a, a.limits.leading_for)
+    interval, at, steps = timing(a, a.limits.leading_for)
     labels = {_V: "canary", **matchers}
     key: Labels = tuple(sorted(labels.items()))
     sel = selector(metric, matchers)
@@ -58,7 +59,7 @@ def _threshold(a: Alerting, *, name: str, metric: str, matchers: dict[str, str],
 def leading_group(a: Alerting) -> Group:
     """Early warnings: queue depth, KV cache, framebuffer, XID errors, preemptions."""
     lim = a.limits
-    interval, at, steps = _timing(a, lim.leading_for)
+    interval, at, steps = timing(a, lim.leading_for)
     window = duration(600 * a.time_scale)
     rate_window = duration(300 * a.time_scale)
     xid = names.GPU_XID_ERRORS + "_total"
@@ -123,7 +124,7 @@ def leading_group(a: Alerting) -> Group:
 
 def _gpu_health(a: Alerting) -> tuple[Alert, Alert, Alert]:
     """Silent GPU degradation from DCGM: uncorrectable memory errors, and throttling by power or temperature."""
-    interval, at, steps = _timing(a, a.limits.leading_for)
+    interval, at, steps = timing(a, a.limits.leading_for)
     mem = names.GPU_MEMORY_ERRORS
     key: Labels = ((_V, "canary"),)
     memory = Alert(
@@ -199,7 +200,7 @@ def _gpu_health(a: Alerting) -> tuple[Alert, Alert, Alert]:
 
 def _replica_outlier(a: Alerting) -> Alert:
     """One replica much slower than its siblings (one bad GPU or node) for the hold time."""
-    interval, at, steps = _timing(a, a.limits.leading_for)
+    interval, at, steps = timing(a, a.limits.leading_for)
     out, score = names.REPLICA_OUTLIER, names.REPLICA_OUTLIER_SCORE
     key: Labels = ((names.REPLICA, "llm-canary-0"), (_V, "canary"))
     other = {_V: "canary", names.REPLICA: "llm-canary-1"}
@@ -254,7 +255,7 @@ def _restart_storm(a: Alerting) -> Alert:
 
 def _shedding(a: Alerting) -> Alert:
     """The sampling proxy sees the fleet shed load (429/503): users are turned away before latency burns."""
-    interval, at, steps = _timing(a, a.limits.leading_for)
+    interval, at, steps = timing(a, a.limits.leading_for)
     proxied = names.PROXY_REQUESTS + "_total"
     window = duration(300 * a.time_scale)
     shed = f"sum by ({_V}) (rate({selector(proxied, regex={names.CODE: '429|503'})}[{window}]))"
@@ -312,7 +313,7 @@ def _probe_failing(a: Alerting) -> Alert:
 
 def _drift_detected(a: Alerting) -> Alert:
     """Drift on a version's prompts or outputs held for the hold time: a ticket, never a page."""
-    interval, at, steps = _timing(a, a.limits.leading_for)
+    interval, at, steps = timing(a, a.limits.leading_for)
     det = names.DRIFT_DETECTED
     key: Labels = ((names.FIELD, "prompts"), (_V, "canary"))
     return Alert(
@@ -336,7 +337,7 @@ def _stale(a: Alerting, *, name: str, metric: str, by: Sequence[str], limit: flo
            summary: str, keys: Sequence[Mapping[str, str]] = (), matchers: dict[str, str] | None = None) -> Alert:
     """`time() - last > limit` per `by`; with `keys` (label sets that must exist, e.g. each live version)
     also `absent_over_time` per key, so something that never happened alerts too."""
-    interval, at, steps = _timing(a, limit)
+    interval, at, steps = timing(a, limit)
     window = duration(limit)
     regex = {_V: one_of([k[_V] for k in keys])} if keys and tuple(by) == (_V,) else None
     sel = selector(metric, matchers, regex=regex)
@@ -370,10 +371,10 @@ def self_health_group(a: Alerting) -> Group:
     lim = a.limits
     up = names.TARGET_UP
     t_labels = {_V: "canary", names.KIND: "vllm", names.TARGET: "http://127.0.0.1:18002/metrics"}
-    interval, at, steps = _timing(a, lim.target_down)
+    interval, at, steps = timing(a, lim.target_down)
     prom_up = selector("up", {names.JOB: a.observer_job})
     runs = names.JOB_RUNS + "_total"
-    j_interval, j_at, j_steps = _timing(a, lim.job_failing)
+    j_interval, j_at, j_steps = timing(a, lim.job_failing)
     rules: list[Alert] = [
         Alert(name=names.ALERT_TARGET_DOWN, expr=f"{up} == 0", severity="warning", for_seconds=lim.target_down,
               summary="{{ $labels.version }}: {{ $labels.kind }} target down",
@@ -468,7 +469,7 @@ def _engine_spans_missing(a: Alerting) -> Alert:
 
 def _agreement(a: Alerting, floor: float) -> Alert:
     """The judge's κ against the human-labelled anchors below the floor (a ticket: quality results drift)."""
-    interval, at, steps = _timing(a, a.limits.leading_for)
+    interval, at, steps = timing(a, a.limits.leading_for)
     kappa = names.JUDGE_AGREEMENT_KAPPA
     key: Labels = ((names.JUDGE, "judge-model"),)
     low, high = round(floor - 0.3, 3), round(min(1.0, floor + 0.2), 3)
@@ -485,127 +486,3 @@ def _agreement(a: Alerting, floor: float) -> Alert:
                   Example(f"{names.ALERT_JUDGE_AGREEMENT} quiet at κ {high:g}",
                           (Series(selector(kappa, dict(key)), f"{high!r}x{steps}"),), at, interval)),
     )
-
-
-def hygiene_group(a: Alerting) -> Group:
-    """Rollout hygiene: one fingerprint per version; retired versions get no traffic."""
-    interval, at, steps = _timing(a, a.limits.leading_for)
-    info = names.VERSION_INFO
-    rules: list[Alert] = [Alert(
-        name=names.ALERT_FINGERPRINTS,
-        expr=f"count by ({_V}) (count by ({_V}, {names.FINGERPRINT}) ({info})) > 1",
-        severity="warning", for_seconds=a.limits.leading_for,
-        summary="{{ $labels.version }} serves more than one build",
-        description=(f"Version {{{{ $labels.version }}}} reports {{{{ printf \"%.0f\" $value }}}} different "
-                     f"fingerprints (model, prompt template, sampling defaults) for "
-                     f"{duration(a.limits.leading_for)}: replicas disagree, so its signals mix two builds."),
-        runbook="version-fingerprints",
-        examples=(Example(f"{names.ALERT_FINGERPRINTS} fires with two fingerprints",
-                          tuple(Series(selector(info, {_V: "canary", names.MODEL: "m", names.FINGERPRINT: f}),
-                                       f"1x{steps}") for f in ("aaa", "bbb")),
-                          at, interval, (Firing(((_V, "canary"),), 2.0),)),
-                  Example(f"{names.ALERT_FINGERPRINTS} quiet with one",
-                          (Series(selector(info, {_V: "canary", names.MODEL: "m", names.FINGERPRINT: "aaa"}),
-                                  f"1x{steps}"),), at, interval)),
-    )]
-    if a.retired_versions:
-        req = names.REQUESTS + "_total"
-        window = duration(300 * a.time_scale)
-        old = a.retired_versions[0]
-        rules.append(Alert(
-            name=names.ALERT_RETIRED_TRAFFIC,
-            expr=f"sum by ({_V}) (rate({selector(req, regex={_V: one_of(a.retired_versions)})}[{window}])) > 0",
-            severity="warning", for_seconds=a.limits.leading_for,
-            summary="Retired version {{ $labels.version }} still receives traffic",
-            description=("Version {{ $labels.version }} is retired in the fleet config but still serves "
-                         "{{ printf \"%.2f\" $value }} requests/s: a route or client still points at it."),
-            runbook="retired-traffic",
-            examples=(Example(f"{names.ALERT_RETIRED_TRAFFIC} fires",
-                              (Series(selector(req, {_V: old, names.MODEL: "m", names.FINISHED_REASON: "stop"}),
-                                      f"0+60x{steps}"),), at, interval, (Firing(((_V, old),), 60 / interval),)),),
-        ))
-    if a.fingerprint_enabled:
-        rules.extend(_observed_fingerprint(a))
-    rules.extend(_discovery_hygiene(a))
-    return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
-
-
-def _observed_fingerprint(a: Alerting) -> list[Alert]:
-    """The observed system prompt / sampling parameters of a version changed, or differ from the declared."""
-    interval, at, steps = _timing(a, 0.0)
-    key: Labels = ((names.PART, "template"), (_V, "canary"))
-    out = []
-    for name, metric, summary, description, runbook in (
-        (names.ALERT_FINGERPRINT_CHANGED, names.FINGERPRINT_CHANGED,
-         "{{ $labels.version }}: {{ $labels.part }} changed without a new version",
-         "The {{ $labels.part }} hash the sampled requests of version {{ $labels.version }} carry is not the one "
-         "they carried before (sampling.fingerprint reference window), and the version name did not change: a "
-         "prompt template or sampling defaults rolled (back or forward) apart from the weights (gauge "
-         "{{ printf \"%.0f\" $value }}).",
-         "fingerprint-changed"),
-        (names.ALERT_FINGERPRINT_MISMATCH, names.FINGERPRINT_MISMATCH,
-         "{{ $labels.version }}: observed {{ $labels.part }} is not the declared one",
-         "The {{ $labels.part }} hash the sampled requests of version {{ $labels.version }} carry differs from "
-         "the hash declared in fleet.versions (prompt_template_hash / sampling_defaults_hash): the version "
-         "serves another prompt template or sampling parameters than its config says (gauge "
-         "{{ printf \"%.0f\" $value }}).",
-         "fingerprint-mismatch"),
-    ):
-        out.append(Alert(
-            name=name, expr=f"max by ({_V}, {names.PART}) ({metric}) == 1", severity="ticket",
-            summary=summary, description=description, runbook=runbook,
-            examples=(Example(f"{name} fires", (Series(selector(metric, dict(key)), f"1x{steps}"),
-                                                 Series(selector(metric, {names.PART: "sampling", _V: "canary"}),
-                                                        f"0x{steps}")),
-                              at, interval, (Firing(key, 1.0),)),
-                      Example(f"{name} quiet", (Series(selector(metric, dict(key)), f"0x{steps}"),), at, interval)),
-        ))
-    return out
-
-
-def _discovery_hygiene(a: Alerting) -> list[Alert]:
-    """Rollout hygiene from Kubernetes discovery's gauges (series exist only when discovery runs)."""
-    interval, at, steps = _timing(a, a.limits.leading_for)
-    g = names.GROUP
-    share, weight = names.ROLLOUT_CANARY_REPLICA_SHARE, names.ROLLOUT_CANARY_WEIGHT
-    stale, conflict = names.ROLLOUT_STALE_REVISION_PODS, names.ROLLOUT_AUTOSCALER_CONFLICT
-    key: Labels = ((g, "llm"),)
-    return [
-        Alert(name=names.ALERT_REPLICA_SHARE, expr=f"abs({share} - on ({g}) {weight}) > 0.1",
-              severity="warning", for_seconds=a.limits.leading_for,
-              summary="{{ $labels.group }}: canary pods do not match the Rollout's weight",
-              description=("The canary of {{ $labels.group }} has a pod share {{ printf \"%.2f\" $value }} away "
-                           "from its step's setWeight: without traffic routing Argo splits by pods, so the canary "
-                           "gets another share than the gate expects (or an autoscaler resized it)."),
-              runbook="canary-replicas",
-              examples=(Example(f"{names.ALERT_REPLICA_SHARE} fires at 25% pods for 5%",
-                                (Series(selector(share, {g: "llm"}), f"0.25x{steps}"),
-                                 Series(selector(weight, {g: "llm"}), f"0.05x{steps}")), at, interval,
-                                (Firing(key, 0.2),)),
-                        Example(f"{names.ALERT_REPLICA_SHARE} quiet when they match",
-                                (Series(selector(share, {g: "llm"}), f"0.05x{steps}"),
-                                 Series(selector(weight, {g: "llm"}), f"0.05x{steps}")), at, interval))),
-        Alert(name=names.ALERT_STALE_REVISION, expr=f"{stale} > 0", severity="warning",
-              for_seconds=a.limits.leading_for,
-              summary="{{ $labels.group }}: an old revision still serves",
-              description=("{{ printf \"%.0f\" $value }} pod(s) of {{ $labels.group }} belong to a revision that "
-                           "is neither the Rollout's stable nor its canary: old pods still serve after promotion."),
-              runbook="old-revision-serving",
-              examples=(Example(f"{names.ALERT_STALE_REVISION} fires", (Series(selector(stale, {g: "llm"}),
-                                                                            f"2x{steps}"),), at, interval,
-                                (Firing(key, 2.0),)),
-                        Example(f"{names.ALERT_STALE_REVISION} quiet", (Series(selector(stale, {g: "llm"}),
-                                                                          f"0x{steps}"),), at, interval))),
-        Alert(name=names.ALERT_AUTOSCALER_CONFLICT, expr=f"{conflict} > 0", severity="warning",
-              for_seconds=a.limits.leading_for,
-              summary="{{ $labels.autoscaler }} scales what the Rollout of {{ $labels.group }} owns",
-              description=("{{ $labels.autoscaler }} targets a ReplicaSet or Deployment owned by the Rollout of "
-                           "{{ $labels.group }} instead of the Rollout ({{ printf \"%.0f\" $value }} such "
-                           "autoscaler): it resizes the canary behind Argo's back (the canary un-canaried by "
-                           "the autoscaler)."),
-              runbook="autoscaler-conflict",
-              examples=(Example(f"{names.ALERT_AUTOSCALER_CONFLICT} fires",
-                                (Series(selector(conflict, {g: "llm", "autoscaler": "HorizontalPodAutoscaler/llm"}),
-                                        f"1x{steps}"),), at, interval,
-                                (Firing(((g, "llm"), ("autoscaler", "HorizontalPodAutoscaler/llm")), 1.0),)),)),
-    ]

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
 from observer.store.pairs import PairRecord
+from observer.store.schema import POSTGRES_MIGRATIONS as MIGRATIONS
 from observer.store.sql import (
     INGEST_KEY_SECONDS,
     JOB_COUNTS_SQL,
@@ -53,97 +54,6 @@ from observer.store.sql import (
     renew_sql,
 )
 
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE samples (
-        id BIGSERIAL PRIMARY KEY,
-        version TEXT NOT NULL,
-        ts DOUBLE PRECISION NOT NULL,
-        source TEXT NOT NULL,
-        model TEXT,
-        prompt TEXT NOT NULL,
-        output TEXT NOT NULL,
-        finish_reason TEXT,
-        prompt_tokens BIGINT,
-        output_tokens BIGINT,
-        latency_s DOUBLE PRECISION,
-        ttft_s DOUBLE PRECISION,
-        tenant_tier TEXT,
-        content_hash TEXT NOT NULL
-    );
-    CREATE INDEX samples_version_ts ON samples (version, ts);
-    CREATE INDEX samples_content_hash ON samples (content_hash);
-    CREATE TABLE scores (
-        sample_id BIGINT NOT NULL REFERENCES samples (id) ON DELETE CASCADE,
-        scorer TEXT NOT NULL,
-        passed BOOLEAN,
-        score DOUBLE PRECISION,
-        reason TEXT NOT NULL,
-        meta JSONB NOT NULL,
-        ts DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (sample_id, scorer)
-    );
-    CREATE INDEX scores_scorer ON scores (scorer, sample_id);
-    """,
-    # 2: shared work. Scores and golden runs carry the writing transaction's id, so every replica reads them
-    # in commit order (rows of transactions still open are read once they commit: see `_FEED_VISIBLE`).
-    """
-    CREATE SEQUENCE scores_seq;
-    ALTER TABLE scores ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('scores_seq');
-    ALTER TABLE scores ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
-    CREATE INDEX scores_feed ON scores (xid, seq);
-    CREATE TABLE golden_runs (
-        id BIGSERIAL PRIMARY KEY,
-        xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
-        version TEXT NOT NULL,
-        golden_set TEXT NOT NULL,
-        started DOUBLE PRECISION NOT NULL,
-        finished DOUBLE PRECISION NOT NULL,
-        body JSONB NOT NULL
-    );
-    CREATE INDEX golden_runs_feed ON golden_runs (xid, id);
-    CREATE TABLE jobs (
-        id BIGSERIAL PRIMARY KEY,
-        kind TEXT NOT NULL,
-        key TEXT NOT NULL UNIQUE,
-        payload JSONB NOT NULL,
-        state TEXT NOT NULL DEFAULT 'queued',
-        attempts INTEGER NOT NULL DEFAULT 0,
-        max_attempts INTEGER NOT NULL,
-        worker TEXT,
-        lease_until DOUBLE PRECISION,
-        not_before DOUBLE PRECISION NOT NULL,
-        created DOUBLE PRECISION NOT NULL,
-        updated DOUBLE PRECISION NOT NULL,
-        done_count INTEGER NOT NULL DEFAULT 0,
-        error TEXT
-    );
-    CREATE INDEX jobs_ready ON jobs (kind, state, id);
-    CREATE TABLE ingest_keys (
-        key TEXT PRIMARY KEY,
-        ids JSONB NOT NULL,
-        created DOUBLE PRECISION NOT NULL
-    );
-    """,
-    # 3: shadow-replay pairs (issue 16), written once each, after they are judged.
-    """
-    CREATE TABLE pairs (
-        id BIGSERIAL PRIMARY KEY,
-        canary TEXT NOT NULL,
-        baseline TEXT NOT NULL,
-        sample_id BIGINT NOT NULL,
-        ts DOUBLE PRECISION NOT NULL,
-        body JSONB NOT NULL,
-        UNIQUE (canary, sample_id)
-    );
-    CREATE INDEX pairs_by_canary ON pairs (canary, ts);
-    """,
-    # 4: the observed identity of each sample (issue 18 item 1): system-prompt and sampling-parameter hashes.
-    """
-    ALTER TABLE samples ADD COLUMN template_hash TEXT;
-    ALTER TABLE samples ADD COLUMN sampling_hash TEXT;
-    """,
-)
 # A row is in the feed once no transaction older than its own is still open: then every row with a smaller
 # (xid, seq) is committed (or rolled back) too, and a reader resuming after a cursor misses nothing.
 _FEED_VISIBLE = "xid < pg_snapshot_xmin(pg_current_snapshot())"

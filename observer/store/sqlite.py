@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
 from observer.store.pairs import PairRecord
+from observer.store.schema import SQLITE_MIGRATIONS as MIGRATIONS
 from observer.store.sql import (
     INGEST_KEY_SECONDS,
     JOB_COUNTS_SQL,
@@ -53,96 +54,6 @@ from observer.store.sql import (
 
 _T = TypeVar("_T")
 
-# Each entry migrates the schema from version i to i + 1; never edit a released entry, append one.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE samples (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        version TEXT NOT NULL,
-        ts REAL NOT NULL,
-        source TEXT NOT NULL,
-        model TEXT,
-        prompt TEXT NOT NULL,
-        output TEXT NOT NULL,
-        finish_reason TEXT,
-        prompt_tokens INTEGER,
-        output_tokens INTEGER,
-        latency_s REAL,
-        ttft_s REAL,
-        tenant_tier TEXT,
-        content_hash TEXT NOT NULL
-    );
-    CREATE INDEX samples_version_ts ON samples (version, ts);
-    CREATE TABLE scores (
-        sample_id INTEGER NOT NULL REFERENCES samples (id) ON DELETE CASCADE,
-        scorer TEXT NOT NULL,
-        passed INTEGER,
-        score REAL,
-        reason TEXT NOT NULL,
-        meta TEXT NOT NULL,
-        ts REAL NOT NULL,
-        PRIMARY KEY (sample_id, scorer)
-    );
-    CREATE INDEX scores_scorer ON scores (scorer, sample_id);
-    """,
-    """
-    CREATE INDEX samples_content_hash ON samples (content_hash);
-    """,
-    # 3: shared work (one process on SQLite). `seq` orders the score feed: one writer, so commit order.
-    """
-    ALTER TABLE scores ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
-    UPDATE scores SET seq = rowid;
-    CREATE INDEX scores_feed ON scores (seq);
-    CREATE TABLE golden_runs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        version TEXT NOT NULL,
-        golden_set TEXT NOT NULL,
-        started REAL NOT NULL,
-        finished REAL NOT NULL,
-        body TEXT NOT NULL
-    );
-    CREATE TABLE jobs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        kind TEXT NOT NULL,
-        key TEXT NOT NULL UNIQUE,
-        payload TEXT NOT NULL,
-        state TEXT NOT NULL DEFAULT 'queued',
-        attempts INTEGER NOT NULL DEFAULT 0,
-        max_attempts INTEGER NOT NULL,
-        worker TEXT,
-        lease_until REAL,
-        not_before REAL NOT NULL,
-        created REAL NOT NULL,
-        updated REAL NOT NULL,
-        done_count INTEGER NOT NULL DEFAULT 0,
-        error TEXT
-    );
-    CREATE INDEX jobs_ready ON jobs (kind, state, id);
-    CREATE TABLE ingest_keys (
-        key TEXT PRIMARY KEY,
-        ids TEXT NOT NULL,
-        created REAL NOT NULL
-    );
-    """,
-    # 4: shadow-replay pairs (issue 16), written once each, after they are judged.
-    """
-    CREATE TABLE pairs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        canary TEXT NOT NULL,
-        baseline TEXT NOT NULL,
-        sample_id BIGINT NOT NULL,
-        ts REAL NOT NULL,
-        body TEXT NOT NULL,
-        UNIQUE (canary, sample_id)
-    );
-    CREATE INDEX pairs_by_canary ON pairs (canary, ts);
-    """,
-    # 5: the observed identity of each sample (issue 18 item 1): system-prompt and sampling-parameter hashes.
-    """
-    ALTER TABLE samples ADD COLUMN template_hash TEXT;
-    ALTER TABLE samples ADD COLUMN sampling_hash TEXT;
-    """,
-)
 _NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM scores)"
 _UPSERT_SCORE = (
     "INSERT INTO scores (sample_id, scorer, passed, score, reason, meta, ts, seq) "

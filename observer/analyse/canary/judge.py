@@ -5,166 +5,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 
 import numpy as np
 
 from observer.analyse import histogram
 from observer.analyse.canary import stats
-from observer.collect.model import Histogram
+from observer.analyse.canary.results import (
+    GAUGE_VALUE,
+    ArmData,
+    DriftObservation,
+    MetricResult,
+    Outcome,
+    PairCounts,
+    Verdict,
+)
 from observer.config.canary import CanaryMetricSpec, CanarySpec, FairnessSpec
+
+__all__ = ["GAUGE_VALUE", "ArmData", "DriftObservation", "MetricResult", "Outcome", "PairCounts", "Verdict", "judge",
+           "judge_metric", "metric_alpha", "mute_unfair_latency"]
 
 MIN_EDGE_OBSERVATIONS = 20
 """Baseline observations needed before an automatic SLO edge is placed at its quantile."""
-
-
-class Outcome(StrEnum):
-    """Result of one metric, and of the whole canary."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    INCONCLUSIVE = "inconclusive"
-    NODATA = "nodata"
-
-
-GAUGE_VALUE: Mapping[Outcome, float] = {Outcome.PASS: 1.0, Outcome.FAIL: -1.0, Outcome.INCONCLUSIVE: 0.0,
-                                        Outcome.NODATA: 0.0}
-"""How outcomes are exported as gauges: never NaN, so Argo conditions can always be evaluated."""
-
-
-@dataclass(frozen=True)
-class DriftObservation:
-    """The drift area's latest result for one field of one version."""
-
-    drift: bool
-    status: str  # ok | insufficient_data | no_baseline
-    p_value: float | None = None
-    statistic: float | None = None
-    n_current: int = 0
-
-
-@dataclass(frozen=True)
-class PairCounts:
-    """Paired comparisons of the canary with the baseline on the same prompts (shadow replay), by outcome."""
-
-    wins: int = 0
-    """The canary's answer was better (judge: in both orders; rule check: only the baseline's failed)."""
-    losses: int = 0
-    ties: int = 0
-    """Equal answers, or both passed/failed the rule check."""
-    inconsistent: int = 0
-    """Judge pairs whose two orders disagreed: a tie, counted apart (the judge's position bias)."""
-    errors: int = 0
-    """Pairs with no decision: a replay failed or timed out, or the judge answered garbage. Never a win."""
-
-    @property
-    def decided(self) -> int:
-        return self.wins + self.losses
-
-    def evidence(self) -> dict[str, int]:
-        return {"wins": self.wins, "losses": self.losses, "ties": self.ties,
-                "position_inconsistent": self.inconsistent, "errors": self.errors}
-
-
-@dataclass(frozen=True)
-class ArmData:
-    """Everything the judge reads about one version over the window; None/missing means no data."""
-
-    requests: Mapping[str, float] | None = None
-    """Finished requests in the window by finished_reason."""
-    http_status: Mapping[str, float] | None = None
-    """Generation responses of vLLM's HTTP server in the window by status class (2xx, 4xx, 5xx)."""
-    histograms: Mapping[str, Histogram] = field(default_factory=dict)
-    """Histogram increase over the window by family (ttft, itl, e2e, queue)."""
-    golden: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """(passed, scored) golden items by golden set ("" = all sets)."""
-    live_checks: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """(failures, total) by live-check name."""
-    drift: Mapping[str, DriftObservation] = field(default_factory=dict)
-    note: str = ""
-    """Why data is missing (e.g. the source was unreachable), shown in the reason."""
-    slices: tuple[ArmData, ...] = ()
-    """The same window cut into consecutive time slices (requests and histograms only), oldest first.
-    With slices the bad-event tests are cluster-robust (stats.slice_test); without, they assume every
-    request is an independent draw, which dependent traffic breaks (docs/canary.md)."""
-    replicas: int | None = None
-    """Pods serving this arm (ready targets), for the per-pod load fairness check."""
-    prefix_cache_hit_ratio: float | None = None
-    """Prefix-cache hit ratio over the last minutes, for the warm-up fairness check."""
-    environment: Mapping[str, str] = field(default_factory=dict)
-    """Facts that must match between arms for a fair comparison (gpu_model, gpu_driver, engine_args…)."""
-    cost_per_million_tokens: float | None = None
-    """Cost over the window per million generated tokens (None: no prices, no tokens or unpriced GPUs)."""
-    paired: Mapping[str, PairCounts] = field(default_factory=dict)
-    """Canary arm only: paired comparisons with its baseline over the window, by paired check."""
-    paired_note: str = ""
-    """Why paired comparisons are missing or stopped (replay budget spent, shadow replay off)."""
-    judge_identity: Mapping[str, str] = field(default_factory=dict)
-    """The LLM judge behind quality results (model, prompt hash, rubric hash), pinned in the verdict."""
-
-    @property
-    def total_requests(self) -> int | None:
-        """Finished requests in the window, or None when the source has no request counters."""
-        if self.requests is None:
-            return None
-        return round(sum(self.requests.values()))
-
-
-@dataclass(frozen=True)
-class MetricResult:
-    """One metric's outcome and the numbers behind it."""
-
-    name: str
-    kind: str
-    outcome: Outcome
-    critical: bool
-    advisory: bool
-    group: str
-    n_canary: int = 0
-    n_baseline: int = 0
-    min_n: int | None = None
-    canary: float | None = None
-    """Canary value: bad-event rate, share above edge, pass rate, or drift p-value."""
-    baseline: float | None = None
-    ratio: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    p_value: float | None = None
-    detail: str = ""
-    design_effect: float | None = None
-    """Slice variance ÷ binomial variance: how much the dependence in the traffic inflates the noise."""
-    evidence: Mapping[str, int] | None = None
-    """paired: wins, losses, ties, position-inconsistent pairs and errors behind the outcome."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The judge's answer for one (canary, baseline) pair at one look."""
-
-    canary: str
-    baseline: str
-    verdict: Outcome
-    score: float
-    critical_failed: bool
-    n_canary: int
-    n_baseline: int
-    split_ok: bool
-    canary_share: float | None
-    expected_share: float | None
-    metrics: tuple[MetricResult, ...]
-    reason: str
-    evaluated_at: float
-    window_seconds: float = 0.0
-    judge: Mapping[str, str] = field(default_factory=dict)
-    """The LLM judge's identity (model, prompt hash, rubric hash) behind the quality metrics, if any."""
-
-    def metric(self, name: str) -> MetricResult:
-        """The result of metric `name`; KeyError if it was not judged."""
-        for m in self.metrics:
-            if m.name == name:
-                return m
-        raise KeyError(name)
 
 
 MIN_SLICES_TO_PASS = 10

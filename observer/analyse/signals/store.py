@@ -1,15 +1,4 @@
-"""Per-version signals over the sliding window, from deltas between scrapes (contract 2: SignalStore).
-
-Each scrape cycle is folded in by `record`: vLLM targets update their reset-adjusted running totals
-(observer.analyse.window), the totals are summed per version and kept as a bounded history, and the
-window signals are computed from the difference between the newest snapshot and the one at
-`now - window_seconds` — PromQL `histogram_quantile` on bucket increases, rates as increase / elapsed.
-A target that is down keeps its last totals in the version sum, so the exported per-version counters
-never go down when a pod dies. GPUs come from the version's DCGM targets, joined on namespace + pod.
-
-Thread safety: `record` and the queries take one lock; the exporter reads `snapshot`, an immutable
-object swapped in at the end of each cycle (the /metrics route runs in a worker thread).
-"""
+"""SignalStore: per-version window signals and running totals, fed one scrape cycle at a time."""
 
 from __future__ import annotations
 
@@ -18,17 +7,38 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from observer.analyse import histogram as hmath
-from observer.analyse.cost import CostMeter, CostTotals, CostWindow
-from observer.analyse.replicas import ColdStarts, ReplicaStat, ReplicaTracker
+from observer.analyse.cost import CostMeter
+from observer.analyse.replicas import ReplicaTracker
+from observer.analyse.signals.model import (
+    MAX_DEPARTED,
+    MAX_SLICES,
+    MEMORY_ERROR_FIELDS,
+    MULTIPLE_MODELS,
+    OTHER_REASON,
+    THROTTLE_FIELDS,
+    GaugePoint,
+    GpuSignals,
+    Quantiles,
+    SliceTotals,
+    Snapshot,
+    VersionExport,
+    VersionSignals,
+    VersionState,
+    clock_reasons,
+    gpu_sums,
+    histogram_between,
+    labelled_between,
+    mean,
+    quantiles,
+    replica_name,
+)
 from observer.analyse.window import History, ModelTotals, TargetTotals, Totals, sum_totals
 from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
 from observer.config.fleet import VersionSpec
-from observer.conventions import CLOCK_THROTTLE_REASONS, FINISHED_REASONS
+from observer.conventions import FINISHED_REASONS
 from observer.conventions.vllm import (
     E2E,
     GENERATION_TOKENS,
@@ -44,218 +54,8 @@ from observer.conventions.vllm import (
     TTFT,
     WAITING,
 )
-from observer.jsonsafe import finite
-
-OTHER_REASON = "other"
-MULTIPLE_MODELS = "multiple"
 
 log = logging.getLogger("observer.signals")
-
-
-@dataclass(frozen=True)
-class Quantiles:
-    """Window quantiles of one latency histogram; None where no request was observed."""
-
-    p50: float | None
-    p95: float | None
-    p99: float | None
-    count: float
-    sum: float
-
-
-@dataclass(frozen=True)
-class GpuSignals:
-    """GPU health of one version from its latest DCGM scrapes (ratios 0–1)."""
-
-    gpus: int
-    utilization_mean: float | None
-    utilization_max: float | None
-    framebuffer_used_mean: float | None
-    framebuffer_used_max: float | None
-    temperature_celsius_mean: float | None
-    temperature_celsius_max: float | None
-    power_watts_mean: float | None
-    power_watts_max: float | None
-    tensor_active_mean: float | None
-    dram_active_mean: float | None
-    gpus_with_xid: int
-    """GPUs whose last XID error code is non-zero now."""
-    xid_errors_seen: int
-    """Changes of a GPU's last-XID code to a new non-zero value since the observer started."""
-    models: tuple[str, ...] = ()
-    """Distinct DCGM modelName values (the canary's fairness check compares them between arms)."""
-    drivers: tuple[str, ...] = ()
-    """Distinct driver versions (DCGM_FI_DRIVER_VERSION label)."""
-    memory_errors: Mapping[str, float] = field(default_factory=dict)
-    """Sums over the version's GPUs of DCGM's ECC and row-remap counters, by kind (dbe_volatile, sbe_volatile,
-    dbe_aggregate, sbe_aggregate, remapped_uncorrectable, remapped_correctable, remap_failures); a kind
-    no GPU reports is absent."""
-    throttle_seconds: Mapping[str, float] = field(default_factory=dict)
-    """Sums of DCGM's power and thermal violation counters over the version's GPUs, in seconds, by reason."""
-    clock_throttled: Mapping[str, int] = field(default_factory=dict)
-    """GPUs of the version whose clocks are slowed now, by NVML reason (names.CLOCK_THROTTLE_REASONS); empty
-    when no GPU reports the field."""
-
-
-@dataclass(frozen=True)
-class VersionSignals:
-    """The signals of one version over the window (None: not enough data; never NaN)."""
-
-    version: str
-    model: str | None
-    models: tuple[str, ...]
-    ts: float
-    window_seconds: float
-    """Seconds actually covered (shorter than the configured window just after start)."""
-    replicas_up: int
-    replicas_total: int
-    ttft: Quantiles | None
-    itl: Quantiles | None
-    e2e: Quantiles | None
-    queue: Quantiles | None
-    requests: float | None
-    request_rate: float | None
-    prompt_token_rate: float | None
-    generation_token_rate: float | None
-    preemption_rate: float | None
-    finished_ratio: Mapping[str, float]
-    prefix_cache_hit_ratio: float | None
-    queue_depth_per_replica: float | None
-    running_requests: float | None
-    """Running requests over all replicas (window mean)."""
-    kv_cache_mean: float | None
-    kv_cache_max: float | None
-    gpu: GpuSignals | None
-
-
-@dataclass(frozen=True)
-class _GaugePoint:
-    replicas_up: int
-    waiting: float
-    running: float
-    kv_mean: float | None
-    kv_max: float | None
-
-
-@dataclass(frozen=True)
-class VersionExport:
-    """What the exporter needs of one version: its signals and summed running totals."""
-
-    signals: VersionSignals
-    totals: Totals | None
-    xid_errors_seen: int
-    cost: CostTotals | None = None
-    cost_window: CostWindow | None = None
-    engine_restarts: int = 0
-    """Restarts of the version's vLLM servers seen since the observer started (counter resets)."""
-    replicas: tuple[ReplicaStat, ...] = ()
-    """Per replica (pod, else host:port of its target): window TTFT p95, request share, outlier test."""
-    cold_starts: ColdStarts | None = None
-    """Pod start → first good scrape of the version's pods that started while the observer watched."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Immutable view of the store after a cycle, read by the exporter and the JSON API."""
-
-    ts: float | None
-    cycles: int
-    window_seconds: float
-    versions: Mapping[str, VersionExport] = field(default_factory=dict)
-
-
-def _mean(xs: Sequence[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
-def quantiles(h: Histogram | None) -> Quantiles | None:
-    """p50/p95/p99 of `h` with histogram_quantile semantics; None when `h` is None."""
-    if h is None:
-        return None
-    return Quantiles(p50=finite(hmath.quantile(0.5, h)), p95=finite(hmath.quantile(0.95, h)),
-                     p99=finite(hmath.quantile(0.99, h)), count=h.count, sum=h.sum)
-
-
-MAX_SLICES = 240
-"""Most slices one window is cut into (4 h of one-minute slices)."""
-
-
-def _histogram_between(new: Totals, old: Totals, family: str) -> Histogram | None:
-    """Bucket increase of `family` from snapshot `old` to `new` (None when `new` lacks it)."""
-    h = new.histogram(family)
-    return None if h is None else hmath.delta(h, old.histogram(family))
-
-
-def _labelled_between(new: Totals, old: Totals, family: str) -> dict[str, float] | None:
-    """Per-label increase of `family` from snapshot `old` to `new` (None when `new` lacks it)."""
-    lab = new.labelled(family)
-    if lab is None:
-        return None
-    prev = old.labelled(family) or {}
-    return {k: x - prev.get(k, 0.0) for k, x in lab.items()}
-
-
-_MAX_DEPARTED = 16  # frozen per-pod totals kept apart; more are summed into one
-
-
-@dataclass(frozen=True)
-class SliceTotals:
-    """Increases of one version's histograms and labelled counters over one time slice [start, end)."""
-
-    start: float
-    end: float
-    histograms: Mapping[str, Histogram]
-    labelled: Mapping[str, Mapping[str, float]]
-
-
-@dataclass
-class _Version:
-    spec: VersionSpec
-    vllm: tuple[Target, ...]
-    dcgm: tuple[Target, ...]
-    totals: History[Totals]
-    gauges: History[_GaugePoint]
-    signals: VersionSignals | None = None
-    models_seen: set[str] = field(default_factory=set)
-    ignored: set[tuple[Target, str]] = field(default_factory=set)
-    xid_seen: int = 0
-    restarts: int = 0
-    departed: list[ModelTotals] = field(default_factory=list)  # frozen counts of pods that left
-    replicas: ReplicaTracker | None = None
-    cold_starts: ColdStarts = field(default_factory=ColdStarts)
-
-
-MEMORY_ERROR_FIELDS: Mapping[str, str] = {
-    "dbe_volatile": "ecc_dbe_volatile", "sbe_volatile": "ecc_sbe_volatile", "dbe_aggregate": "ecc_dbe_aggregate",
-    "sbe_aggregate": "ecc_sbe_aggregate", "remapped_uncorrectable": "remapped_rows_uncorrectable",
-    "remapped_correctable": "remapped_rows_correctable", "remap_failures": "row_remap_failure"}
-THROTTLE_FIELDS: Mapping[str, str] = {"power": "power_violation_ns", "thermal": "thermal_violation_ns"}
-
-
-def replica_name(spec: VersionSpec, index: int, url: str) -> str:
-    """The replica label of a version's `index`-th vLLM target: its pod when the pods line up with the
-    targets (discovery, or a config listing both), else the target's host:port (bounded by config)."""
-    if len(spec.pods) == len(spec.vllm) and index < len(spec.pods):
-        return spec.pods[index].pod[:63]
-    return (urlsplit(url).netloc or url)[:63]
-
-
-def _clock_reasons(gpus: Sequence[GpuMetrics]) -> dict[str, int]:
-    """Per NVML slowdown reason, the GPUs whose current throttle bitmask has it (empty: no GPU reports it)."""
-    masks = [int(x) for g in gpus if (x := g.clock_event_reasons) is not None and math.isfinite(x) and x >= 0]
-    if not masks:
-        return {}
-    return {reason: sum(1 for m in masks if m & bit) for reason, bit in CLOCK_THROTTLE_REASONS.items()}
-
-
-def _sums(gpus: Sequence[GpuMetrics], fields: Mapping[str, str]) -> dict[str, float]:
-    """Per kind, the sum over GPUs of a DCGM field (finite values only); kinds no GPU reports are left out."""
-    out: dict[str, float] = {}
-    for kind, attr in fields.items():
-        xs = [x for g in gpus if (x := getattr(g, attr)) is not None and math.isfinite(x) and x >= 0]
-        if xs:
-            out[kind] = float(sum(xs))
-    return out
 
 
 class SignalStore:
@@ -276,7 +76,7 @@ class SignalStore:
         self._lock = threading.RLock()
         self._history = (max(window_seconds * 1.5, fine_seconds), retention_seconds, coarse_step_seconds)
         self._max_models = max_models_per_target
-        self._versions: dict[str, _Version] = {}
+        self._versions: dict[str, VersionState] = {}
         self._target_totals: dict[Target, TargetTotals] = {}
         self._last_ok: dict[Target, ScrapeResult] = {}
         self._xid_last: dict[str, float] = {}
@@ -298,13 +98,13 @@ class SignalStore:
         its series end with the next snapshot."""
         with self._lock:
             fine, retention, coarse = self._history
-            kept: dict[str, _Version] = {}
+            kept: dict[str, VersionState] = {}
             for spec in versions:
                 vllm = tuple(dict.fromkeys(Target(TargetKind.VLLM, u) for u in spec.vllm))
                 dcgm = tuple(dict.fromkeys(Target(TargetKind.DCGM, u) for u in spec.dcgm))
                 v = self._versions.get(spec.name)
                 if v is None:
-                    v = _Version(spec=spec, vllm=vllm, dcgm=dcgm,
+                    v = VersionState(spec=spec, vllm=vllm, dcgm=dcgm,
                                  totals=History(fine_seconds=fine, retention_seconds=retention,
                                                 coarse_step_seconds=coarse),
                                  gauges=History(fine_seconds=self.window_seconds,
@@ -314,7 +114,7 @@ class SignalStore:
                         if t not in vllm and t in self._target_totals:
                             v.departed.extend(copy.deepcopy(m) for name, m in self._target_totals[t].models.items()
                                               if v.spec.model is None or name == v.spec.model)
-                    if len(v.departed) > _MAX_DEPARTED:
+                    if len(v.departed) > MAX_DEPARTED:
                         v.departed = [ModelTotals(*sum_totals(v.departed))]
                     v.spec, v.vllm, v.dcgm = spec, vllm, dcgm
                 kept[spec.name] = v
@@ -380,11 +180,11 @@ class SignalStore:
         r = self._last_ok.get(target)
         return r if r is not None and ts - r.started <= self.stale_after_seconds else None
 
-    def _models(self, v: _Version, metrics: Mapping[str, ModelMetrics]) -> list[ModelMetrics]:
+    def _models(self, v: VersionState, metrics: Mapping[str, ModelMetrics]) -> list[ModelMetrics]:
         wanted = v.spec.model
         return [m for name, m in metrics.items() if wanted is None or name == wanted]
 
-    def _update_version(self, name: str, v: _Version, results: Mapping[Target, ScrapeResult], ts: float,
+    def _update_version(self, name: str, v: VersionState, results: Mapping[Target, ScrapeResult], ts: float,
                         gpu_owners: Mapping[str, tuple[GpuMetrics, set[str]]]) -> VersionExport:
         up = [results[t] for t in v.vllm if t in results and results[t].ok]
         model_totals = list(v.departed)
@@ -415,7 +215,7 @@ class SignalStore:
                 if KV_CACHE in m.gauges:
                     kv_means.append(m.gauges[KV_CACHE])
                     kv_maxes.append(m.gauges_max.get(KV_CACHE, m.gauges[KV_CACHE]))
-        v.gauges.append(ts, _GaugePoint(len(up), waiting, running, _mean(kv_means),
+        v.gauges.append(ts, GaugePoint(len(up), waiting, running, mean(kv_means),
                                         max(kv_maxes) if kv_maxes else None))
         gpus = [g for g, owners in gpu_owners.values() if name in owners]
         v.signals = self._signals(name, v, ts, len(up), gpus)
@@ -470,13 +270,13 @@ class SignalStore:
                 for name in versions:
                     self._versions[name].xid_seen += 1
 
-    def _gpu_signals(self, v: _Version, gpus: Sequence[GpuMetrics]) -> GpuSignals | None:
+    def _gpu_signals(self, v: VersionState, gpus: Sequence[GpuMetrics]) -> GpuSignals | None:
         if not gpus:
             return None
 
         def stats(values: Iterable[float | None], scale: float = 1.0) -> tuple[float | None, float | None]:
             xs = [x * scale for x in values if x is not None and math.isfinite(x)]
-            return (_mean(xs), max(xs) if xs else None)
+            return (mean(xs), max(xs) if xs else None)
 
         fb: list[float | None] = []
         for g in gpus:
@@ -500,14 +300,14 @@ class SignalStore:
             xid_errors_seen=v.xid_seen,
             models=tuple(sorted({g.model_name[:64] for g in gpus if g.model_name})),
             drivers=tuple(sorted({g.driver_version[:32] for g in gpus if g.driver_version})),
-            memory_errors=_sums(gpus, MEMORY_ERROR_FIELDS),
-            throttle_seconds={k: x / 1e9 for k, x in _sums(gpus, THROTTLE_FIELDS).items()},
-            clock_throttled=_clock_reasons(gpus),
+            memory_errors=gpu_sums(gpus, MEMORY_ERROR_FIELDS),
+            throttle_seconds={k: x / 1e9 for k, x in gpu_sums(gpus, THROTTLE_FIELDS).items()},
+            clock_throttled=clock_reasons(gpus),
         )
 
     # --- window signals --------------------------------------------------------------------------
 
-    def _signals(self, name: str, v: _Version, ts: float, replicas_up: int,
+    def _signals(self, name: str, v: VersionState, ts: float, replicas_up: int,
                  gpus: Sequence[GpuMetrics]) -> VersionSignals:
         since = ts - self.window_seconds
         latest = v.totals.latest()
@@ -544,31 +344,31 @@ class SignalStore:
             prompt_token_rate=rate(PROMPT_TOKENS), generation_token_rate=rate(GENERATION_TOKENS),
             preemption_rate=rate(PREEMPTIONS), finished_ratio=ratios,
             prefix_cache_hit_ratio=(hits / queries if hits is not None and queries else None),
-            queue_depth_per_replica=_mean([p.waiting / p.replicas_up for p in points]),
-            running_requests=_mean([p.running for p in points]),
-            kv_cache_mean=_mean(kv_means), kv_cache_max=max(kv_maxes) if kv_maxes else None,
+            queue_depth_per_replica=mean([p.waiting / p.replicas_up for p in points]),
+            running_requests=mean([p.running for p in points]),
+            kv_cache_mean=mean(kv_means), kv_cache_max=max(kv_maxes) if kv_maxes else None,
             gpu=self._gpu_signals(v, gpus),
         )
 
-    def _model_label(self, v: _Version) -> str | None:
+    def _model_label(self, v: VersionState) -> str | None:
         if v.spec.model is not None:
             return v.spec.model
         if not v.models_seen:
             return None
         return next(iter(v.models_seen)) if len(v.models_seen) == 1 else MULTIPLE_MODELS
 
-    def _pair(self, v: _Version, since: float) -> tuple[Totals, Totals] | None:
+    def _pair(self, v: VersionState, since: float) -> tuple[Totals, Totals] | None:
         latest = v.totals.latest()
         base = v.totals.at(since)
         if latest is None or base is None:
             return None
         return latest[1], base[1]
 
-    def _histogram_delta(self, v: _Version, family: str, since: float) -> Histogram | None:
+    def _histogram_delta(self, v: VersionState, family: str, since: float) -> Histogram | None:
         pair = self._pair(v, since)
-        return None if pair is None else _histogram_between(*pair, family)
+        return None if pair is None else histogram_between(*pair, family)
 
-    def _counter_delta(self, v: _Version, family: str, since: float) -> float | None:
+    def _counter_delta(self, v: VersionState, family: str, since: float) -> float | None:
         pair = self._pair(v, since)
         if pair is None:
             return None
@@ -578,9 +378,9 @@ class SignalStore:
         old = pair[1].counter(family)
         return new - (old or 0.0)
 
-    def _labelled_delta(self, v: _Version, family: str, since: float) -> dict[str, float] | None:
+    def _labelled_delta(self, v: VersionState, family: str, since: float) -> dict[str, float] | None:
         pair = self._pair(v, since)
-        return None if pair is None else _labelled_between(*pair, family)
+        return None if pair is None else labelled_between(*pair, family)
 
     # --- contract 2 ------------------------------------------------------------------------------
 
@@ -644,9 +444,9 @@ class SignalStore:
             snaps = [t for _, t in v.totals.at_each(bounds)]
         out: list[SliceTotals] = []
         for a, b, old, new in zip(bounds, bounds[1:], snaps, snaps[1:], strict=False):
-            hists = {fam: h for fam in histograms if (h := _histogram_between(new, old, fam)) is not None}
+            hists = {fam: h for fam in histograms if (h := histogram_between(new, old, fam)) is not None}
             counters = {fam: {k: max(x, 0.0) for k, x in lab.items()} for fam in labelled
-                        if (lab := _labelled_between(new, old, fam)) is not None}
+                        if (lab := labelled_between(new, old, fam)) is not None}
             out.append(SliceTotals(start=a, end=b, histograms=hists, labelled=counters))
         return out
 
