@@ -18,7 +18,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,24 @@ from observer.errors import ObserverError
 from observer.render import argo as argo_render
 from observer.service import ThreadedService, start_in_thread
 from observer_dev.gameday.argo import Phase, measurement_phase, prometheus_value, run_phase, web_measurement
+from observer_dev.gameday.scenarios import (
+    FINGERPRINT_NEW,
+    FINGERPRINT_OLD,
+    FINGERPRINT_WINDOW,
+    FULL,
+    SCENARIOS,
+    SHORT,
+    STABLE_PODS,
+    Plan,
+    Report,
+    Row,
+    Scenario,
+)
 from observer_dev.promserver import PrometheusError, free_port, run_prometheus
 from observer_dev.sim.dcgm_exposition import MODEL_NAME as SIM_GPU_MODEL
+
+__all__ = ["FULL", "SCENARIOS", "SHORT", "GamedayError", "Plan", "Report", "Row", "Scenario", "print_report",
+           "run_gameday", "run_scenario", "start_observer"]
 
 # The example golden sets travel as the dev package's data (a link to the repository's golden_sets/ in a
 # checkout, copied into the wheel), so an installed game day finds them too.
@@ -79,122 +94,6 @@ def start_observer(config: ObserverConfig) -> RunningObserver:
         return start_in_thread(config, name="gameday-observer")
     except RuntimeError as e:
         raise GamedayError(str(e)) from e
-
-
-# --- scenarios ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Scenario:
-    """One game-day scenario: profiles, an optional change mid-way, and what must come out."""
-
-    name: str
-    title: str
-    expect: str  # pass | fail | nodata | drift | not-pass | alerts
-    canary: Mapping[str, Any] = field(default_factory=dict)
-    stable: Mapping[str, Any] = field(default_factory=dict)
-    change_after: int | None = None  # rounds before `change` is applied to the canary
-    change: Mapping[str, Any] = field(default_factory=dict)
-    restart_after: int | None = None  # rounds before the observer is restarted
-    dimension: str | None = None  # the Argo Prometheus metric that must fail
-    needs: str | None = None  # quality | drift | goodput | fingerprint | proxy
-    html_at_verdict_url: bool = False  # the gate's web URL answers 200 with an HTML page, no observer behind it
-    costly: bool = False  # the advisory cost_per_token metric must fail (canary dearer per token), else pass
-    must_fail: tuple[str, ...] = ()  # verdict metrics that must end `fail`
-    # expect "alerts": these generated alerts' expressions, evaluated by the rig's Prometheus, must return a
-    # series with `alert_labels` after the change and none before it (the `for` hold is promtool-tested).
-    alerts: tuple[str, ...] = ()
-    alert_labels: Mapping[str, str] = field(default_factory=dict)
-    alert_labels_of: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per alert, over alert_labels
-    replica: int | None = None  # the change applies to this replica of `change_version` only
-    change_version: str = "canary"
-    min_rounds: int = 0  # looks allowed at least, whatever the plan (a slow-to-decide metric on a busy machine)
-    blind: tuple[str, ...] = ()  # PromQL on the engine-side signals that must stay empty: what dashboards show
-
-
-SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("healthy", "healthy canary", "pass"),
-    Scenario("slow", "TTFT ×1.5", "fail", canary={"preset": "slow"}, dimension="latency"),
-    Scenario("errors", "error rate 0.5% → 3%", "fail", canary={"error_rate": 0.005},
-             stable={"error_rate": 0.005}, change_after=2, change={"error_rate": 0.03}, dimension="errors"),
-    Scenario("errors-5xx", "vLLM < 0.13 (no `error` finish reason): HTTP 5xx 0.5% → 3%", "fail",
-             canary={"error_rate": 0.005, "legacy_errors": True}, stable={"error_rate": 0.005, "legacy_errors": True},
-             change_after=2, change={"error_rate": 0.03}, dimension="errors"),
-    Scenario("worse", "worse answers on the golden set", "fail", canary={"accuracy": 0.5}, dimension="quality",
-             needs="quality"),
-    Scenario("drifted", "10% prompts from another domain", "drift", canary={"preset": "drifted"},
-             dimension="drift", needs="drift"),
-    Scenario("idle", "canary with no traffic", "nodata", canary={"preset": "idle"}),
-    Scenario("restart", "observer restarted mid-analysis", "not-pass", canary={"preset": "slow"},
-             restart_after=2),
-    Scenario("html", "verdict URL answers 200 with an HTML page", "not-pass", html_at_verdict_url=True),
-    Scenario("costly", "canary on 2 GPUs per replica: 2× the cost per token", "pass",
-             canary={"gpus_per_replica": 2}, costly=True),
-    Scenario("goodput", "same cost, time per output token ×3: worse goodput", "fail", canary={"itl_scale": 3.0},
-             dimension="quality", needs="goodput", must_fail=("goodput",), min_rounds=30),
-    Scenario("template-rollback", "weights rolled back, the new system prompt kept", "alerts", change_after=2,
-             needs="fingerprint", alerts=(names.ALERT_FINGERPRINT_CHANGED, names.ALERT_FINGERPRINT_MISMATCH),
-             alert_labels={names.VERSION: "canary", names.PART: "template"}),
-    Scenario("slow-replica", "one stable GPU overheats: 3× slower than its three siblings", "alerts",
-             change_after=2, change={"ttft_scale": 3.0, "gpu_thermal_throttle": 0.6}, change_version="stable",
-             replica=2, alerts=(names.ALERT_REPLICA_OUTLIER, names.ALERT_GPU_HW_SLOWDOWN),
-             alert_labels={names.VERSION: "stable"},
-             alert_labels_of={names.ALERT_REPLICA_OUTLIER: {names.REPLICA: "sim-stable-2"},
-                              names.ALERT_GPU_HW_SLOWDOWN: {names.REASON: "hw_thermal"}}),
-    Scenario("shed", "users turned away (503) before the engine: vLLM's own signals stay green", "alerts",
-             change_after=2, change={"shed_rate": 0.2}, needs="proxy", alerts=(names.ALERT_LOAD_SHEDDING,),
-             alert_labels={names.VERSION: "canary"},
-             blind=(f'max({names.WIN_FINISHED_RATIO}{{version="canary",finished_reason="error"}}) > 0.001',)),
-    Scenario("gpu-ecc", "the canary's GPU reports uncorrectable ECC errors", "alerts", change_after=2,
-             change={"gpu_ecc_dbe": 2}, alerts=(names.ALERT_GPU_MEMORY_ERRORS,),
-             alert_labels={names.VERSION: "canary"}),
-)
-FINGERPRINT_OLD = "You are ACME's support assistant. Answer in two sentences."
-FINGERPRINT_NEW = "You are ACME's support assistant v2. Use bullet points and cite the help centre."
-FINGERPRINT_WINDOW = 3.0  # seconds: the game day's current window (one round of mirrored samples)
-STABLE_PODS = 4  # stable pods of the rig: at the 80/20 split each pod of either arm serves the same load
-
-
-@dataclass
-class Row:
-    """What one scenario produced and whether it matched."""
-
-    scenario: str
-    title: str
-    expected: str
-    verdicts: list[str] = field(default_factory=list)
-    web_gate: str = ""
-    guardrail: str = ""
-    prometheus: dict[str, str] = field(default_factory=dict)
-    ok: bool = False
-    detail: str = ""
-    seconds: float = 0.0
-
-
-@dataclass
-class Report:
-    """All rows; ok when every scenario matched."""
-
-    rows: list[Row]
-
-    @property
-    def ok(self) -> bool:
-        """True when every scenario matched."""
-        return all(r.ok for r in self.rows)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Sizes of a game day: load per round, rounds, and timings."""
-
-    stable_rps: float
-    canary_rps: float
-    round_seconds: float  # simulated seconds of load injected per round
-    max_rounds: int
-    scrape_interval: float
-
-
-SHORT = Plan(stable_rps=60.0, canary_rps=15.0, round_seconds=30.0, max_rounds=16, scrape_interval=1.0)
-FULL = Plan(stable_rps=80.0, canary_rps=20.0, round_seconds=60.0, max_rounds=30, scrape_interval=1.0)
 
 
 def _config(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workdir: Path | None = None

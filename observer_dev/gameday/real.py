@@ -28,8 +28,9 @@ import httpx
 
 from observer.config import ObserverConfig
 from observer.render import argo as argo_render
-from observer_dev.gameday import GamedayError, Report, Row, _ready, start_observer
+from observer_dev.gameday import GamedayError, _ready, start_observer
 from observer_dev.gameday.argo import web_measurement
+from observer_dev.gameday.scenarios import Report, Row
 from observer_dev.promserver import free_port
 from observer_dev.vllmproc import RunningVllm, VllmError, VllmSpec, real_vllm_home, run_vllm
 
