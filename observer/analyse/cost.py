@@ -1,4 +1,4 @@
-"""Cost and energy per version, integrated one scrape cycle at a time (issue #17).
+"""Cost and energy per version, integrated one scrape cycle at a time.
 
 Per version and cycle (Δt since the previous cycle, capped at `max_gap_seconds` so an observer that was
 down does not bill the gap at the last known size):

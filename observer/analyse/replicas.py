@@ -1,4 +1,4 @@
-"""One slow replica among healthy siblings (issue 18 item 2): per-replica window TTFT and request share,
+"""One slow replica among healthy siblings: per-replica window TTFT and request share,
 and a robust outlier test against the version's other replicas.
 
 A version's latency is summed over its replicas, so one GPU running 3× slower in a version of eight

@@ -1,4 +1,4 @@
-"""Latency SLO thresholds against the bucket edges the fleet actually exposes (issue #18 item 5).
+"""Latency SLO thresholds against the bucket edges the fleet actually exposes.
 
 A latency SLO counts good requests with the bucket `le="<threshold>"`; PromQL matches `le` by text, so a
 threshold that is not an edge of the *deployed* histogram selects nothing and the SLO never burns. The

@@ -24,12 +24,14 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
+from observer.errors import ObserverError
+
 __all__ = ["ENGINE_SPAN", "EngineSpan", "OtlpError", "TraceExport", "decode_export"]
 
 ENGINE_SPAN = "llm_request"
 
 
-class OtlpError(ValueError):
+class OtlpError(ObserverError, ValueError):
     """A trace export that cannot be read; the message says what and is safe to return to the sender."""
 
 

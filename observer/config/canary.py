@@ -1,4 +1,4 @@
-"""Canary-vs-baseline judge and Argo templates (issue 6). Owned by that area; the root config includes it."""
+"""Canary-vs-baseline judge and Argo templates. Owned by that area; the root config includes it."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class FairnessSpec(Spec):
 
 
 class CanarySpec(Spec):
-    """Canary-vs-baseline judge and Argo templates (issue 6)."""
+    """Canary-vs-baseline judge and Argo templates."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
     pairs: list[CanaryPairSpec] = Field(

@@ -1,4 +1,4 @@
-"""Cost and energy per version (issue #17): GPU prices, the fallback when DCGM is absent, budgets.
+"""Cost and energy per version: GPU prices, the fallback when DCGM is absent, budgets.
 
 Cost is what the bill says: every GPU attributed to a version's pods is paid for every second it is held,
 busy or idle. Prices take effect from the moment the observer runs with them; counters already exported

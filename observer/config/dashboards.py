@@ -1,4 +1,4 @@
-"""Generated Grafana dashboards (issue 8). Owned by that area; the root config includes it."""
+"""Generated Grafana dashboards. Owned by that area; the root config includes it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ _LABEL_KEY = re.compile(rf"^({_NAME}/)?{_NAME}$")
 
 
 class DashboardsSpec(Spec):
-    """Generated Grafana dashboards (issue 8)."""
+    """Generated Grafana dashboards."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
     datasource_name: str = Field(

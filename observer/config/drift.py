@@ -1,4 +1,4 @@
-"""Embedding drift against pinned baselines (issue 5). Owned by that area; the root config includes it."""
+"""Embedding drift against pinned baselines. Owned by that area; the root config includes it."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class EmbedderSpec(Spec):
 
 
 class DriftSpec(Spec):
-    """Embedding drift against pinned baselines (issue 5)."""
+    """Embedding drift against pinned baselines."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
     interval_seconds: float = Field(900.0, ge=10, description="Seconds between drift checks of every version.")

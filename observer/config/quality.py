@@ -1,4 +1,4 @@
-"""Golden sets, rule checks and LLM-as-judge (issue 4). Owned by that area; the root config includes it."""
+"""Golden sets, rule checks and LLM-as-judge. Owned by that area; the root config includes it."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ class ReliabilitySpec(Spec):
 
 
 class QualitySpec(Spec):
-    """Golden sets, rule checks and LLM-as-judge (issue 4)."""
+    """Golden sets, rule checks and LLM-as-judge."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
     golden_dirs: list[str] = Field(default_factory=lambda: ["golden_sets"],

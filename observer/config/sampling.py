@@ -1,4 +1,4 @@
-"""Live output sampling, mirror ingest, sample store and redaction (issue 3); the root config includes it."""
+"""Live output sampling, mirror ingest, sample store and redaction; the root config includes it."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ class StoreSpec(Spec):
 
 
 class FingerprintSpec(Spec):
-    """Observed version identity (issue 18 item 1): the system-prompt and sampling-parameter hashes the
+    """Observed version identity: the system-prompt and sampling-parameter hashes the
     sampled requests carry, compared across time and with the fleet's declared hashes."""
 
     enabled: bool = Field(True, description="Count the observed fingerprints of stored samples per version.")
@@ -190,7 +190,7 @@ class EngineSpanSpec(Spec):
 
 
 class SamplingSpec(Spec):
-    """Live output sampling, mirror ingest, sample store and redaction (issue 3)."""
+    """Live output sampling, mirror ingest, sample store and redaction."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
     fraction: float = Field(0.1, ge=0, le=1, description="Default share of proxied requests sampled.")

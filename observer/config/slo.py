@@ -1,4 +1,4 @@
-"""Service-level objectives and alerting (issue 7). Owned by that area; the root config includes it.
+"""Service-level objectives and alerting. Owned by that area; the root config includes it.
 
 Every field is described once, here. `observer render alerts` maps this spec to frozen objectives
 (observer.render.objectives) and renders Prometheus rules, promtool tests and a PrometheusRule.
@@ -134,7 +134,7 @@ class AvailabilitySLOSpec(_Objective):
 
 class ClientAvailabilitySLOSpec(_Objective):
     """An availability SLO as users see it, from the sampling proxy's status codes: 5xx answers (the engine's,
-    and the proxy's own 502/504 when the upstream is unreachable or times out) are bad; client aborts (499)
+    and the proxy's own 502/504 when the upstream is unreachable or times out) are bad; client aborts
     count in neither. Catches what vLLM's finish reasons miss (a dead pod, a gateway timeout, vLLM < 0.13
     which has no `error` finish reason)."""
 
@@ -261,7 +261,7 @@ class PrometheusRuleMeta(Spec):
 
 
 class SLOSpec(Spec):
-    """Service-level objectives and alerting (issue 7)."""
+    """Service-level objectives and alerting."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
     period_days: int = Field(30, ge=1, le=365, description="SLO period; burn-rate factors scale with it.")

@@ -29,7 +29,7 @@ SEVERITY = "severity"
 MAX_MODEL_LEN = "max_model_len"  # vLLM max model length (integer text)
 PROMPT_TEMPLATE_HASH = "prompt_template_hash"  # from config, bounded by config
 SAMPLING_DEFAULTS_HASH = "sampling_defaults_hash"  # from config, bounded by config
-# --- Alert rules (issue 7).
+# --- Alert rules.
 SLO = "slo"  # SLO name from slo.* config
 SLI = "sli"  # latency | availability | quality
 FINGERPRINT = "fingerprint"  # on VERSION_INFO: what a version actually serves
@@ -39,18 +39,18 @@ SET_VERSION = "set_version"  # golden-set content hash (one per configured set)
 JUDGE_MODEL = "judge_model"  # configured judge model name
 JUDGE = "judge"  # the judge model of the reliability gauges (one per configured judge)
 JUDGE_PROMPT_VERSION = "judge_prompt_version"  # version string of evals/judge_prompt.yaml
-# --- Drift (issue 5).
+# --- Drift.
 STATUS = "status"  # drift status: ok | insufficient_data | no_baseline | error
 BASELINE_HASH = "baseline_hash"  # on DRIFT_BASELINE_INFO: sha256 of the active baseline
 EMBEDDER = "embedder"  # on DRIFT_BASELINE_INFO: embedding model id
-# --- Scraping self-metrics (issue 2).
+# --- Scraping self-metrics.
 OBSERVER_VERSION = "observer_version"  # on BUILD_INFO
 PYTHON_VERSION = "python_version"  # on BUILD_INFO
 
 QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
 FINISHED_REASONS: tuple[str, ...] = ("stop", "length", "abort", "error", "repetition")
 """Finished reasons vLLM emits (error from 0.13, repetition from 0.20). Others are folded into 'other'."""
-# --- Observed fingerprints (issue 18 item 1): hashes, never text (conventions.fingerprint).
+# --- Observed fingerprints: hashes, never text (conventions.fingerprint).
 TEMPLATE_HASH = "template_hash"  # 12 hex digits of the system prompt's hash; bounded by sampling.fingerprint.top_k
 SAMPLING_HASH = "sampling_hash"  # 12 hex digits of the sampling parameters' hash
 PART = "part"  # template | sampling (fingerprints); ttft | e2e (outside-engine time)

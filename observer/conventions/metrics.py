@@ -60,7 +60,7 @@ GPU_MEMORY_ERRORS = "observer_gpu_memory_errors"  # gauge {version, kind}: ECC /
 GPU_THROTTLE_SECONDS = "observer_gpu_throttle_seconds"  # counter {version, reason=power|thermal}
 ENGINE_RESTARTS = "observer_engine_restarts"  # counter {version}: vLLM restarts seen as counter resets
 GPU_XID_ERRORS = "observer_gpu_xid_errors"  # counter: XID events seen (changes of the last-XID gauge to non-zero)
-# --- Cost and energy per version (issue #17): running totals and window ratios.
+# --- Cost and energy per version: running totals and window ratios.
 COST = "observer_cost"  # counter {version}: currency units (cost.gpu_hour_prices / replica_hour_price)
 REPLICA_SECONDS = "observer_replica_seconds"  # counter {version}: replicas up × seconds
 GPU_SECONDS = "observer_gpu_seconds"  # counter {version, gpu_model}: attributed GPUs × seconds
@@ -161,7 +161,7 @@ FINGERPRINT_MISMATCH = "observer_fingerprint_declared_mismatch"  # {version,part
 CANARY_EVALUATIONS = "observer_canary_evaluations"  # counter {canary,baseline,outcome}: judge runs by verdict/error
 CANARY_SOURCE_ERRORS = "observer_canary_source_errors"  # counter {canary,baseline}: data source unreachable
 
-# --- Alert rules (issue 7): recording-rule names, rule groups and alert names.
+# --- Alert rules: recording-rule names, rule groups and alert names.
 RULE_SLI_ERROR_RATIO = "observer_slo:sli_error:ratio_rate"  # + window, e.g. ..._rate5m {slo,sli,version}
 RULE_SLO_OBJECTIVE = "observer_slo:objective:ratio"  # {slo,sli}
 RULE_GROUP_SLO = "observer-slo-"  # + SLO name: recordings then burn-rate alerts
@@ -201,7 +201,7 @@ ALERT_FINGERPRINT_CHANGED = "ObserverFingerprintChanged"
 ALERT_FINGERPRINT_MISMATCH = "ObserverFingerprintMismatch"
 ALERT_RETIRED_TRAFFIC = "ObserverRetiredVersionTraffic"
 
-# --- Dashboards (issue 8): accumulated per-version histograms the dashboards need for parity with vLLM's
+# --- Dashboards: accumulated per-version histograms the dashboards need for parity with vLLM's
 # example dashboard ({version,model,le}); exported by the scrape runtime from the vLLM families of the same
 # meaning (request_prefill_time_seconds, request_decode_time_seconds, request_prompt_tokens,
 # request_generation_tokens, request_max_num_generation_tokens).
@@ -211,7 +211,7 @@ HIST_PROMPT_LENGTH = "observer_request_prompt_tokens"
 HIST_GENERATION_LENGTH = "observer_request_generation_tokens"
 HIST_MAX_GENERATION_TOKENS = "observer_request_max_generation_tokens"
 
-# --- Kubernetes discovery (issue 14) ---------------------------------------------------------------
+# --- Kubernetes discovery ---------------------------------------------------------------
 VERSION_ROLE = "observer_version_role"  # {version, group, role} = 1: the role each watched version has now
 DISCOVERY_SYNCED = "observer_discovery_synced"  # {resource}: 1 once listed, 0 before
 DISCOVERY_ERRORS = "observer_discovery_errors"  # counter {resource, reason}
@@ -237,7 +237,7 @@ RULE_GROUP_COST = "observer-cost"
 RULE_COST_PER_MTOK = "observer:cost_per_million_generation_tokens:"  # + window, e.g. rate1h
 RULE_ENERGY_PER_TOKEN = "observer:energy_joules_per_generation_token:"  # + window
 
-# --- Fleet scale (issue 15) ---------------------------------------------------------------------------
+# --- Fleet scale ---------------------------------------------------------------------------
 LEADER = "observer_leader"  # 1 on the replica that runs the singleton jobs, 0 on the others (shared store only)
 WORK_ITEMS = "observer_work_items"  # gauge {kind, state}: jobs in the shared work queue
 WORK_ATTEMPTS = "observer_work_attempts"  # counter {kind, outcome}: this replica's finished job attempts

@@ -26,6 +26,8 @@ from typing import Any
 
 import httpx
 
+from observer.errors import ObserverError
+
 log = logging.getLogger("observer.discovery")
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -33,7 +35,7 @@ PAGE_SIZE = 500
 Obj = Mapping[str, Any]
 
 
-class ApiError(Exception):
+class KubeApiError(ObserverError):
     """A failed API call: `reason` is a bounded label value, the message says what to do."""
 
     def __init__(self, reason: str, message: str) -> None:
@@ -95,23 +97,23 @@ class ReflectorStats:
     watch_resumes: int = 0
 
 
-def _describe(status: int, body: str, *, verb: str, resource: str, namespace: str) -> ApiError:
+def _describe(status: int, body: str, *, verb: str, resource: str, namespace: str) -> KubeApiError:
     try:
         detail = str(json.loads(body).get("message", ""))[:300]
     except (ValueError, AttributeError):
         detail = body[:200]
     where = f"{resource} in namespace {namespace}"
     if status == 401:
-        return ApiError("unauthorized", f"the API server refused our credentials for {verb} {where} (expired "
+        return KubeApiError("unauthorized", f"the API server refused our credentials for {verb} {where} (expired "
                                         f"token or wrong kubeconfig): {detail}")
     if status == 403:
-        return ApiError("forbidden", f"forbidden: the observer may not {verb} {where}; grant the verbs get, list "
+        return KubeApiError("forbidden", f"forbidden: the observer may not {verb} {where}; grant the verbs get, list "
                                      f"and watch on {resource} to its service account (docs/kubernetes.md, RBAC): "
                                      f"{detail}")
     if status == 404:
         hint = " (is Argo Rollouts' CRD rollouts.argoproj.io installed?)" if "." in resource else ""
-        return ApiError("not_found", f"{verb} {where}: 404 not found{hint}: {detail}")
-    return ApiError("http_error", f"{verb} {where}: HTTP {status}: {detail}")
+        return KubeApiError("not_found", f"{verb} {where}: 404 not found{hint}: {detail}")
+    return KubeApiError("http_error", f"{verb} {where}: HTTP {status}: {detail}")
 
 
 class Reflector:
@@ -158,7 +160,7 @@ class Reflector:
                     try:
                         rv = await self._watch(rv)
                         delay = self.backoff_seconds
-                    except ApiError as e:
+                    except KubeApiError as e:
                         if e.reason != "unreachable":
                             raise
                         # As client-go: a refused connection retries the watch from where it was.
@@ -170,13 +172,13 @@ class Reflector:
                 log.info("watch of %s in %s: resourceVersion too old (410 Gone); relisting", self.resource,
                          self.namespace)
                 why = "gone"
-            except ApiError as e:
+            except KubeApiError as e:
                 self._failed(e, delay)
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, self.max_backoff_seconds)
                 why = "error"
 
-    def _failed(self, e: ApiError, delay: float) -> None:
+    def _failed(self, e: KubeApiError, delay: float) -> None:
         self.stats.errors[e.reason] += 1
         if self.last_error != str(e):
             log.warning("kubernetes discovery: %s; retrying in %.1fs, keeping the last good state", e, delay)
@@ -206,7 +208,7 @@ class Reflector:
         try:
             r = await self.client.get(self.path, params=dict(params))
         except httpx.HTTPError as e:
-            raise ApiError("unreachable", f"{verb} {self.resource} in namespace {self.namespace}: the API server "
+            raise KubeApiError("unreachable", f"{verb} {self.resource} in namespace {self.namespace}: the API server "
                                           f"is unreachable: {type(e).__name__}: {e}") from e
         if r.status_code == 410:
             raise _Gone()
@@ -215,9 +217,9 @@ class Reflector:
         try:
             data = r.json()
         except ValueError as e:
-            raise ApiError("malformed", f"{verb} {self.resource}: the answer is not JSON") from e
+            raise KubeApiError("malformed", f"{verb} {self.resource}: the answer is not JSON") from e
         if not isinstance(data, dict):
-            raise ApiError("malformed", f"{verb} {self.resource}: the answer is not a JSON object")
+            raise KubeApiError("malformed", f"{verb} {self.resource}: the answer is not a JSON object")
         return data
 
     async def _watch(self, rv: str) -> str:
@@ -239,7 +241,7 @@ class Reflector:
                     rv = self._apply(event, rv)
         except httpx.HTTPError as e:
             if not started:
-                raise ApiError("unreachable", f"watch {self.resource} in namespace {self.namespace}: the API "
+                raise KubeApiError("unreachable", f"watch {self.resource} in namespace {self.namespace}: the API "
                                               f"server is unreachable: {type(e).__name__}: {e}") from e
             # The stream broke (API server restart, load balancer idle cut): resume from what we saw.
             self.stats.errors["watch_dropped"] += 1
@@ -256,12 +258,12 @@ class Reflector:
             if not isinstance(obj, dict) or not isinstance(kind, str):
                 raise TypeError
         except (ValueError, KeyError, TypeError) as e:
-            raise ApiError("malformed", f"watch {self.resource}: malformed event {line[:120]!r}; relisting") from e
+            raise KubeApiError("malformed", f"watch {self.resource}: malformed event {line[:120]!r}; relisting") from e
         if kind == "ERROR":
             code = obj.get("code")
             if code == 410:
                 raise _Gone()
-            raise ApiError("watch_error", f"watch {self.resource} in namespace {self.namespace}: error event "
+            raise KubeApiError("watch_error", f"watch {self.resource} in namespace {self.namespace}: error event "
                                           f"{code}: {str(obj.get('message', ''))[:200]}")
         self.stats.events[kind if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK") else "other"] += 1
         new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
@@ -269,7 +271,7 @@ class Reflector:
             return new_rv
         name = _name(obj)
         if name is None:
-            raise ApiError("malformed", f"watch {self.resource}: an event object has no metadata.name; relisting")
+            raise KubeApiError("malformed", f"watch {self.resource}: an event object has no metadata.name; relisting")
         if kind == "DELETED":
             self.objects.pop(name, None)
         elif kind in ("ADDED", "MODIFIED"):

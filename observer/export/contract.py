@@ -1,6 +1,6 @@
 """The HTTP contract's shared pieces: error bodies and the answers every private route can give.
 
-Declared in the OpenAPI document so clients and fuzzers see the real contract (issue #21 item 14); the
+Declared in the OpenAPI document so clients and fuzzers see the real contract; the
 one module mapping observer errors to HTTP (`export/errors.py`) and the routes answer with these shapes.
 """
 

@@ -1,4 +1,4 @@
-"""Cost rules (#17): cost and energy per generated token as recordings, and two ticket alerts — a version
+"""Cost rules: cost and energy per generated token as recordings, and two ticket alerts — a version
 over the configured budget, and a canary costlier per token than its baseline by `cost.regression_ratio`.
 
 The recordings divide increases of the observer's running totals over one window, so they read the same

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from observer.conventions import fingerprint
+from observer.errors import ObserverError
 from observer.sample import tool_calls
 from observer.store.base import SampleRecord
 
@@ -19,7 +20,7 @@ Kind = Literal["chat", "completion"]
 SAMPLED_PATHS: dict[str, Kind] = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
 
 
-class CaptureError(ValueError):
+class CaptureError(ObserverError, ValueError):
     """A captured exchange could not be read as an OpenAI request and reply."""
 
 

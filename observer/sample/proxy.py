@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from observer import conventions as names
+from observer.errors import ObserverError
 from observer.export import contract
 from observer.sample.capture import SAMPLED_PATHS, Capture
 from observer.sample.metrics import SamplingMetrics
@@ -54,7 +55,7 @@ TRACES_PATH = "/v1/traces"
 same pod sends its request spans to the proxy in front of it."""
 
 
-class UpstreamAborted(Exception):
+class UpstreamAborted(ObserverError):
     """The upstream closed the reply mid-stream; raised so the ASGI server aborts the client connection."""
 
 

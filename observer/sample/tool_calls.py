@@ -1,4 +1,4 @@
-"""Tool calls of a sampled reply, checked against the functions the request declared (issue #18 item 7).
+"""Tool calls of a sampled reply, checked against the functions the request declared.
 
 Checked where the exchange is parsed (off the request path), because the declared `tools` live in the
 request, which is not stored: each call must have the OpenAI shape (`type: function`, a `function.name`, a

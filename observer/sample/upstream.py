@@ -17,10 +17,12 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from observer.errors import ObserverError
+
 _PAUSE_BYTES = 1024 * 1024  # stop reading from the upstream while this much waits for the client
 
 
-class UpstreamError(Exception):
+class UpstreamError(ObserverError):
     """The upstream request failed; `kind` is connect | timeout | closed | protocol."""
 
     def __init__(self, message: str, *, kind: str) -> None:

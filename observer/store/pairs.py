@@ -1,4 +1,4 @@
-"""Shadow-replay pairs (issue 16): one stable prompt answered by both arms, stored with its paired results.
+"""Shadow-replay pairs: one stable prompt answered by both arms, stored with its paired results.
 
 A pair is written once, after it was judged, so a reader never sees half a pair; the (canary, sample_id)
 key makes a replay of the same stable sample after a restart or by a second leader a no-op.

@@ -79,7 +79,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         created DOUBLE PRECISION NOT NULL
     );
     """,
-    # 3: shadow-replay pairs (issue 16), written once each, after they are judged.
+    # 3: shadow-replay pairs, written once each, after they are judged.
     """
     CREATE TABLE pairs (
         id BIGSERIAL PRIMARY KEY,
@@ -92,7 +92,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX pairs_by_canary ON pairs (canary, ts);
     """,
-    # 4: the observed identity of each sample (issue 18 item 1): system-prompt and sampling-parameter hashes.
+    # 4: the observed identity of each sample: system-prompt and sampling-parameter hashes.
     """
     ALTER TABLE samples ADD COLUMN template_hash TEXT;
     ALTER TABLE samples ADD COLUMN sampling_hash TEXT;
@@ -171,7 +171,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         created REAL NOT NULL
     );
     """,
-    # 4: shadow-replay pairs (issue 16), written once each, after they are judged.
+    # 4: shadow-replay pairs, written once each, after they are judged.
     """
     CREATE TABLE pairs (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -184,7 +184,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX pairs_by_canary ON pairs (canary, ts);
     """,
-    # 5: the observed identity of each sample (issue 18 item 1): system-prompt and sampling-parameter hashes.
+    # 5: the observed identity of each sample: system-prompt and sampling-parameter hashes.
     """
     ALTER TABLE samples ADD COLUMN template_hash TEXT;
     ALTER TABLE samples ADD COLUMN sampling_hash TEXT;

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from observer.config.sampling import WorkSpec
 from observer.conventions import metrics as names
-from observer.errors import StoreError
+from observer.errors import ObserverError, StoreError
 from observer.store.jobs import JOB_STATES, ClaimedJob, Enqueued, GoldenRunRecord, JobQueue, JobSpec, ScoreWrite
 
 log = logging.getLogger("observer.work")
@@ -44,7 +44,7 @@ class WorkResult:
     golden_runs: Sequence[GoldenRunRecord] = ()
 
 
-class WorkFailed(Exception):
+class WorkFailed(ObserverError):
     """A job attempt failed in a way worth retrying (e.g. the version's endpoint is down)."""
 
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from observer.errors import ObserverError
+
 
 class Phase(StrEnum):
     """An Argo measurement or analysis-run phase."""
@@ -37,7 +39,7 @@ class Phase(StrEnum):
     ERROR = "Error"
 
 
-class ArgoError(Exception):
+class ArgoError(ObserverError):
     """The condition does not compile for this value, or fails at run time (Argo: phase Error)."""
 
 

@@ -44,7 +44,7 @@ START_TIMEOUT = 420.0
 
 ROUND_SECONDS = 10.0
 """One round of bursts per this many seconds, and the canary judge's slice length on the real pair: a
-round's requests queue behind each other (dependent), rounds are the independent units (issue #13)."""
+round's requests queue behind each other (dependent), rounds are the independent units."""
 
 
 def paced(round_start: float) -> None:
@@ -157,7 +157,7 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -
         canary.wait_healthy(timeout=START_TIMEOUT)
     # Warm both servers before the step's observer starts: a freshly started canary (cold caches, first
     # compilations) fails the judge's ttft against a warm stable — measured, the cold-canary effect that
-    # issue #13's warm-up fairness check is for. A rollout's readiness and warm-up do the same.
+    # the judge's warm-up fairness check is for. A rollout's readiness and warm-up do the same.
     drive({"stable": stable.url, "canary": canary.url}, requests=24, concurrency=6)
     config = config_for(stable, canary, port=free_port())
     obs = start_observer(config)

@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from observer.errors import ConfigError
+from observer.errors import ConfigError, ObserverError
 from observer_dev.sim import dcgm_exposition, vllm_exposition
 from observer_dev.sim.answers import choose_answer, content_text, json_answer, prompt_text
 from observer_dev.sim.engine import ABORT, ERROR, LENGTH, STOP, Requests
@@ -34,7 +34,7 @@ VLLM_VERSION = "0.33.0"
 _PIECE = re.compile(r"\s*\S+")
 
 
-class ApiError(Exception):
+class SimApiError(ObserverError):
     """An OpenAI-style error reply."""
 
     def __init__(self, status: int, message: str, kind: str) -> None:
@@ -135,18 +135,18 @@ def create_dcgm_app(replicas: list[Replica], *, path: str = "/metrics") -> FastA
 
 
 def _parse(body: Any, version: SimVersion, *, chat: bool) -> tuple[str, int, int | None]:
-    """(prompt text, prompt tokens, max_tokens) of a request body, or ApiError."""
+    """(prompt text, prompt tokens, max_tokens) of a request body, or SimApiError."""
     if not isinstance(body, Mapping):
-        raise ApiError(400, "the request body must be a JSON object", "BadRequestError")
+        raise SimApiError(400, "the request body must be a JSON object", "BadRequestError")
     model = body.get("model")
     if model is not None and model != version.model:
-        raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
+        raise SimApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
     if body.get("n", 1) != 1:
-        raise ApiError(400, "the simulator supports n=1 only", "BadRequestError")
+        raise SimApiError(400, "the simulator supports n=1 only", "BadRequestError")
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
-            raise ApiError(400, "`messages` must be a non-empty list of message objects", "BadRequestError")
+            raise SimApiError(400, "`messages` must be a non-empty list of message objects", "BadRequestError")
         text = prompt_text(messages)
         tokens = sum(count_tokens(content_text(m.get("content"))) + 4 for m in messages)
     else:
@@ -154,13 +154,13 @@ def _parse(body: Any, version: SimVersion, *, chat: bool) -> tuple[str, int, int
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
         if not isinstance(prompt, str):
-            raise ApiError(400, "`prompt` must be a string", "BadRequestError")
+            raise SimApiError(400, "`prompt` must be a string", "BadRequestError")
         text, tokens = prompt, count_tokens(prompt)
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        raise ApiError(400, "`max_tokens` must be a positive integer", "BadRequestError")
+        raise SimApiError(400, "`max_tokens` must be a positive integer", "BadRequestError")
     if tokens >= version.max_model_len:
-        raise ApiError(400, f"This model's maximum context length is {version.max_model_len} tokens; the "
+        raise SimApiError(400, f"This model's maximum context length is {version.max_model_len} tokens; the "
                        f"prompt has {tokens}.", "BadRequestError")
     return text, tokens, limit
 
@@ -176,7 +176,7 @@ async def _complete(request: Request, version: SimVersion, replica: Replica, *, 
         return _error(400, "the request body is not valid JSON", "BadRequestError")
     try:
         text, prompt_tokens, limit = _parse(body, version, chat=chat)
-    except ApiError as e:
+    except SimApiError as e:
         engine.end_request(handler=handler, status=e.status, reqs=None, begun=False)
         return _error(e.status, str(e), e.kind)
     profile = engine.profile

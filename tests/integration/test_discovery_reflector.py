@@ -121,7 +121,7 @@ async def test_an_unreachable_api_server_is_an_error_with_back_off_not_a_crash()
 @pytest.mark.parametrize("line", ["not json", '{"type": "ADDED"}', '{"type": "ADDED", "object": {"metadata": {}}}'])
 async def test_a_malformed_event_relists(line: str) -> None:
     r = Reflector(httpx.AsyncClient(), resource="pods", path=PATH, namespace="llm-serving")
-    from observer.discover.kubeapi import ApiError
-    with pytest.raises(ApiError) as e:
+    from observer.discover.kubeapi import KubeApiError
+    with pytest.raises(KubeApiError) as e:
         r._apply(line, "1")
     assert e.value.reason == "malformed"

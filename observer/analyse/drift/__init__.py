@@ -1,1 +1,1 @@
-"""Embedding and scalar-feature drift of each version against a pinned baseline (issue 5)."""
+"""Embedding and scalar-feature drift of each version against a pinned baseline."""

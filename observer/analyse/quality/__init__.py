@@ -1,1 +1,1 @@
-"""Quality per version: golden sets, rule checks and LLM-as-judge (issue 4)."""
+"""Quality per version: golden sets, rule checks and LLM-as-judge."""

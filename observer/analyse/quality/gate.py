@@ -1,4 +1,4 @@
-"""The offline gate (issue #18 item 6): a candidate against stable on the golden sets, before a canary starts.
+"""The offline gate: a candidate against stable on the golden sets, before a canary starts.
 
 Both versions answer the same golden items, so the comparison is paired by item. Per set and over all sets:
 

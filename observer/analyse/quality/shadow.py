@@ -1,4 +1,4 @@
-"""Shadow replay (issue 16): stable's sampled live prompts answered by the canary off the user path, paired.
+"""Shadow replay: stable's sampled live prompts answered by the canary off the user path, paired.
 
 The leader scans new stable samples (proxy or ingest; never golden replays), skips the ones that are not
 replay-safe (too long, a tool turn, a configured marker) or already paired, and queues the rest (bounded:

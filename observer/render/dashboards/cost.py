@@ -1,4 +1,4 @@
-"""Cost & efficiency (#17): cost per token and per request, GPUs held, goodput, throughput per GPU and
+"""Cost & efficiency: cost per token and per request, GPUs held, goodput, throughput per GPU and
 energy per token — every panel split by version, so a canary that costs more per answer shows at once."""
 
 from __future__ import annotations
