@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Annotated, Any
 
 import httpx
@@ -11,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from observer import jsonsafe
 from observer.cli.common import ConfigOption, fail, load
 
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3, "nodata": 4}
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
                 fail(f"the observer at {base} answered HTTP {r.status_code}: {r.text[:300]}")
             body = r.json()
         if as_json:
-            typer.echo(json.dumps(body, allow_nan=False))
+            typer.echo(jsonsafe.dumps(body))
         else:
             Console().print(verdict_table(body))
         raise typer.Exit(EXIT_CODES.get(str(body.get("verdict")), 2))

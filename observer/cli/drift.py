@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from observer import jsonsafe
 from observer.cli.common import ConfigOption, fail, load
 from observer.errors import ObserverError
 
@@ -82,7 +83,7 @@ def _known(cfg: ObserverConfig, version: str) -> None:
 
 
 def _dump(obj: Any) -> None:
-    typer.echo(json.dumps(obj, indent=2, sort_keys=True, allow_nan=False))
+    typer.echo(jsonsafe.dumps(obj, indent=2, sort_keys=True))
 
 
 def register(app: typer.Typer) -> None:
@@ -222,7 +223,7 @@ def register(app: typer.Typer) -> None:
         except ObserverError as e:
             fail(str(e))
         if as_json:
-            typer.echo(json.dumps(result.as_json(), allow_nan=False))
+            typer.echo(jsonsafe.dumps(result.as_json()))
         else:
             verdict = "[red]drift[/red]" if result.drift else "[green]no drift[/green]"
             Console().print(f"{verdict}: {result.method} statistic {result.statistic:.5g}, p = {result.p_value:.4g} "

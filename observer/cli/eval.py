@@ -4,7 +4,6 @@ canary starts) and `observer eval calibrate` (judge vs human labels)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from observer import jsonsafe
 from observer.analyse.quality.calibrate import Agreement, Judged, calibrate, load_labels
 from observer.analyse.quality.factory import build_judge, check_rubrics
 from observer.analyse.quality.gate import EXIT_CODES, gate
@@ -69,10 +69,9 @@ def register(app: typer.Typer) -> None:
         except ObserverError as e:
             fail(str(e))
         if as_json:
-            print(json.dumps([{"golden_set": r.golden_set, "set_version": r.set_version, "items": len(r.items),
+            print(jsonsafe.dumps([{"golden_set": r.golden_set, "set_version": r.set_version, "items": len(r.items),
                                "scored": r.scored, "passed": r.passed, "pass_ratio": r.pass_ratio,
-                               "mean_score": r.mean_score, "unscored": r.unscored} for r in results],
-                             allow_nan=False))
+                               "mean_score": r.mean_score, "unscored": r.unscored} for r in results]))
         else:
             _print_results(results, failures)
         if not any(r.scored for r in results):
@@ -123,7 +122,7 @@ def register(app: typer.Typer) -> None:
                     (r.set_version for r in b_runs if r.golden_set == c.golden_set), "")} for c in comparisons[1:]},
                 "judge": {"model": cfg.quality.judge.model, "prompt_path": cfg.quality.judge.prompt_path}
                 if cfg.quality.judge.url else None}
-        text = json.dumps(body, allow_nan=False, indent=2)
+        text = jsonsafe.dumps(body, indent=2)
         if report is not None:
             report.write_text(text + "\n", encoding="utf-8")
         if as_json:

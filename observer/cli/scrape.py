@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
 import typer
 
+from observer import jsonsafe
 from observer.analyse.histogram import quantile
 from observer.cli.common import fail
 from observer.collect.dcgm import parse_dcgm
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
         except ObserverError as e:
             fail(str(e), code=1)
         if as_json:
-            typer.echo(json.dumps(result, indent=1, allow_nan=False))
+            typer.echo(jsonsafe.dumps(result, indent=1))
             return
         from rich.console import Console
         from rich.table import Table

@@ -10,10 +10,15 @@ def selector(metric: str, matchers: Mapping[str, str] | None = None, *, regex: M
              exclude: Mapping[str, str] | None = None) -> str:
     """A PromQL selector `metric{a="x",b=~"y|z",c!="w"}` (`metric` may be "" for the label set alone, to
     append to a name built elsewhere); values escaped as PromQL string literals."""
-    parts = [f'{k}="{escape(v)}"' for k, v in (matchers or {}).items()]
-    parts += [f'{k}=~"{escape(v)}"' for k, v in (regex or {}).items()]
-    parts += [f'{k}!="{escape(v)}"' for k, v in (exclude or {}).items()]
+    parts = [matcher(k, "=", v) for k, v in (matchers or {}).items()]
+    parts += [matcher(k, "=~", v) for k, v in (regex or {}).items()]
+    parts += [matcher(k, "!=", v) for k, v in (exclude or {}).items()]
     return f"{metric}{{{','.join(parts)}}}" if parts else metric
+
+
+def matcher(label: str, op: str, value: str) -> str:
+    """One label matcher `label<op>"value"` (op `=`, `=~` or `!=`), the value escaped as a PromQL string."""
+    return f'{label}{op}"{escape(value)}"'
 
 
 def one_of(values: Sequence[str]) -> str:

@@ -1,19 +1,19 @@
 """`GET /api/v1/canary/verdict`: strict JSON (no NaN/Infinity), under 2 KB, always 200 with a verdict.
 
 Argo Rollouts' web provider (≤ v1.9.x) marks a body that is not valid JSON as Successful without
-evaluating its conditions, so the body is encoded with allow_nan=False and shrunk, never truncated
+evaluating its conditions, so the body is encoded by observer.jsonsafe (never NaN) and shrunk, never truncated
 mid-token, to stay small. Only a fault of the judge itself (an exception) gives a non-2xx answer.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query, Response
 
+from observer import jsonsafe
 from observer.analyse.canary.judge import MetricResult, Verdict
+from observer.jsonsafe import finite
 
 MAX_BYTES = 2000
 MAX_REASON = 300
@@ -27,9 +27,8 @@ class VerdictProvider(Protocol):
 
 
 def _num(x: float | None) -> float | None:
-    if x is None or not math.isfinite(x):
-        return None
-    return float(f"{x:.4g}")
+    f = finite(x)
+    return None if f is None else float(f"{f:.4g}")
 
 
 def _metric(r: MetricResult, *, full: bool) -> dict[str, Any]:
@@ -74,7 +73,7 @@ def verdict_body(v: Verdict, *, full: bool = True) -> dict[str, Any]:
 
 
 def _dumps(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+    return jsonsafe.dumps(body, separators=(",", ":")).encode()
 
 
 def encode(v: Verdict) -> bytes:

@@ -13,7 +13,7 @@ from observer.collect.scraper import TargetHealth
 
 
 def json_response(payload: Any) -> Response:
-    """A JSON response that can never contain NaN or Infinity (json.dumps with allow_nan=False)."""
+    """A JSON response that can never contain NaN or Infinity (observer.jsonsafe)."""
     return Response(jsonsafe.dumps(payload, sort_keys=True), media_type="application/json")
 
 

@@ -95,7 +95,7 @@ def _metrics() -> Section:
 
 def _side_by_side(config: ObserverConfig) -> Section:
     everyone = f"sum({rate(REQ, version_label='')})"
-    errors = rate(REQ, finished_reason='="error"')
+    errors = rate(REQ, finished_reason="error")
     expected = [Query(f'label_replace(vector({v.expected_traffic_weight:g}), "{V}", "{v.name}", "", "")',
                       f"{v.name} expected")
                 for v in config.fleet.versions if v.expected_traffic_weight is not None]

@@ -27,6 +27,7 @@ from grafana_foundation_sdk.models import prometheus as gpm
 
 from observer import conventions as names
 from observer.config.dashboards import DashboardsSpec
+from observer.conventions.promql import matcher
 
 DATASOURCE_VAR = "datasource"
 NAMESPACE_VAR = "namespace"
@@ -66,18 +67,17 @@ def _base(family: str) -> str:
 
 
 def sel(family: str, *, version_label: str = names.VERSION, model: bool | None = None, namespace: bool = True,
-        **matchers: str) -> str:
-    """Return `family{...}` with the namespace/version (and model, where the family has it) variable matchers.
-
-    `matchers` values are written verbatim after the label name, so pass the operator: `reason='=~"a|b"'`.
-    """
-    parts = [f'{NAMESPACE_VAR}=~"${NAMESPACE_VAR}"'] if namespace else []
+        regex: Mapping[str, str] | None = None, **equal: str) -> str:
+    """Return `family{...}` with the namespace/version (and model, where the family has it) variable matchers,
+    then `label="value"` for each of `equal` and `label=~"value"` for each of `regex`, values escaped."""
+    parts = [matcher(NAMESPACE_VAR, "=~", f"${NAMESPACE_VAR}")] if namespace else []
     if version_label:
-        parts.append(f'{version_label}=~"${VERSION_VAR}"')
+        parts.append(matcher(version_label, "=~", f"${VERSION_VAR}"))
     with_model = _base(family) in WITH_MODEL if model is None else model
     if with_model:
-        parts.append(f'{names.MODEL}=~"${MODEL_VAR}"')
-    parts.extend(f"{label}{op_value}" for label, op_value in matchers.items())
+        parts.append(matcher(names.MODEL, "=~", f"${MODEL_VAR}"))
+    parts += [matcher(label, "=", value) for label, value in equal.items()]
+    parts += [matcher(label, "=~", value) for label, value in (regex or {}).items()]
     return f"{family}{{{', '.join(parts)}}}" if parts else family
 
 

@@ -18,7 +18,7 @@ from observer.render.dashboards.objectives import Objectives
 
 V = names.VERSION
 LEGEND = f"{{{{{V}}}}}"
-GENERATION, MEAN, GOODPUT = '="generation"', '="mean"', '="goodput"'  # label matchers, operator included
+GENERATION, MEAN, GOODPUT = "generation", "mean", "goodput"  # label values
 
 
 def dashboard(obj: Objectives) -> DashboardSpec:

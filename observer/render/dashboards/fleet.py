@@ -86,7 +86,7 @@ def _slo(obj: Objectives) -> Section:
 
 
 def _traffic(obj: Objectives) -> Section:
-    failed = rate(REQ, finished_reason='=~"error|abort"')
+    failed = rate(REQ, regex={names.FINISHED_REASON: "error|abort"})
     return Section("Traffic and errors", [
         PanelSpec(
             title="Requests per second", unit="reqps", width=8,
@@ -199,7 +199,7 @@ def _shape() -> Section:
 def _outside_engine() -> Section:
     part = names.PART
     spans = names.ENGINE_SPAN_REQUESTS + "_total"
-    joined = rate(spans, outcome='="joined"')
+    joined = rate(spans, outcome="joined")
     return Section("Outside the engine (engine spans)", [
         PanelSpec(
             title="Time outside the engine", unit="s", width=16,
