@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -19,6 +20,18 @@ PAIRED_CHECKS: tuple[str, ...] = ("judge", "refusal", "empty", "invalid_json", "
 LatencyFamily = LatencyId  # one vocabulary: observer.conventions.vllm
 
 
+class MetricKind(StrEnum):
+    """What a canary metric compares. Every place that acts on the kind matches on this enum and ends with
+    `assert_never`, so a new kind that one of them forgets fails type checking."""
+
+    RATIO = "ratio"
+    LATENCY = "latency"
+    QUALITY = "quality"
+    DRIFT = "drift"
+    COST = "cost"
+    PAIRED = "paired"
+
+
 class CanaryPairSpec(Spec):
     """One canary compared with one baseline version."""
 
@@ -30,7 +43,7 @@ class CanaryMetricSpec(Spec):
     """One metric the judge compares between canary and baseline."""
 
     name: str = Field(description="Metric name; becomes the bounded `metric` label. [a-z0-9_], ≤ 40.")
-    kind: Literal["ratio", "latency", "quality", "drift", "cost", "paired"] = Field(
+    kind: MetricKind = Field(
         description="ratio: share of bad requests (exact conditional test); latency: share above a bucket "
                     "edge + quantile ratio; quality: golden-set pass-rate non-inferiority; drift: the drift "
                     "area's verdict for a field; cost: cost per generated token, canary ÷ baseline, against "

@@ -28,6 +28,7 @@ from observer.analyse.signals import Quantiles, SignalStore, VersionExport
 from observer.analyse.signals.model import OTHER_REASON
 from observer.collect.scraper import TargetHealth
 from observer.conventions import vllm
+from observer.conventions.latency import LATENCY
 
 _VM = [names.VERSION, names.MODEL]
 _TARGET = [names.VERSION, names.KIND, names.TARGET]
@@ -52,13 +53,9 @@ _COUNTERS: tuple[tuple[str, str, str], ...] = (
     (names.PREFIX_CACHE_QUERIES, vllm.PREFIX_QUERIES, "Prefix-cache queries in tokens, accumulated."),
     (names.PREFIX_CACHE_HITS, vllm.PREFIX_HITS, "Prefix-cache hits in tokens, accumulated."),
 )
-_WINDOW_QUANTILES: tuple[tuple[str, str, str], ...] = (
-    (names.WIN_TTFT, "ttft", "Time to first token over the window, by quantile."),
-    (names.WIN_ITL, "itl", "Inter-token latency over the window, by quantile."),
-    (names.WIN_E2E, "e2e", "End-to-end latency over the window, by quantile."),
-    (names.WIN_QUEUE, "queue", "Queue time over the window, by quantile."),
-)
-_FAMILY_OF = {w[0]: h[1] for h, w in zip(_HISTOGRAMS[:4], _WINDOW_QUANTILES, strict=True)}
+_WINDOW_QUANTILES: tuple[tuple[str, str, str], ...] = tuple(
+    (f.window, f.id, f"{f.what} over the window, by quantile.") for f in LATENCY.values())
+_FAMILY_OF = {f.window: f.vllm for f in LATENCY.values()}
 """Window summary name → the vLLM histogram family behind it."""
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from observer import conventions as names
-from observer.config.canary import CanaryMetricSpec
+from observer.config.canary import CanaryMetricSpec, MetricKind
 from observer.config.spec import ObserverConfig
 from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.promql import selector
@@ -60,29 +60,44 @@ def _group_query(metrics: Sequence[CanaryMetricSpec]) -> str:
     return f"min({selector(names.CANARY_METRIC_RESULT, _pair(), regex={names.METRIC: regex})})"
 
 
+def argo_group(m: CanaryMetricSpec) -> str:
+    """The Prometheus-provider metric a canary metric counts in: latency, errors, quality, cost or drift."""
+    match m.kind:
+        case MetricKind.LATENCY:
+            return "latency"
+        case MetricKind.RATIO:  # exactly one of finished_reasons and live_check (the config checks it)
+            return "errors" if m.finished_reasons else "quality"
+        case MetricKind.QUALITY | MetricKind.PAIRED:
+            return "quality"
+        case MetricKind.COST:
+            return "cost"
+        case MetricKind.DRIFT:
+            return "drift"
+        case _:
+            assert_never(m.kind)
+
+
 def prometheus_metrics(config: ObserverConfig) -> list[PromMetric]:
     """The Prometheus-provider metrics (verdict, latency, errors, quality, cost, drift) of the config."""
     metrics = [m for m in config.canary.metrics if not m.advisory]
     out = [PromMetric(name="verdict", query=f"max({selector(names.CANARY_VERDICT, _pair())})",
                       success=guarded("result[0] == 1"), failure=guarded("result[0] == -1"), dry_run=False)]
-    groups: list[tuple[str, list[CanaryMetricSpec]]] = [
-        ("latency", [m for m in metrics if m.kind == "latency"]),
-        ("errors", [m for m in metrics if m.kind == "ratio" and m.finished_reasons]),
-        ("quality", [m for m in metrics
-                     if m.kind in ("quality", "paired") or (m.kind == "ratio" and m.live_check)]),
-    ]
-    for name, ms in groups:
+    groups: dict[str, list[CanaryMetricSpec]] = {"latency": [], "errors": [], "quality": []}
+    for m in metrics:
+        if (group := argo_group(m)) in groups:
+            groups[group].append(m)
+    for name, ms in groups.items():
         if not ms:
             continue
         critical = [m for m in ms if m.critical]
         out.append(PromMetric(name=name, query=_group_query(critical or ms), success=None,
                               failure=guarded("result[0] < 0"), dry_run=not critical))
-    cost = [m for m in config.canary.metrics if m.kind == "cost"]
+    cost = [m for m in config.canary.metrics if argo_group(m) == "cost"]
     if cost:  # advisory by default: visible in the AnalysisRun (dryRun), never an abort
         critical = [m for m in cost if m.critical]
         out.append(PromMetric(name="cost", query=_group_query(critical or cost), success=None,
                               failure=guarded("result[0] < 0"), dry_run=not critical))
-    drift = [m for m in config.canary.metrics if m.kind == "drift"]
+    drift = [m for m in config.canary.metrics if argo_group(m) == "drift"]
     if drift:
         fields = "|".join(sorted({m.field or "" for m in drift}))
         sel = selector(names.DRIFT_DETECTED, {names.VERSION: "{{args.canary}}"}, regex={names.FIELD: fields})

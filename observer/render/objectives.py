@@ -13,18 +13,11 @@ from typing import TYPE_CHECKING
 from observer import conventions as names
 from observer.analyse.canary.pairs import resolve_pairs
 from observer.conventions import vllm
+from observer.conventions.latency import latency_family
 from observer.errors import ConfigError
 
 if TYPE_CHECKING:
     from observer.config.spec import ObserverConfig
-
-HISTOGRAMS: dict[str, str] = {
-    "ttft": names.HIST_TTFT,
-    "inter_token": names.HIST_ITL,
-    "e2e": names.HIST_E2E,
-    "queue": names.HIST_QUEUE,
-}
-
 
 CLIENT_HISTOGRAMS: dict[str, str] = {"ttft": names.PROXY_TTFT, "e2e": names.PROXY_E2E}
 """The sampling proxy's client-side histograms (`slo.latency[].source: client`)."""
@@ -145,7 +138,8 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         objectives.append(Objective(
             name=lat.name, kind=SliKind.LATENCY, objective=lat.objective,
             versions=versions("latency", i, lat.versions),
-            histogram=CLIENT_HISTOGRAMS[lat.histogram] if lat.source == "client" else HISTOGRAMS[lat.histogram],
+            histogram=(CLIENT_HISTOGRAMS[lat.histogram] if lat.source == "client"
+                       else latency_family(lat.histogram).exported),
             le=vllm.format_le(lat.threshold_seconds), threshold_seconds=lat.threshold_seconds))
     for i, av in enumerate(slo.availability):
         objectives.append(Objective(

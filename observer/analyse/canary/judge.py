@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import assert_never
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from observer.analyse.canary.results import (
     PairCounts,
     Verdict,
 )
-from observer.config.canary import CanaryMetricSpec, CanarySpec, FairnessSpec
+from observer.config.canary import CanaryMetricSpec, CanarySpec, FairnessSpec, MetricKind
 
 __all__ = ["GAUGE_VALUE", "ArmData", "DriftObservation", "MetricResult", "Outcome", "PairCounts", "Verdict", "judge",
            "judge_metric", "metric_alpha", "mute_unfair_latency"]
@@ -287,17 +288,21 @@ def _judge_paired(m: CanaryMetricSpec, c: ArmData, *, alpha: float) -> MetricRes
 
 def judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
     """Judge one metric of the canary against the baseline."""
-    if m.kind == "paired":
-        return _judge_paired(m, c, alpha=alpha)
-    if m.kind == "cost":
-        return _judge_cost(m, c, b)
-    if m.kind == "ratio":
-        return _judge_ratio(m, c, b, alpha=alpha, power=power)
-    if m.kind == "latency":
-        return _judge_latency(m, c, b, alpha=alpha, power=power)
-    if m.kind == "quality":
-        return _judge_quality(m, c, b, alpha=alpha, power=power)
-    return _judge_drift(m, c)
+    match m.kind:
+        case MetricKind.PAIRED:
+            return _judge_paired(m, c, alpha=alpha)
+        case MetricKind.COST:
+            return _judge_cost(m, c, b)
+        case MetricKind.RATIO:
+            return _judge_ratio(m, c, b, alpha=alpha, power=power)
+        case MetricKind.LATENCY:
+            return _judge_latency(m, c, b, alpha=alpha, power=power)
+        case MetricKind.QUALITY:
+            return _judge_quality(m, c, b, alpha=alpha, power=power)
+        case MetricKind.DRIFT:
+            return _judge_drift(m, c)
+        case _:
+            assert_never(m.kind)
 
 
 def score(results: Sequence[MetricResult], weights: Mapping[str, float]) -> tuple[float, int]:

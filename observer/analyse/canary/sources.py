@@ -11,7 +11,7 @@ import asyncio
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 import httpx
 
@@ -21,22 +21,13 @@ from observer.analyse.drift.state import DriftResult
 from observer.analyse.signals import SliceTotals, VersionSignals
 from observer.collect.model import Histogram
 from observer.collect.promql import PromQLClient, PromQLError
-from observer.config.canary import CanaryMetricSpec
+from observer.config.canary import CanaryMetricSpec, MetricKind
 from observer.config.prometheus import PrometheusClientSpec
 from observer.conventions import vllm
+from observer.conventions.latency import LATENCY
 from observer.conventions.promql import selector
+from observer.conventions.vllm import LatencyId
 from observer.errors import ObserverError
-
-OWN_FAMILY: Mapping[str, str] = {k: v for k, v in vllm.FAMILY.items()}
-"""Latency family → the SignalStore (parsed vLLM) family key."""
-
-PROM_FAMILY: Mapping[str, str] = {
-    "ttft": names.HIST_TTFT,
-    "itl": names.HIST_ITL,
-    "e2e": names.HIST_E2E,
-    "queue": names.HIST_QUEUE,
-}
-"""Latency family → the observer's exported accumulated histogram (fleet mode)."""
 
 
 class SignalsReader(Protocol):
@@ -105,11 +96,26 @@ class CanarySource(Protocol):
                   with_drift: bool) -> ArmData: ...
 
 
-def _needs(metrics: Sequence[CanaryMetricSpec]) -> tuple[set[str], set[str], set[str], set[str]]:
-    families: set[str] = {m.family for m in metrics if m.kind == "latency" and m.family is not None}
-    golden = {m.golden_set or "" for m in metrics if m.kind == "quality"}
-    checks = {m.live_check for m in metrics if m.kind == "ratio" and m.live_check is not None}
-    fields = {m.field for m in metrics if m.kind == "drift" and m.field is not None}
+def _needs(metrics: Sequence[CanaryMetricSpec]) -> tuple[set[LatencyId], set[str], set[str], set[str]]:
+    """What the metrics read: latency families, golden sets ("" for all), live checks and drift fields."""
+    families: set[LatencyId] = set()
+    golden: set[str] = set()
+    checks: set[str] = set()
+    fields: set[str] = set()
+    for m in metrics:
+        match m.kind:
+            case MetricKind.LATENCY:
+                families.update([m.family] if m.family is not None else [])
+            case MetricKind.QUALITY:
+                golden.add(m.golden_set or "")
+            case MetricKind.RATIO:
+                checks.update([m.live_check] if m.live_check is not None else [])
+            case MetricKind.DRIFT:
+                fields.update([m.field] if m.field is not None else [])
+            case MetricKind.COST | MetricKind.PAIRED:  # read by the cost and pair readers, asked for apart
+                pass
+            case _:
+                assert_never(m.kind)
     return families, golden, checks, fields
 
 
@@ -133,18 +139,18 @@ class OwnSource:
         """Read `version`'s window from the in-process services."""
         return await asyncio.to_thread(self._arm, version, metrics, since, with_drift, now)
 
-    def _slices(self, version: str, families: set[str], since: float, now: float) -> tuple[ArmData, ...]:
+    def _slices(self, version: str, families: set[LatencyId], since: float, now: float) -> tuple[ArmData, ...]:
         assert self.signals is not None
         raw = self.signals.slices(version, since=since, until=now, step=self.slice_seconds,
-                                  histograms=[OWN_FAMILY[f] for f in sorted(families)],
+                                  histograms=[LATENCY[f].vllm for f in sorted(families)],
                                   labelled=[vllm.REQUEST_SUCCESS, vllm.HTTP_STATUS])
         out = []
         for st in raw or ():
             req, http = st.labelled.get(vllm.REQUEST_SUCCESS), st.labelled.get(vllm.HTTP_STATUS)
             out.append(ArmData(requests=None if req is None else {str(k): float(x) for k, x in req.items()},
                                http_status=None if http is None else {str(k): float(x) for k, x in http.items()},
-                               histograms={f: st.histograms[OWN_FAMILY[f]] for f in sorted(families)
-                                           if OWN_FAMILY[f] in st.histograms}))
+                               histograms={f: st.histograms[LATENCY[f].vllm] for f in sorted(families)
+                                           if LATENCY[f].vllm in st.histograms}))
         return tuple(out)
 
     def _arm(self, version: str, metrics: Sequence[CanaryMetricSpec], since: float, with_drift: bool,
@@ -157,7 +163,7 @@ class OwnSource:
         http = self.signals.labelled_counter_delta(version, vllm.HTTP_STATUS, since=since)
         hists: dict[str, Histogram] = {}
         for fam in sorted(families):
-            h = self.signals.histogram_delta(version, OWN_FAMILY[fam], since=since)
+            h = self.signals.histogram_delta(version, LATENCY[fam].vllm, since=since)
             if h is not None:
                 hists[fam] = h
         golden: dict[str, tuple[int, int]] = {}
@@ -234,7 +240,7 @@ class PrometheusSource:
         except PromQLError as e:
             raise SourceError(str(e)) from e
 
-    async def _slices(self, v: str, families: set[str], since: float, now: float, *, http: bool = False
+    async def _slices(self, v: str, families: set[LatencyId], since: float, now: float, *, http: bool = False
                       ) -> tuple[ArmData, ...]:
         """One-slice increases ending at since+Δ, since+2Δ, … ≤ now (Prometheus `increase` over [Δ]); with
         `http`, also vLLM's generation responses by status class."""
@@ -263,7 +269,7 @@ class PrometheusSource:
                     statuses.setdefault(round((float(ts) - first) / step), {})[status] = _finite(value)
         hists: dict[int, dict[str, Histogram]] = {}
         for fam in sorted(families):
-            res = await self.query_range(f"sum by (le) (increase({PROM_FAMILY[fam]}_bucket{v}{rng}))",
+            res = await self.query_range(f"sum by (le) (increase({LATENCY[fam].exported}_bucket{v}{rng}))",
                                          start=first, end=ends[-1], step=step)
             by_slice: dict[int, list[dict[str, Any]]] = {}
             for series in res:
@@ -317,7 +323,7 @@ class PrometheusSource:
                 if res else None
         hists: dict[str, Histogram] = {}
         for fam in sorted(families):
-            res = await self.query(f"sum by (le) (increase({PROM_FAMILY[fam]}_bucket{v}{rng}))", at=now)
+            res = await self.query(f"sum by (le) (increase({LATENCY[fam].exported}_bucket{v}{rng}))", at=now)
             h = histogram_from_vector(res)
             if h is not None:
                 hists[fam] = h
