@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from observer.analyse.quality.golden import GoldenSet
 from observer.analyse.quality.live import LiveScorer, as_score
-from observer.analyse.quality.model import GoldenRunResult, encode_run
+from observer.analyse.quality.model import GoldenRunResult, encode_run, scorer_name
 from observer.analyse.quality.prompts import Rubric
 from observer.analyse.quality.runner import GoldenRunner
 from observer.analyse.quality.state import QualityState
@@ -109,7 +109,7 @@ class SharedJudging:
         if not found:  # pruned by retention since it was queued
             return WorkResult()
         outcome = await self.live.judge_sample(found[0])
-        return WorkResult(scores=[as_score(sid, f"judge:{self.rubric.name}", outcome)])
+        return WorkResult(scores=[as_score(sid, scorer_name("judge", self.rubric.name), outcome)])
 
 
 async def refresh_counts(work: SharedWork, metrics: WorkMetrics) -> None:

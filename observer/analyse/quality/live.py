@@ -20,7 +20,7 @@ from typing import Any
 
 from observer.analyse.quality import rules
 from observer.analyse.quality.judge import JudgeClient
-from observer.analyse.quality.model import Outcome
+from observer.analyse.quality.model import Outcome, scorer_name
 from observer.analyse.quality.prompts import Rubric
 from observer.analyse.quality.state import QualityState
 from observer.config.quality import GoodputCheckSpec, LiveSpec
@@ -103,7 +103,7 @@ class LiveScorer:
             failed[sample.id] = []
             for check in self.spec.checks:
                 o = live_check(check, sample, self.spec.goodput)
-                attachments.append((sample.id, f"rule:{check}", o))
+                attachments.append((sample.id, scorer_name("rule", check), o))
                 if o.decided:
                     events[check].append((sample.ts, not o.passed))
                 if o.passed is False:
@@ -116,7 +116,7 @@ class LiveScorer:
             else:
                 outcomes = await asyncio.gather(*(self.judge_sample(s) for s in chosen))
                 for s, o in zip(chosen, outcomes, strict=True):
-                    attachments.append((s.id, f"judge:{self.rubric.name}", o))
+                    attachments.append((s.id, scorer_name("judge", self.rubric.name), o))
                     if o.decided:
                         judge_events.append((s.ts, not o.passed))
         for sample in batch:

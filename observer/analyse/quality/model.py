@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -185,3 +185,22 @@ def decode_run(body: Mapping[str, Any]) -> GoldenRunResult:
                            set_version=str(body["set_version"]), started=float(body["started"]),
                            finished=float(body["finished"]), items=items, judge_model=body.get("judge_model"),
                            judge_prompt_version=body.get("judge_prompt_version"))
+
+
+ScorerKind = Literal["rule", "judge"]
+SCORER_KINDS: tuple[ScorerKind, ...] = ("rule", "judge")
+
+
+def scorer_name(kind: ScorerKind, name: str) -> str:
+    """The name a score is stored under: `rule:<check>` for a rule check, `judge:<rubric>` for the judge."""
+    return f"{kind}:{name}"
+
+
+def parse_scorer(scorer: str) -> tuple[ScorerKind, str] | None:
+    """The (kind, check or rubric) of a stored scorer name, or None for a name of another form."""
+    kind, sep, name = scorer.partition(":")
+    for known in SCORER_KINDS:
+        if sep and name and kind == known:
+            return known, name
+    return None
+

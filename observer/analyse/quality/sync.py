@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 from observer.analyse.quality.live import JUDGE_CHECK
-from observer.analyse.quality.model import decode_run
+from observer.analyse.quality.model import decode_run, parse_scorer
 from observer.analyse.quality.state import QualityState
 from observer.store.jobs import SharedWork
 
@@ -37,10 +37,11 @@ class QualitySync:
 
     def check_of(self, scorer: str) -> str | None:
         """The live check a stored scorer name feeds (`rule:refusal` → refusal), or None."""
-        if scorer.startswith("rule:") and scorer[5:] in self.live_checks:
-            return scorer[5:]
-        if self.judge_rubric is not None and scorer == f"judge:{self.judge_rubric}":
-            return JUDGE_CHECK
+        match parse_scorer(scorer):
+            case ("rule", check) if check in self.live_checks:
+                return check
+            case ("judge", rubric) if rubric == self.judge_rubric:
+                return JUDGE_CHECK
         return None
 
     async def run_once(self) -> int:
