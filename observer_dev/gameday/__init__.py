@@ -111,7 +111,7 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
                          "dcgm": [f"http://127.0.0.1:{ports['dcgm']}/metrics"],
                          "pods": [{"namespace": "llm-serving", "pod": f"sim-{name}-{i}"} for i in range(pods)],
                          "expected_traffic_weight": weight})
-    metrics = [m.model_dump(exclude_defaults=True) for m in default_metrics()]
+    metrics = [m.model_dump(mode="json", exclude_defaults=True) for m in default_metrics()]
     for m in metrics:
         if m["name"] == "golden" and scenario.needs == "quality":
             m["critical"] = True  # a gate in the quality scenario; elsewhere quality is off (nodata)

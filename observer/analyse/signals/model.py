@@ -3,7 +3,6 @@ export snapshot, per-slice totals, and the helpers that compute them from runnin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -12,10 +11,9 @@ from observer.analyse import histogram as hmath
 from observer.analyse.cost import CostTotals, CostWindow
 from observer.analyse.replicas import ColdStarts, ReplicaStat, ReplicaTracker
 from observer.analyse.window import History, ModelTotals, Totals
-from observer.collect.model import GpuMetrics, Histogram
+from observer.collect.model import Histogram
 from observer.collect.scraper import Target
 from observer.config.fleet import VersionSpec
-from observer.conventions import CLOCK_THROTTLE_REASONS
 from observer.jsonsafe import finite
 
 OTHER_REASON = "other"
@@ -194,36 +192,9 @@ class VersionState:
     cold_starts: ColdStarts = field(default_factory=ColdStarts)
 
 
-MEMORY_ERROR_FIELDS: Mapping[str, str] = {
-    "dbe_volatile": "ecc_dbe_volatile", "sbe_volatile": "ecc_sbe_volatile", "dbe_aggregate": "ecc_dbe_aggregate",
-    "sbe_aggregate": "ecc_sbe_aggregate", "remapped_uncorrectable": "remapped_rows_uncorrectable",
-    "remapped_correctable": "remapped_rows_correctable", "remap_failures": "row_remap_failure"}
-THROTTLE_FIELDS: Mapping[str, str] = {"power": "power_violation_ns", "thermal": "thermal_violation_ns"}
-
-
 def replica_name(spec: VersionSpec, index: int, url: str) -> str:
     """The replica label of a version's `index`-th vLLM target: its pod when the pods line up with the
     targets (discovery, or a config listing both), else the target's host:port (bounded by config)."""
     if len(spec.pods) == len(spec.vllm) and index < len(spec.pods):
         return spec.pods[index].pod[:63]
     return (urlsplit(url).netloc or url)[:63]
-
-
-def clock_reasons(gpus: Sequence[GpuMetrics]) -> dict[str, int]:
-    """Per NVML slowdown reason, the GPUs whose current throttle bitmask has it (empty: no GPU reports it)."""
-    masks = [int(x) for g in gpus if (x := g.clock_event_reasons) is not None and math.isfinite(x) and x >= 0]
-    if not masks:
-        return {}
-    return {reason: sum(1 for m in masks if m & bit) for reason, bit in CLOCK_THROTTLE_REASONS.items()}
-
-
-def gpu_sums(gpus: Sequence[GpuMetrics], fields: Mapping[str, str]) -> dict[str, float]:
-    """Per kind, the sum over GPUs of a DCGM field (finite values only); kinds no GPU reports are left out."""
-    out: dict[str, float] = {}
-    for kind, attr in fields.items():
-        xs = [x for g in gpus if (x := getattr(g, attr)) is not None and math.isfinite(x) and x >= 0]
-        if xs:
-            out[kind] = float(sum(xs))
-    return out
-
-

@@ -1,4 +1,5 @@
-"""SignalStore: per-version window signals and running totals, fed one scrape cycle at a time."""
+"""SignalStore: per-version window signals and running totals, fed one scrape cycle at a time (the GPUs
+of each version: observer.analyse.signals.gpus)."""
 
 from __future__ import annotations
 
@@ -6,28 +7,25 @@ import copy
 import logging
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from observer.analyse import histogram as hmath
 from observer.analyse.cost import CostMeter
 from observer.analyse.replicas import ReplicaTracker
+from observer.analyse.signals.gpus import XidCounter, gpu_signals, owners
+from observer.analyse.signals.inventory import ServedInfo
 from observer.analyse.signals.model import (
     MAX_DEPARTED,
     MAX_SLICES,
-    MEMORY_ERROR_FIELDS,
     MULTIPLE_MODELS,
     OTHER_REASON,
-    THROTTLE_FIELDS,
     GaugePoint,
-    GpuSignals,
     Quantiles,
     SliceTotals,
     Snapshot,
     VersionExport,
     VersionSignals,
     VersionState,
-    clock_reasons,
-    gpu_sums,
     histogram_between,
     labelled_between,
     mean,
@@ -79,11 +77,11 @@ class SignalStore:
         self._versions: dict[str, VersionState] = {}
         self._target_totals: dict[Target, TargetTotals] = {}
         self._last_ok: dict[Target, ScrapeResult] = {}
-        self._xid_last: dict[str, float] = {}
+        self._xids = XidCounter()
         self._cycles = 0
         self._last_cycle_ts: float | None = None
         self._first_cycle_ts: float | None = None
-        self._served_info: dict[str, dict[str, dict[str, str]]] = {}
+        self._served_info = ServedInfo()
         self.snapshot = Snapshot(ts=None, cycles=0, window_seconds=window_seconds)
         self.set_versions(versions)
 
@@ -129,7 +127,7 @@ class SignalStore:
             bound = used | {t for v in kept.values() for t in v.dcgm}
             for t in self._last_ok.keys() - bound:
                 del self._last_ok[t]
-            self._served_info = {k: i for k, i in self._served_info.items() if k in kept}
+            self._served_info.retain(kept)
 
     # --- feeding ---------------------------------------------------------------------------------
 
@@ -156,8 +154,8 @@ class SignalStore:
                         for v in self._versions.values():
                             if target in v.vllm:
                                 v.restarts += tt.resets - before
-            gpu_owners = self._gpu_owners(ts)
-            self._count_xids(gpu_owners)
+            gpu_owners = owners(self._versions, lambda target: self._fresh(target, ts))
+            self._xids.count(gpu_owners, self._versions)
             exports: dict[str, VersionExport] = {}
             for name, v in self._versions.items():
                 exports[name] = self._update_version(name, v, results, ts, gpu_owners)
@@ -241,70 +239,6 @@ class SignalStore:
                              replicas=tuple(v.replicas.window(ts)),
                              cold_starts=copy.deepcopy(v.cold_starts) if v.cold_starts.n else None)
 
-    # --- GPUs ------------------------------------------------------------------------------------
-
-    def _gpu_owners(self, ts: float) -> dict[str, tuple[GpuMetrics, set[str]]]:
-        """uuid → (GPU, versions it serves) from every fresh DCGM scrape."""
-        owners: dict[str, tuple[GpuMetrics, set[str]]] = {}
-        for name, v in self._versions.items():
-            pods = {(p.namespace, p.pod) for p in v.spec.pods}
-            for t in v.dcgm:
-                r = self._fresh(t, ts)
-                if r is None or r.dcgm is None:
-                    continue
-                for g in r.dcgm.gpus:
-                    if pods and (g.namespace, g.pod) not in pods:
-                        continue
-                    key = g.uuid or f"{t.url}#{g.gpu}"
-                    owners.setdefault(key, (g, set()))[1].add(name)
-        return owners
-
-    def _count_xids(self, owners: Mapping[str, tuple[GpuMetrics, set[str]]]) -> None:
-        for key, (g, versions) in owners.items():
-            if g.xid is None or not math.isfinite(g.xid):
-                continue
-            before = self._xid_last.get(key)
-            self._xid_last[key] = g.xid
-            # The first reading is a baseline: a stale code from before the observer started is not news.
-            if before is not None and g.xid != 0 and g.xid != before:
-                for name in versions:
-                    self._versions[name].xid_seen += 1
-
-    def _gpu_signals(self, v: VersionState, gpus: Sequence[GpuMetrics]) -> GpuSignals | None:
-        if not gpus:
-            return None
-
-        def stats(values: Iterable[float | None], scale: float = 1.0) -> tuple[float | None, float | None]:
-            xs = [x * scale for x in values if x is not None and math.isfinite(x)]
-            return (mean(xs), max(xs) if xs else None)
-
-        fb: list[float | None] = []
-        for g in gpus:
-            if g.fb_used_mib is None or g.fb_free_mib is None:
-                fb.append(None)
-                continue
-            total = g.fb_used_mib + g.fb_free_mib + (g.fb_reserved_mib or 0.0)
-            fb.append(g.fb_used_mib / total if total > 0 else None)
-        util = stats((g.gpu_util_percent for g in gpus), 0.01)
-        fbs = stats(fb)
-        temp = stats(g.temperature_c for g in gpus)
-        power = stats(g.power_w for g in gpus)
-        return GpuSignals(
-            gpus=len(gpus), utilization_mean=util[0], utilization_max=util[1],
-            framebuffer_used_mean=fbs[0], framebuffer_used_max=fbs[1],
-            temperature_celsius_mean=temp[0], temperature_celsius_max=temp[1],
-            power_watts_mean=power[0], power_watts_max=power[1],
-            tensor_active_mean=stats(g.tensor_active for g in gpus)[0],
-            dram_active_mean=stats(g.dram_active for g in gpus)[0],
-            gpus_with_xid=sum(1 for g in gpus if g.xid),
-            xid_errors_seen=v.xid_seen,
-            models=tuple(sorted({g.model_name[:64] for g in gpus if g.model_name})),
-            drivers=tuple(sorted({g.driver_version[:32] for g in gpus if g.driver_version})),
-            memory_errors=gpu_sums(gpus, MEMORY_ERROR_FIELDS),
-            throttle_seconds={k: x / 1e9 for k, x in gpu_sums(gpus, THROTTLE_FIELDS).items()},
-            clock_throttled=clock_reasons(gpus),
-        )
-
     # --- window signals --------------------------------------------------------------------------
 
     def _signals(self, name: str, v: VersionState, ts: float, replicas_up: int,
@@ -347,7 +281,7 @@ class SignalStore:
             queue_depth_per_replica=mean([p.waiting / p.replicas_up for p in points]),
             running_requests=mean([p.running for p in points]),
             kv_cache_mean=mean(kv_means), kv_cache_max=max(kv_maxes) if kv_maxes else None,
-            gpu=self._gpu_signals(v, gpus),
+            gpu=gpu_signals(gpus, xid_seen=v.xid_seen),
         )
 
     def _model_label(self, v: VersionState) -> str | None:
@@ -463,7 +397,7 @@ class SignalStore:
                     continue
                 for m in self._models(v, r.vllm.models):
                     out.setdefault(m.model, {}).update(m.info)
-            for model, info in self._served_info.get(version, {}).items():
+            for model, info in self._served_info.of(version).items():
                 if model in out:  # only models the scrapes see serving: the API cannot add label values
                     out[model].update(info)
             return out
@@ -472,7 +406,7 @@ class SignalStore:
         """Facts a version's OpenAI endpoint reports per model (e.g. max_model_len from /v1/models)."""
         with self._lock:
             if version in self._versions:
-                self._served_info[version] = {m: dict(list(i.items())[:8]) for m, i in list(info.items())[:16]}
+                self._served_info.record(version, info)
 
     @property
     def last_cycle_ts(self) -> float | None:
