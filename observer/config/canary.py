@@ -17,9 +17,6 @@ METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 PAIRED_CHECKS: tuple[str, ...] = ("judge", "refusal", "empty", "invalid_json", "truncation", "repetition")
 """What a paired metric compares: the pairwise judge's preference, or one rule check on both answers."""
 
-LatencyFamily = LatencyId  # one vocabulary: observer.conventions.vllm
-
-
 class MetricKind(StrEnum):
     """What a canary metric compares. Every place that acts on the kind matches on this enum and ends with
     `assert_never`, so a new kind that one of them forgets fails type checking."""
@@ -66,7 +63,7 @@ class CanaryMetricSpec(Spec):
                            "the engine has none).")
     live_check: str | None = Field(
         None, description="ratio: a quality live-check name (failures over total) instead of finished_reasons.")
-    family: LatencyFamily | None = Field(None, description="latency: which histogram.")
+    family: LatencyId | None = Field(None, description="latency: which histogram.")
     le: str | None = Field(
         None, description="latency: the SLO bucket edge as exposed (`le` text, e.g. \"0.5\"); default: the "
                           "smallest edge at or above the baseline's `quantile`.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -17,11 +17,13 @@ from observer.conventions import vllm
 
 SLO_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
+# The SLO section's spelling of the latency ids (observer.conventions.latency): `inter_token` is its alias of
+# `itl`, kept because rule and dashboard names carry it. Everything else maps it with latency_family().
 HistogramKind = Literal["ttft", "inter_token", "e2e", "queue"]
 
 # vLLM's default bucket edges, by the SLO section's histogram names (see observer.conventions.vllm).
 VLLM_DEFAULT_EDGES: dict[str, tuple[float, ...]] = {
-    kind: vllm.DEFAULT_EDGES[vllm.latency_id(kind)] for kind in ("ttft", "inter_token", "e2e", "queue")
+    kind: vllm.DEFAULT_EDGES[vllm.latency_id(kind)] for kind in get_args(HistogramKind)
 }
 
 ErrorReason = Literal["stop", "length", "abort", "error", "repetition"]
