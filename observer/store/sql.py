@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from observer import jsonsafe
 from observer.store.base import SampleRecord, StoredSample, StoreError
 from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release
 from observer.store.pairs import PairRecord
@@ -110,9 +109,12 @@ def by_id_query(ids: Sequence[int], *, mark: str) -> tuple[str, list[Any]]:
 
 
 def encode_json(value: Mapping[str, Any], *, what: str) -> str:
-    """Canonical JSON of a job payload or a golden run; StoreError naming `what` when it is not JSON."""
+    """Canonical JSON of a job payload or a golden run; StoreError naming `what` when it is not JSON.
+
+    Not observer.jsonsafe: that encoder makes any value presentable (NaN → null, an object → its text), while
+    the store must refuse what it could not read back as written."""
     try:
-        return jsonsafe.dumps(dict(value), sort_keys=True)
+        return json.dumps(dict(value), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise StoreError(f"could not store {what}: not JSON-serialisable: {e}") from e
 
@@ -210,7 +212,7 @@ def job_error(error: str) -> str:
 def encode_meta(meta: Mapping[str, Any], *, scorer: str, sample_id: int) -> str:
     """A score's meta as canonical JSON; StoreError naming the score when it is not JSON-serialisable."""
     try:
-        return jsonsafe.dumps(dict(meta), sort_keys=True)
+        return json.dumps(dict(meta), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise StoreError(f"could not attach score {scorer!r} to sample {sample_id}: meta is not "
                          f"JSON-serialisable: {e}") from e
@@ -224,7 +226,7 @@ def insert_pair_sql(mark: str, *, json_cast: str = "") -> str:
 
 def pair_row(p: PairRecord) -> tuple[Any, ...]:
     return (p.canary, p.baseline, int(p.sample_id), float(p.ts),
-            jsonsafe.dumps(dict(p.body), separators=(",", ":")))
+            json.dumps(dict(p.body), allow_nan=False, separators=(",", ":")))
 
 
 def pairs_sql(mark: str, limit: int) -> str:
