@@ -12,7 +12,6 @@ load at once), so a scenario takes seconds, not the minutes of a real canary ste
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
@@ -32,7 +31,18 @@ from observer.config.canary import default_metrics
 from observer.errors import ObserverError
 from observer.render import argo as argo_render
 from observer.service import ThreadedService, start_in_thread
-from observer_dev.gameday.argo import Phase, measurement_phase, prometheus_value, run_phase, web_measurement
+from observer_dev.gameday.argo import Phase
+from observer_dev.gameday.looks import (
+    ARGO_FAIL_LOOKS,
+    alert_exprs,
+    alert_round,
+    argo_checks,
+    check_row,
+    firing,
+    settled,
+    verdict_body,
+    web_phase,
+)
 from observer_dev.gameday.scenarios import (
     FINGERPRINT_NEW,
     FINGERPRINT_OLD,
@@ -41,6 +51,7 @@ from observer_dev.gameday.scenarios import (
     SCENARIOS,
     SHORT,
     STABLE_PODS,
+    GamedayError,
     Plan,
     Report,
     Row,
@@ -57,8 +68,6 @@ __all__ = ["FULL", "SCENARIOS", "SHORT", "GamedayError", "Plan", "Report", "Row"
 GOLDEN_SETS = Path(__file__).resolve().parents[1] / "golden_sets"
 
 
-class GamedayError(ObserverError):
-    """The game day could not set up its fleet, observer or Prometheus."""
 
 
 # --- processes ------------------------------------------------------------------------------------
@@ -178,157 +187,6 @@ def _profile(base: Mapping[str, Any], plan: Plan, rps: float) -> dict[str, Any]:
     return out
 
 
-def _fill(text: str, prom_url: str, observer_url: str | None = None) -> str:
-    args = {"canary": "canary", "baseline": "stable", argo_render.WEIGHT_ARG: "20",  # Argo passes setWeight: 20
-            "prometheus-address": prom_url}
-    for k, v in args.items():
-        text = text.replace("{{args." + k + "}}", v)
-    return text
-
-
-def _prometheus_phase(prom_url: str, query: str, success: str | None, failure: str | None) -> Phase:
-    r = httpx.get(f"{prom_url}/api/v1/query", params={"query": query}, timeout=10).json()
-    if r.get("status") != "success":
-        return Phase.ERROR
-    data = r["data"]
-    value = float(data["result"][1]) if data["resultType"] == "scalar" else \
-        prometheus_value([float(s["value"][1]) for s in data["result"]])
-    return measurement_phase(success, failure, value)
-
-
-def _web_phase(metric: Mapping[str, Any], url: str) -> tuple[Phase, bytes]:
-    try:
-        r = httpx.get(url, timeout=10)
-    except httpx.HTTPError:
-        return Phase.ERROR, b""
-    return web_measurement(metric.get("successCondition"), metric.get("failureCondition"), status=r.status_code,
-                           body=r.content, path=metric["provider"]["web"]["jsonPath"]), r.content
-
-
-def _argo_checks(config: ObserverConfig, prom_url: str, observer_url: str, *, web_url: str | None = None
-                 ) -> tuple[str, str, dict[str, str], dict[str, Any]]:
-    """One look as Argo would take it: the gate run's phase (its worst metric), the guardrail's phase, each
-    Prometheus-template metric's phase, and the verdict body. `web_url` replaces the verdict URL."""
-    gate_metrics = argo_render.gate_spec(config)["metrics"]
-    guard = argo_render.guardrail_spec(config)["metrics"][0]
-    phases_gate: list[Phase] = []
-    raw = b""
-    for m in gate_metrics:
-        if "web" in m["provider"]:
-            phase, raw = _web_phase(m, web_url or _fill(m["provider"]["web"]["url"], prom_url))
-        else:
-            phase = _prometheus_phase(prom_url, _fill(m["provider"]["prometheus"]["query"], prom_url),
-                                      m.get("successCondition"), m.get("failureCondition"))
-        phases_gate.append(phase)
-    guard_phase, _ = _web_phase(guard, web_url or _fill(guard["provider"]["web"]["url"], prom_url))
-    phases: dict[str, str] = {}
-    for pm in argo_render.prometheus_metrics(config):
-        phase = _prometheus_phase(prom_url, _fill(pm.query, prom_url), pm.success, pm.failure)
-        phases[pm.name] = phase + (" (dryRun)" if pm.dry_run else "")
-    try:
-        body = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        body = {}
-    if not isinstance(body, dict):
-        body = {}
-    gate = str(run_phase(phases_gate))
-    if len(set(phases_gate)) > 1:
-        gate += " (web " + str(phases_gate[0]) + ")"
-    return gate, str(guard_phase), phases, body
-
-
-def _verdict(observer_url: str) -> dict[str, Any]:
-    r = httpx.get(f"{observer_url}/api/v1/canary/verdict", params={"canary": "canary", "baseline": "stable"},
-                  timeout=10)
-    if r.status_code != 200:
-        raise GamedayError(f"verdict endpoint answered HTTP {r.status_code}: {r.text[:200]}")
-    out: dict[str, Any] = r.json()
-    return out
-
-
-def _decided(expect: str, verdict: str, body: Mapping[str, Any]) -> bool:
-    if expect in ("pass", "fail"):
-        return verdict in ("pass", "fail")
-    if expect == "drift":
-        metrics = body.get("metrics", {})
-        return any(metrics.get(n, {}).get("result") == "fail" for n in ("drift_prompts", "drift_outputs"))
-    return False  # nodata / not-pass: run every round
-
-
-POST_CHANGE_LOOKS = 4
-"""Looks after a mid-step change before a verdict other than the expected one ends the scenario."""
-ARGO_FAIL_LOOKS = 3
-"""Argo measurements a `fail` scenario's final check may take. Argo measures every interval through a step
-and one Failed measurement aborts it; a verdict near its threshold (a sequential test that restarts, a
-score at the marginal line) can go from fail to inconclusive between two evaluations, so the final check
-takes up to this many measurements, one scrape interval apart, and every check reads the same one."""
-
-
-def _settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any]) -> bool:
-    """Whether the scenario can stop looking after round `rnd`.
-
-    Argo keeps measuring through a step (the web gate's `count`), and one Failed measurement aborts it:
-    a `pass` looked at before a mid-step regression's evidence has accumulated is not a promotion. So
-    after a change the game day keeps looking, like the analysis would, until the expected verdict comes
-    or POST_CHANGE_LOOKS looks have passed; the last verdict is the one checked."""
-    if not _decided(s.expect, verdict, body):
-        return False
-    if s.change_after is None:
-        return True
-    if rnd <= s.change_after:
-        return False
-    return verdict == s.expect or rnd >= s.change_after + POST_CHANGE_LOOKS
-
-
-def _check(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str]:
-    final = row.verdicts[-1] if row.verdicts else "none"
-    prom = {k: v.split(" ")[0] for k, v in row.prometheus.items()}
-    problems: list[str] = []
-    if s.expect in ("pass", "fail", "nodata"):
-        if final != s.expect:
-            problems.append(f"verdict {final}, expected {s.expect}")
-        want_gate = {"pass": "Successful", "fail": "Failed", "nodata": "Inconclusive"}[s.expect]
-        if row.web_gate.split(" ")[0] != want_gate:
-            problems.append(f"web gate {row.web_gate}, expected {want_gate}")
-        want_verdict = want_gate
-        if prom.get("verdict") != want_verdict:
-            problems.append(f"Prometheus verdict metric {prom.get('verdict')}, expected {want_verdict}")
-    if s.expect == "nodata" and "pass" in row.verdicts:
-        problems.append("passed with no canary traffic")
-    if s.expect == "pass" and any(p == "Failed" for k, p in prom.items() if not (s.costly and k == "cost")):
-        problems.append("a Prometheus metric failed on a healthy canary")
-    if s.costly and prom.get("cost") != "Failed":
-        problems.append(f"Prometheus cost metric {prom.get('cost')}, expected Failed (dryRun)")
-    if s.expect == "fail" and s.dimension and prom.get(s.dimension) != "Failed":
-        problems.append(f"Prometheus {s.dimension} metric {prom.get(s.dimension)}, expected Failed")
-    if s.expect == "fail" and body.get("critical_failed") and row.guardrail != "Failed":
-        problems.append(f"guardrail {row.guardrail} on a critical failure")
-    if s.expect in ("pass", "nodata") and row.guardrail != "Successful":
-        problems.append(f"guardrail {row.guardrail}, expected Successful")
-    if s.expect == "not-pass" and "pass" in row.verdicts:
-        problems.append("a verdict said pass after the observer restarted")
-    if s.expect == "not-pass" and row.web_gate.startswith("Successful"):
-        problems.append("the gate run succeeded" + (" on an HTML page" if s.html_at_verdict_url else
-                                                    " after the restart"))
-    cost = body.get("metrics", {}).get("cost_per_token", {})
-    ratio = cost.get("ratio")  # absent when the body had to be shortened to fit the web gate's budget
-    if s.costly and (cost.get("result") != "fail" or (ratio is not None and ratio < 1.5)):
-        problems.append(f"cost_per_token {cost.get('result')} at {cost.get('ratio')}×, expected fail at ≥ 1.5×")
-    for name in s.must_fail:
-        got = body.get("metrics", {}).get(name, {}).get("result")
-        if got != "fail":
-            problems.append(f"metric {name} {got}, expected fail")
-    if not s.costly and s.expect in ("pass", "fail") and cost.get("result") == "fail":
-        problems.append(f"cost_per_token failed at {cost.get('ratio')}× on a canary that costs the same")
-    if s.expect == "drift":
-        metrics = body.get("metrics", {})
-        if not any(metrics.get(n, {}).get("result") == "fail" for n in ("drift_prompts", "drift_outputs")):
-            problems.append("drift not flagged")
-        if prom.get("drift") != "Failed":
-            problems.append(f"Prometheus drift metric {prom.get('drift')}, expected Failed")
-    return not problems, "; ".join(problems) or str(body.get("reason", ""))[:120]
-
-
 def _ready(obs: RunningObserver, what: str) -> None:
     _wait(lambda: httpx.get(obs.url + "/readyz", timeout=1).status_code == 200, timeout=20, what=what)
 
@@ -389,36 +247,6 @@ def _through_proxy(port: int, *, n: int) -> None:
             client.post("/v1/chat/completions", json=body)
 
 
-def alert_exprs(config: ObserverConfig) -> dict[str, str]:
-    """The generated alerting rules' expressions by alert name (what Prometheus would evaluate)."""
-    from observer.render import alerts
-
-    rules = yaml.safe_load(alerts.render(config)[alerts.RULES_FILE])
-    return {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
-
-
-def _firing(prom_url: str, expr: str, labels: Mapping[str, str]) -> bool:
-    """Whether `expr`, evaluated now, returns a series carrying `labels`."""
-    r = httpx.get(f"{prom_url}/api/v1/query", params={"query": expr}, timeout=10).json()
-    if r.get("status") != "success":
-        raise GamedayError(f"Prometheus refused a generated alert expression: {r.get('error')}: {expr}")
-    return any(all(x["metric"].get(k) == v for k, v in labels.items()) for x in r["data"]["result"])
-
-
-def _alert_round(s: Scenario, row: Row, rnd: int, exprs: Mapping[str, str], prom_url: str) -> bool:
-    """Evaluate the scenario's alerts after round `rnd`; True once every one fires after the change."""
-    fired = {name: _firing(prom_url, exprs[name], {**s.alert_labels, **s.alert_labels_of.get(name, {})})
-             for name in s.alerts}
-    before = s.change_after is not None and rnd < s.change_after
-    for name, on in fired.items():
-        if on and before:
-            row.detail = (row.detail + f"; {name} fired before the change (round {rnd})").strip("; ")
-        if on and not before and name not in row.prometheus:
-            row.prometheus[name] = f"fired (look {rnd - (s.change_after or 0) + 1} after the change)"
-    row.verdicts.append("alert" if all(fired.values()) else "quiet")
-    return not before and all(name in row.prometheus for name in s.alerts)
-
-
 @contextmanager
 def html_page_server() -> Iterator[str]:
     """A loopback server answering every GET with 200 and an HTML login page (an ingress default backend,
@@ -454,11 +282,11 @@ def _run_html(s: Scenario, row: Row, *, config: ObserverConfig, prom_url: str) -
 
     _wait(verdict_gone, timeout=30, what="Prometheus to mark the stopped observer's verdict stale", every=0.25)
     with html_page_server() as url:
-        row.web_gate, row.guardrail, row.prometheus, _ = _argo_checks(config, prom_url, "", web_url=url)
+        row.web_gate, row.guardrail, row.prometheus, _ = argo_checks(config, prom_url, "", web_url=url)
         web = argo_render.gate_spec(config)["metrics"][0]
-        alone = _web_phase(web, url)[0]
+        alone = web_phase(web, url)[0]
     row.verdicts.append("html")
-    ok, detail = _check(s, row, {})
+    ok, detail = check_row(s, row, {})
     row.ok = ok and alone is Phase.SUCCESSFUL  # the trap is real: the web metric alone passes on v1.9.1
     row.detail = (f"web metric alone: {alone} (Argo v1.9.1 passes a non-JSON 200); gate run: {row.web_gate}"
                   if row.ok else detail + f"; web metric alone: {alone}")
@@ -481,7 +309,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
     try:
         _ready(obs, "the observer's first scrape")
         if s.needs == "quality":
-            _wait(lambda: _verdict(obs.url)["metrics"].get("golden", {}).get("result") != "nodata", timeout=60,
+            _wait(lambda: verdict_body(obs.url)["metrics"].get("golden", {}).get("result") != "nodata", timeout=60,
                   what="golden-set results for both versions", every=0.5)
         if s.needs == "drift":
             assert workdir is not None
@@ -497,7 +325,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 obs.stop()
                 obs = start_observer(config)
                 _ready(obs, "the restarted observer's first scrape")
-                row.verdicts.append(str(_verdict(obs.url)["verdict"]))  # before any new data: never pass
+                row.verdicts.append(str(verdict_body(obs.url)["verdict"]))  # before any new data: never pass
             # Interleaved one simulated second at a time: a scrape mid-round sees both arms equally far
             # along, so no canary slice holds a round whose baseline half fell into the next slice.
             for _ in range(int(plan.round_seconds)):
@@ -525,12 +353,12 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
             else:
                 time.sleep(plan.scrape_interval * 2.0)  # about one round per two-second slice
             if s.expect == "alerts":
-                if _alert_round(s, row, rnd, exprs, prom_url):
+                if alert_round(s, row, rnd, exprs, prom_url):
                     break
                 continue
-            body = _verdict(obs.url)
+            body = verdict_body(obs.url)
             row.verdicts.append(str(body["verdict"]))
-            if _settled(s, rnd, row.verdicts[-1], body):
+            if settled(s, rnd, row.verdicts[-1], body):
                 break
             if s.expect in ("nodata", "not-pass") and rnd + 1 >= plan.max_rounds // 2 \
                     and (s.restart_after is None or rnd > s.restart_after + 2):
@@ -538,7 +366,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
         if s.expect == "alerts":
             missing = [name for name in s.alerts if name not in row.prometheus]
             problems = [p for p in (row.detail,) if p] + [f"{name} never fired" for name in missing]
-            problems += [f"the engine-side signals saw it: {q}" for q in s.blind if _firing(prom_url, q, {})]
+            problems += [f"the engine-side signals saw it: {q}" for q in s.blind if firing(prom_url, q, {})]
             row.ok, row.detail = not problems, "; ".join(problems) or ", ".join(
                 f"{k} {v}" for k, v in row.prometheus.items())
             row.seconds = time.monotonic() - t0
@@ -566,12 +394,12 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
         for look in range(ARGO_FAIL_LOOKS if s.expect == "fail" else 1):
             if look:
                 time.sleep(plan.scrape_interval)
-            row.web_gate, row.guardrail, row.prometheus, body = _argo_checks(config, prom_url, obs.url)
+            row.web_gate, row.guardrail, row.prometheus, body = argo_checks(config, prom_url, obs.url)
             if row.web_gate.startswith("Failed"):
                 break
         if row.verdicts:
             row.verdicts[-1] = str(body["verdict"])
-        ok, detail = _check(s, row, body)
+        ok, detail = check_row(s, row, body)
         row.ok, row.detail = ok, (row.detail + "; " + detail).strip("; ") if not ok else detail
     finally:
         obs.stop()

@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from observer import conventions as names
+from observer.errors import ObserverError
+
+
+class GamedayError(ObserverError):
+    """The game day could not set up its fleet, observer or Prometheus."""
 
 
 @dataclass(frozen=True)
