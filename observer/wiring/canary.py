@@ -26,7 +26,7 @@ from observer.collect import promql
 from observer.collect.promql import PromQLClient
 from observer.export import canary_api
 from observer.fleetview import FleetView
-from observer.wiring.runtime import Context, Job
+from observer.wiring.runtime import BaseComponent, Context, Job
 
 
 def make_source(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
@@ -43,7 +43,7 @@ def make_source(ctx: Context, *, signals: SignalsReader | None, quality: Quality
 
 
 @dataclass
-class CanaryComponent:
+class CanaryComponent(BaseComponent):
     """The canary service as a component: the judge job, the verdict and inventory gauges, the verdict API."""
 
     service: CanaryService
@@ -62,9 +62,6 @@ class CanaryComponent:
 
     def routers(self) -> Sequence[APIRouter]:
         return (canary_api.router(self.service),)
-
-    async def start(self) -> None:
-        return None
 
     async def stop(self) -> None:
         if self.own_http is not None:

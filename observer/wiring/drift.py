@@ -15,11 +15,11 @@ from observer.analyse.drift.state import DriftState
 from observer.analyse.embed import Embedder
 from observer.export import drift_api
 from observer.store.base import SampleStore
-from observer.wiring.runtime import Context, Job
+from observer.wiring.runtime import BaseComponent, Context, Job
 
 
 @dataclass
-class DriftComponent:
+class DriftComponent(BaseComponent):
     """The drift runner as a component: one singleton job, the drift gauges, the report API."""
 
     runner: DriftRunner
@@ -41,9 +41,6 @@ class DriftComponent:
     def routers(self) -> Sequence[APIRouter]:
         # Reports quote sample texts: behind the same bearer guard as the sample read-back.
         return (drift_api.router(self.runner.state, guard=self.guard),)
-
-    async def start(self) -> None:
-        return None
 
     async def stop(self) -> None:
         await self.runner.close()

@@ -47,11 +47,11 @@ from observer.export import quality_api
 from observer.store.base import ManagedStore
 from observer.store.jobs import JobSpec
 from observer.store.work import WorkCollector, Worker, WorkMetrics, enqueue
-from observer.wiring.runtime import Context, Job
+from observer.wiring.runtime import BaseComponent, Context, Job
 
 
 @dataclass
-class QualityComponent:
+class QualityComponent(BaseComponent):
     """The quality area as built: its state (the quality service), the judge, the shadow replayer, and the
     jobs, collectors and routes the config turns on."""
 
@@ -71,12 +71,6 @@ class QualityComponent:
 
     def jobs(self) -> Sequence[Job]:
         return self.job_list
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
 
 
 def build(ctx: Context, *, store: ManagedStore | None,
@@ -119,6 +113,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
     jobs: list[Job] = []
     workers: list[Worker] = []
     live: LiveScorer | None = None
+    sync: QualitySync | None = None  # reads the shared results back (a store only)
     if store is None:
         if golden_on:
             jobs.append(Job("quality-golden", spec.interval_seconds,
@@ -155,10 +150,10 @@ def build(ctx: Context, *, store: ManagedStore | None,
         # Checks every minute whether a re-grade is due (identity change, interval); cheap when not.
         jobs.append(Job("quality-reliability", 60.0, reliability.run_once, singleton=True))
     jobs.extend(Job(f"work-{w.kind}", work_spec.poll_seconds, w.tick) for w in workers)
-    if store is not None:
+    if sync is not None:
         jobs.append(Job("quality-sync", work_spec.sync_seconds, sync.run_once))
-        if workers:
-            jobs.append(Job("work-stats", 15.0, lambda: refresh_counts(store, work_metrics)))
+    if store is not None and workers:
+        jobs.append(Job("work-stats", 15.0, lambda: refresh_counts(store, work_metrics)))
 
     collectors: list[Collector] = [QualityCollector(
         state, golden_sets=golden, judge_stats=stats if judge else None,

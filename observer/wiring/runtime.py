@@ -69,9 +69,10 @@ class Component(Protocol):
     async def stop(self) -> None: ...
 
 
-@dataclass
 class BaseComponent:
-    """A Component with nothing in it; areas subclass and override what they provide."""
+    """A Component with nothing in it; areas subclass (as dataclasses) and override what they provide.
+
+    Not a dataclass itself, so a subclass's fields without defaults may come first."""
 
     name: str = "base"
 

@@ -26,11 +26,11 @@ from observer.collect.vllm import parse_vllm
 from observer.config.fleet import VersionSpec
 from observer.export import signals_api
 from observer.export.collector import ScrapeCollector
-from observer.wiring.runtime import Context, Job
+from observer.wiring.runtime import BaseComponent, Context, Job
 
 
 @dataclass
-class ScrapeComponent:
+class ScrapeComponent(BaseComponent):
     """The scrape loop as a component: the scrape job (and the served-model reads), the signal and health
     exporters and the signals API."""
 
@@ -58,12 +58,6 @@ class ScrapeComponent:
             jobs.append(Job(name="served-models", interval_seconds=max(60.0, self.interval_seconds),
                             func=self.loop.served_models))
         return jobs
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
 
 
 def build(ctx: Context) -> ScrapeComponent:
