@@ -36,7 +36,6 @@ class Discovery:
     spec: KubernetesDiscovery
     fleet: LiveFleet
     client: httpx.AsyncClient
-    changed: asyncio.Event  # set by the reflectors' on_change
     pods: dict[str, Reflector]  # model → its pods
     rollouts: Reflector | None = None
     dcgm: Reflector | None = None
@@ -45,10 +44,18 @@ class Discovery:
     problems: Counter[tuple[str, str]] = field(default_factory=Counter)  # (group, problem) → count
     states: dict[str, ModelState] = field(default_factory=dict)
     debounce_seconds: float = 0.05
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _gone: dict[str, tuple[VersionSpec, float]] = field(default_factory=dict)
     _published: dict[str, VersionSpec] = field(default_factory=dict)
     _seen_problems: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for r in self.reflectors():
+            r.on_change = self._notify
+
+    def _notify(self) -> None:
+        self._changed.set()
 
     def reflectors(self) -> list[Reflector]:
         out = list(self.pods.values())
@@ -63,6 +70,7 @@ class Discovery:
         return f"kubernetes discovery has not listed yet: {what}"
 
     async def start(self) -> None:
+        self._changed = asyncio.Event()  # of the loop that runs the service
         for r in self.reflectors():
             self._tasks.append(asyncio.create_task(r.run(), name=f"discovery {r.resource}"))
         self._tasks.append(asyncio.create_task(self._publisher(), name="discovery publisher"))
@@ -80,11 +88,11 @@ class Discovery:
         while True:
             wait = min((since + self._grace() - self.clock() for _, since in self._gone.values()), default=None)
             try:
-                await asyncio.wait_for(self.changed.wait(), timeout=None if wait is None else max(wait, 0.01))
+                await asyncio.wait_for(self._changed.wait(), timeout=None if wait is None else max(wait, 0.01))
                 await asyncio.sleep(self.debounce_seconds)
             except TimeoutError:
                 pass
-            self.changed.clear()
+            self._changed.clear()
             try:
                 self.publish()
             except Exception:  # a bug in one recompute must not end discovery

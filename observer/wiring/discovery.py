@@ -14,19 +14,17 @@ can read, not a crash loop.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
 from observer.discover.collector import DiscoveryCollector
 from observer.discover.kubeapi import Reflector, api_client
 from observer.discover.watch import Discovery
 from observer.errors import ConfigError
-from observer.wiring.runtime import Context, Job
+from observer.wiring.runtime import BaseComponent, Context
 
 
 def _selector(labels: dict[str, str]) -> str:
@@ -34,7 +32,7 @@ def _selector(labels: dict[str, str]) -> str:
 
 
 @dataclass
-class DiscoveryComponent:
+class DiscoveryComponent(BaseComponent):
     """Discovery as a component: its tasks start and stop with the service; it exports what it sees."""
 
     discovery: Discovery
@@ -42,12 +40,6 @@ class DiscoveryComponent:
 
     def collectors(self) -> Sequence[Collector]:
         return (DiscoveryCollector(self.discovery),)
-
-    def routers(self) -> Sequence[APIRouter]:
-        return ()
-
-    def jobs(self) -> Sequence[Job]:
-        return ()
 
     async def start(self) -> None:
         await self.discovery.start()
@@ -66,7 +58,6 @@ def build(ctx: Context) -> DiscoveryComponent | None:
     except Exception as e:  # lightkube raises its own ConfigError, OSError, KeyError for a bad kubeconfig
         raise ConfigError(f"cannot set up the Kubernetes API client: {type(e).__name__}: {e}",
                           path="discovery.kubernetes.kubeconfig") from e
-    changed = asyncio.Event()
     ns = quote(spec.namespace, safe="")
 
     def reflector(resource: str, path: str, selector: dict[str, str] | None = None,
@@ -74,22 +65,22 @@ def build(ctx: Context) -> DiscoveryComponent | None:
         return Reflector(client, resource=resource, path=path, namespace=namespace,
                          label_selector=_selector(selector) if selector else None,
                          watch_timeout_seconds=spec.watch_timeout_seconds, relist_seconds=spec.relist_seconds,
-                         backoff_seconds=spec.backoff_seconds, max_backoff_seconds=spec.max_backoff_seconds,
-                         on_change=changed.set)
+                         backoff_seconds=spec.backoff_seconds, max_backoff_seconds=spec.max_backoff_seconds)
 
-    d = Discovery(spec=spec, fleet=ctx.fleet, client=client, changed=changed,
-                  pods={m.name: reflector(f"pods ({m.name})", f"/api/v1/namespaces/{ns}/pods", m.selector)
-                        for m in spec.models})
+    pods = {m.name: reflector(f"pods ({m.name})", f"/api/v1/namespaces/{ns}/pods", m.selector) for m in spec.models}
+    rollouts, autoscalers = None, []
     if any(m.rollout for m in spec.models):
-        d.rollouts = reflector("rollouts.argoproj.io", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/rollouts")
-        d.autoscalers = [
+        rollouts = reflector("rollouts.argoproj.io", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/rollouts")
+        autoscalers = [
             reflector("horizontalpodautoscalers.autoscaling",
                       f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers"),
             reflector("scaledobjects.keda.sh", f"/apis/keda.sh/v1alpha1/namespaces/{ns}/scaledobjects"),
         ]
+    dcgm = None
     if spec.dcgm is not None:
-        dns = quote(spec.dcgm.namespace, safe="")
-        d.dcgm = reflector("pods (dcgm-exporter)", f"/api/v1/namespaces/{dns}/pods", spec.dcgm.selector,
-                           namespace=spec.dcgm.namespace)
+        dcgm = reflector("pods (dcgm-exporter)", f"/api/v1/namespaces/{quote(spec.dcgm.namespace, safe='')}/pods",
+                         spec.dcgm.selector, namespace=spec.dcgm.namespace)
+    d = Discovery(spec=spec, fleet=ctx.fleet, client=client, pods=pods, rollouts=rollouts, dcgm=dcgm,
+                  autoscalers=autoscalers)
     ctx.ready_checks.append(d.not_ready)
     return DiscoveryComponent(d)
