@@ -14,7 +14,7 @@ from observer.errors import ConfigError
 from observer.httpserve import ConnectionGuard
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.pipeline import SamplePipeline
-from observer.sample.proxy import ProxyApp, build_client
+from observer.sample.proxy import ProxyApp, app_for, client_for
 from observer.sample.server import RunningServer, start_server
 from observer.sample.spans import SpanJoin
 
@@ -39,15 +39,11 @@ class InProcessProxies:
     async def start(self) -> None:
         if not self.listeners:
             return
-        proxy = self.spec
-        self._client = build_client(connect_timeout=proxy.connect_timeout_seconds,
-                                    read_timeout=proxy.read_timeout_seconds, max_connections=proxy.max_connections)
+        self._client = client_for(self.spec)
         for version, listen in self.listeners.items():
             host, _, port = listen.rpartition(":")
-            app = ProxyApp(version=version, upstream=self.upstreams[version], client=self._client,
-                           metrics=self.metrics, pipeline=self.pipeline, max_capture_bytes=proxy.max_capture_bytes,
-                           ready_path=proxy.ready_path, max_idle_connections=proxy.max_connections,
-                           max_request_bytes=proxy.max_request_bytes, spans=self.spans)
+            app = app_for(self.spec, version=version, upstream=self.upstreams[version], client=self._client,
+                          metrics=self.metrics, pipeline=self.pipeline, spans=self.spans)
             self._apps.append(app)
             try:
                 self._servers.append(await start_server(app, host=host, port=int(port), guard=self.guards[version]))

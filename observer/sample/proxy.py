@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from observer import conventions as names
+from observer.config.sampling import ProxySpec
 from observer.errors import ObserverError
 from observer.export import contract
 from observer.sample.capture import SAMPLED_PATHS, Capture
@@ -376,3 +377,18 @@ def default_upstream(openai_url: str | None) -> str | None:
         return None
     url = openai_url.rstrip("/")
     return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def client_for(spec: ProxySpec) -> httpx.AsyncClient:
+    """The upstream client of `sampling.proxy`'s timeouts and connection cap."""
+    return build_client(connect_timeout=spec.connect_timeout_seconds, read_timeout=spec.read_timeout_seconds,
+                        max_connections=spec.max_connections)
+
+
+def app_for(spec: ProxySpec, *, version: str, upstream: str, client: httpx.AsyncClient, metrics: SamplingMetrics,
+            pipeline: SamplePipeline, spans: SpanJoin | None, registry: CollectorRegistry | None = None) -> ProxyApp:
+    """The proxy of one version with `sampling.proxy`'s limits (in the observer, or as the sidecar)."""
+    return ProxyApp(version=version, upstream=upstream, client=client, metrics=metrics, pipeline=pipeline,
+                    max_capture_bytes=spec.max_capture_bytes, ready_path=spec.ready_path, registry=registry,
+                    max_idle_connections=spec.max_connections, max_request_bytes=spec.max_request_bytes, spans=spans)
+

@@ -20,7 +20,7 @@ from observer.httpserve import GuardsCollector
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.pipeline import RemoteSink, Sink, StoreSink
 from observer.sample.podlabels import VersionFile
-from observer.sample.proxy import ProxyApp, build_client
+from observer.sample.proxy import app_for, client_for
 from observer.sample.sidecar import Sidecar
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
@@ -76,12 +76,9 @@ async def run_proxy(config: ObserverConfig, *, version: str | None = None, liste
     spans = build_span_join(spec, [version])
     if spans is not None:
         registry.register(spans)
-    client = build_client(connect_timeout=spec.proxy.connect_timeout_seconds,
-                          read_timeout=spec.proxy.read_timeout_seconds, max_connections=spec.proxy.max_connections)
-    app = ProxyApp(version=version, upstream=target, client=client, metrics=metrics, pipeline=pipeline,
-                   max_capture_bytes=spec.proxy.max_capture_bytes, ready_path=spec.proxy.ready_path,
-                   registry=registry, max_idle_connections=spec.proxy.max_connections,
-                   max_request_bytes=spec.proxy.max_request_bytes, spans=spans)
+    client = client_for(spec.proxy)
+    app = app_for(spec.proxy, version=version, upstream=target, client=client, metrics=metrics, pipeline=pipeline,
+                  spans=spans, registry=registry)
     log.info("sampling proxy for %s on %s → %s (fraction %.3g, samples to %s)", version, address, target,
              spec.fraction_for(version), remote or spec.store.path)
     guard = proxy_guard(spec, version)
