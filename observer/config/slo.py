@@ -136,7 +136,7 @@ class AvailabilitySLOSpec(_Objective):
 
 class ClientAvailabilitySLOSpec(_Objective):
     """An availability SLO as users see it, from the sampling proxy's status codes: 5xx answers (the engine's,
-    and the proxy's own 502/504 when the upstream is unreachable or times out) are bad; client aborts
+    and the proxy's own 502/504 when the upstream is unreachable or times out) are bad; client aborts (499)
     count in neither. Catches what vLLM's finish reasons miss (a dead pod, a gateway timeout, vLLM < 0.13
     which has no `error` finish reason)."""
 

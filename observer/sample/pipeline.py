@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import json
 import logging
 import time
 from collections import Counter
@@ -19,7 +20,6 @@ from typing import Protocol
 
 import httpx
 
-from observer import jsonsafe
 from observer.sample.capture import Capture, CaptureError, to_record
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.redact import Redactor
@@ -99,8 +99,9 @@ class RemoteSink:
         self.retried = 0  # outage answers retried (for tests and logs)
 
     def write(self, records: Sequence[SampleRecord]) -> Rejected | None:
-        encoded = [jsonsafe.dumps({k: v for k, v in dataclasses.asdict(r).items() if v is not None},
-                                  ensure_ascii=False).encode("utf-8") for r in records]
+        # json, not observer.jsonsafe: a sample must arrive as it was taken, never with a value coerced.
+        encoded = [json.dumps({k: v for k, v in dataclasses.asdict(r).items() if v is not None},
+                              ensure_ascii=False, allow_nan=False).encode("utf-8") for r in records]
         rejected: list[tuple[int, str]] = []
         chunk: list[int] = []
         size = _OVERHEAD

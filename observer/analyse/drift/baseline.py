@@ -17,14 +17,13 @@ import re
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from observer import jsonsafe
 from observer.analyse.drift.features import extract
 from observer.analyse.embed import Embedder
 from observer.errors import BaselineError
@@ -80,7 +79,8 @@ def _arrays(b: Baseline) -> dict[str, npt.NDArray[Any]]:
 
 
 def _meta_json(meta: BaselineMeta) -> bytes:
-    return jsonsafe.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+    # json, not observer.jsonsafe: hashed and read back, so a value that is not JSON is refused, not coerced.
+    return json.dumps(asdict(meta), sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
 def content_hash(meta: BaselineMeta, arrays: Mapping[str, npt.NDArray[Any]]) -> str:
