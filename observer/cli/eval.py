@@ -17,7 +17,8 @@ from rich.table import Table
 
 from observer import jsonsafe
 from observer.analyse.quality.calibrate import Agreement, Judged, calibrate, load_labels
-from observer.analyse.quality.factory import build_judge, check_rubrics
+from observer.analyse.quality.checks import check_rubrics
+from observer.analyse.quality.factory import build_judge
 from observer.analyse.quality.gate import EXIT_CODES, gate
 from observer.analyse.quality.golden import GoldenItem, discover
 from observer.analyse.quality.judge import JudgeStats

@@ -56,6 +56,18 @@ class ModelDiscovery(Spec):
     port: int | str = Field("http", description="vLLM port: a number or a container port name.")
     metrics_path: str = Field("/metrics", description="Path of vLLM's metrics endpoint.")
     served_model: str | None = Field(None, description="Served model name to count; default: every model.")
+    openai_url: str | None = Field(
+        None,
+        description="OpenAI base URL of each discovered version (golden replays, shadow replays), as a template "
+                    "with {version}, {role}, {model}, {namespace}: e.g. http://llm-{role}.{namespace}.svc/v1 for "
+                    "per-role Services or a gateway. Wins over the rest because you know your routing. None: the "
+                    "Rollout's canaryService/stableService for the version's role, else a ready pod's address.")
+    service_port: int = Field(80, ge=1, le=65535,
+                              description="Port of the Rollout's canaryService/stableService for OpenAI calls.")
+    openai_port: int | str | None = Field(
+        None, description="Pod port for OpenAI calls when no Service names the version (a number or a container "
+                          "port name); None: the same as `port`.")
+    openai_path: str = Field("/v1", description="Path of the OpenAI API on a Service or pod address.")
 
     @field_validator("name")
     @classmethod
@@ -70,6 +82,20 @@ class ModelDiscovery(Spec):
         if not v:
             raise ValueError("a selector must name at least one label (an empty one matches every pod)")
         return _check_selector(v)
+
+    @field_validator("openai_url")
+    @classmethod
+    def _template(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            example = v.format(version="v", role="canary", model="m", namespace="ns")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"openai_url {v!r}: only {{version}}, {{role}}, {{model}} and {{namespace}} may be "
+                             f"filled in ({e})") from None
+        if not example.startswith(("http://", "https://")):
+            raise ValueError(f"openai_url {v!r} must start with http:// or https://")
+        return v
 
     @field_validator("identity_label", "role_label")
     @classmethod

@@ -26,7 +26,8 @@ from typing import Any
 
 import httpx
 
-from observer.errors import ObserverError
+from observer.config.discovery import KubernetesDiscovery
+from observer.errors import ConfigError, ObserverError
 
 log = logging.getLogger("observer.discovery")
 
@@ -85,6 +86,24 @@ def api_client(*, kubeconfig: str | None, context: str | None, timeout_seconds: 
     path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     config = KubeConfig.from_file(path).get(context_name=context)  # type: ignore[no-untyped-call]
     return client_adapter.AsyncClient(config, timeout=timeout)
+
+
+def client_for(spec: KubernetesDiscovery) -> httpx.AsyncClient:
+    """The API client of `discovery.kubernetes`; ConfigError naming the key when it cannot be set up."""
+    try:
+        return api_client(kubeconfig=spec.kubeconfig, context=spec.context)
+    except Exception as e:  # lightkube raises its own ConfigError, OSError, KeyError for a bad kubeconfig
+        raise ConfigError(f"cannot set up the Kubernetes API client: {type(e).__name__}: {e}",
+                          path="discovery.kubernetes.kubeconfig") from e
+
+
+def validate(spec: KubernetesDiscovery | None) -> None:
+    """What `observer check-config` can know of discovery: a kubeconfig named in the file must load (with its
+    context). Without one the client comes from the pod's service account or $KUBECONFIG, which belong to
+    where the observer runs, not to the config: `serve` reports those."""
+    if spec is None or not spec.models or spec.kubeconfig is None:
+        return
+    client_for(spec)  # reads the file; no connection is opened before a first request
 
 
 @dataclass

@@ -22,7 +22,13 @@ from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
 Role = Literal["stable", "canary", "other"]
 # Bounded values of the `problem` label of observer_discovery_problems_total.
 PROBLEMS = ("malformed_pod", "no_ip", "no_identity", "invalid_identity", "no_port", "pods_over_cap",
-            "versions_over_cap", "role_conflict", "malformed_rollout", "duplicate_identity")
+            "versions_over_cap", "role_conflict", "malformed_rollout", "duplicate_identity", "no_openai_url")
+# What to do about a problem, for the log line an on-call reads (the rest name themselves).
+FIXES = {
+    "no_openai_url": "golden and shadow replays skip the version: set discovery.kubernetes.models[].openai_url, "
+                     "name the Rollout's canaryService/stableService, or give its pods the port `openai_port`",
+    "no_port": "the pods have no container port named as discovery.kubernetes.models[].port",
+}
 
 
 def _dict(obj: Any, key: str) -> Mapping[str, Any]:
@@ -113,6 +119,12 @@ class RolloutInfo:
     aborted: bool
     replicas: int | None
     workload: str | None = None  # spec.workloadRef's Deployment name, when the Rollout adopts one
+    canary_service: str | None = None  # spec.strategy.canary.canaryService: Argo pins it to the canary's hash
+    stable_service: str | None = None  # ... and stableService to the stable hash
+
+    def service(self, role: Role) -> str | None:
+        """The Service Argo points at the version holding `role`, if the Rollout names one."""
+        return self.canary_service if role == "canary" else self.stable_service if role == "stable" else None
 
     @classmethod
     def parse(cls, obj: Mapping[str, Any]) -> RolloutInfo:
@@ -120,7 +132,8 @@ class RolloutInfo:
         name = meta.get("name")
         if not isinstance(name, str):
             raise ValueError("rollout without a name")
-        steps = _list(_dict(_dict(spec, "strategy"), "canary"), "steps")
+        canary = _dict(_dict(spec, "strategy"), "canary")
+        steps = _list(canary, "steps")
         stable = status.get("stableRS")
         current = status.get("currentPodHash")
         idx = status.get("currentStepIndex")
@@ -147,9 +160,12 @@ class RolloutInfo:
                 weight = w / 100.0
         ref = _dict(spec, "workloadRef")
         workload = ref.get("name") if ref.get("kind", "Deployment") == "Deployment" else None
+        services = [canary.get(k) for k in ("canaryService", "stableService")]
+        c_svc, s_svc = (v if isinstance(v, str) and v else None for v in services)
         return cls(name=name, stable_hash=stable, current_hash=current, step_index=idx, steps=len(steps),
                    weight=weight, aborted=aborted, replicas=replicas if isinstance(replicas, int) else None,
-                   workload=workload if isinstance(workload, str) else None)
+                   workload=workload if isinstance(workload, str) else None, canary_service=c_svc,
+                   stable_service=s_svc)
 
 
 def autoscaler_conflicts(rollout: RolloutInfo, autoscalers: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -192,6 +208,21 @@ def parse_all(objs: Iterable[Mapping[str, Any]], problems: Counter[str], kind: L
         except ValueError:
             problems[f"malformed_{kind}"] += 1
     return out
+
+
+def openai_url(m: ModelDiscovery, namespace: str, name: str, role: Role, rollout: RolloutInfo | None,
+               pods: Sequence[PodInfo]) -> str | None:
+    """Where golden and shadow replays reach version `name`: the configured template (you know your gateway);
+    else the Rollout's Service for its role (Argo pins the Service's selector to this revision's hash, so it
+    reaches exactly this version, spreads over its pods and outlives any one pod); else the first ready pod's
+    own address (exact too, but it moves when that pod goes). None when no pod exposes `openai_port`."""
+    if m.openai_url is not None:
+        return m.openai_url.format(version=name, role=role, model=m.name, namespace=namespace)
+    service = rollout.service(role) if rollout is not None else None
+    if service is not None:
+        return f"http://{service}.{namespace}.svc:{m.service_port}{m.openai_path}"
+    port = m.port if m.openai_port is None else m.openai_port
+    return next((u for p in pods if (u := p.url(port, m.openai_path)) is not None), None)
 
 
 def dcgm_by_node(spec: DcgmDiscovery | None, pods: Iterable[PodInfo]) -> dict[str, list[str]]:
@@ -261,13 +292,16 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         counted[name] = len(members)
         urls = [u for _, _, u in members]
         nodes = sorted({p.node for p, _, _ in members if p.node is not None})
+        openai = openai_url(m, spec.namespace, name, roles[name], rollout, [p for p, _, _ in members])
+        if openai is None:
+            problems["no_openai_url"] += 1
         expected: float | None = None
         if weight is not None and roles[name] == "canary":
             expected = weight
         elif weight is not None and roles[name] == "stable":
             expected = 1.0 - weight
         versions.append(VersionSpec(
-            name=name, role=roles[name], model=m.served_model, vllm=urls,
+            name=name, role=roles[name], model=m.served_model, vllm=urls, openai=openai,
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
                   for p, _, _ in members],

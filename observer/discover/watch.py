@@ -21,7 +21,7 @@ import httpx
 from observer.config.discovery import KubernetesDiscovery
 from observer.config.fleet import VersionSpec
 from observer.discover.kubeapi import Reflector
-from observer.discover.model import ModelState, PodInfo, RolloutInfo, dcgm_by_node, model_state, parse_all
+from observer.discover.model import FIXES, ModelState, PodInfo, RolloutInfo, dcgm_by_node, model_state, parse_all
 from observer.fleetview import LiveFleet
 
 log = logging.getLogger("observer.discovery")
@@ -128,7 +128,7 @@ class Discovery:
             if name not in names_now and name not in self._gone:
                 log.info("version %s: no serving pod left; its series end in %.0fs unless one comes back",
                          name, spec.remove_after_seconds)
-                self._gone[name] = (v.model_copy(update={"vllm": [], "dcgm": [], "pods": []}), now)
+                self._gone[name] = (v.model_copy(update={"vllm": [], "dcgm": [], "pods": [], "openai": None}), now)
         for name in list(self._gone):
             if name in names_now or now - self._gone[name][1] >= spec.remove_after_seconds:
                 if name not in names_now:
@@ -157,6 +157,7 @@ class Discovery:
         for problem, n in problems.items():
             if n > before.get(problem, 0):
                 self.problems[(group, problem)] += n - before.get(problem, 0)
-                log.warning("kubernetes discovery%s: %d pod(s)/rollout(s) skipped: %s", f" ({group})" if group else "",
-                            n, problem.replace("_", " "))
+                log.warning("kubernetes discovery%s: %d pod(s)/rollout(s)/version(s): %s%s",
+                            f" ({group})" if group else "", n, problem.replace("_", " "),
+                            f": {FIXES[problem]}" if problem in FIXES else "")
         self._seen_problems[group] = problems

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import APIRouter
@@ -10,8 +10,8 @@ from fastapi import APIRouter
 from observer.analyse.quality.state import QualityState
 
 
-def router(state: QualityState, *, versions: Sequence[str]) -> APIRouter:
-    """The quality routes."""
+def router(state: QualityState, *, versions: Callable[[], Sequence[str]]) -> APIRouter:
+    """The quality routes; `versions` gives the fleet's version names now."""
     r = APIRouter(tags=["quality"])
 
     @r.get("/quality/latest")
@@ -21,6 +21,6 @@ def router(state: QualityState, *, versions: Sequence[str]) -> APIRouter:
                         "passed": res.passed, "judge_errors": res.judge_errors, "unscored": res.unscored,
                         "set_version": res.set_version, "finished": res.finished}
                     for g, res in state.latest(v).items()}
-                for v in versions}
+                for v in versions()}
 
     return r

@@ -21,9 +21,8 @@ from urllib.parse import quote
 from prometheus_client.registry import Collector
 
 from observer.discover.collector import DiscoveryCollector
-from observer.discover.kubeapi import Reflector, api_client
+from observer.discover.kubeapi import Reflector, client_for
 from observer.discover.watch import Discovery
-from observer.errors import ConfigError
 from observer.wiring.runtime import BaseComponent, Context
 
 
@@ -53,11 +52,7 @@ def build(ctx: Context) -> DiscoveryComponent | None:
     spec = ctx.config.discovery.kubernetes
     if spec is None or not spec.models:
         return None
-    try:
-        client = api_client(kubeconfig=spec.kubeconfig, context=spec.context)
-    except Exception as e:  # lightkube raises its own ConfigError, OSError, KeyError for a bad kubeconfig
-        raise ConfigError(f"cannot set up the Kubernetes API client: {type(e).__name__}: {e}",
-                          path="discovery.kubernetes.kubeconfig") from e
+    client = client_for(spec)
     ns = quote(spec.namespace, safe="")
 
     def reflector(resource: str, path: str, selector: dict[str, str] | None = None,

@@ -17,14 +17,16 @@ from dataclasses import dataclass
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
-from observer.analyse.canary.pairs import resolve_pairs
-from observer.analyse.quality.calibrate import load_labels
+from observer.analyse.canary.pairs import FleetPairs
+from observer.analyse.quality.checks import validate
 from observer.analyse.quality.collector import QualityCollector
-from observer.analyse.quality.factory import build_judge, check_rubrics
-from observer.analyse.quality.golden import discover
+from observer.analyse.quality.factory import judge_client
 from observer.analyse.quality.jobs import (
     GOLDEN_JOB,
+    GOLDEN_LOOK_SECONDS,
+    GOLDEN_PARALLEL_VERSIONS,
     LocalGolden,
+    Rounds,
     SharedGolden,
     SharedJudging,
     refresh_counts,
@@ -33,16 +35,16 @@ from observer.analyse.quality.jobs import (
 from observer.analyse.quality.judge import JudgeClient, JudgeStats
 from observer.analyse.quality.live import JUDGE_CHECK, JUDGE_JOB, LiveScorer
 from observer.analyse.quality.pairwise import PairwiseJudge
-from observer.analyse.quality.prompts import Rubric, load_prompt
+from observer.analyse.quality.prompts import JudgePrompt, Rubric
 from observer.analyse.quality.reliability import JudgeReliability, ReliabilityCollector
 from observer.analyse.quality.runner import GoldenRunner
 from observer.analyse.quality.scorer import Scorer
-from observer.analyse.quality.shadow import ShadowCollector, ShadowPair, ShadowReplayer
+from observer.analyse.quality.shadow import FleetShadowPairs, ShadowCollector, ShadowReplayer
 from observer.analyse.quality.similarity import Embedder, load_default_embedder
 from observer.analyse.quality.state import QualityState
 from observer.analyse.quality.sync import QualitySync
+from observer.config.fleet import VersionSpec
 from observer.config.quality import QualitySpec
-from observer.errors import ConfigError
 from observer.export import quality_api
 from observer.store.base import ManagedStore
 from observer.store.jobs import JobSpec
@@ -80,56 +82,59 @@ def build(ctx: Context, *, store: ManagedStore | None,
     `store`: the sample store live checks read and the shared work queue (None: sampling is off, so live
     scoring is too, and golden replays run in process)."""
     spec = ctx.config.quality
-    if not spec.enabled:
+    inputs = validate(ctx.config)  # what check-config reports; built from what it loaded
+    if inputs is None:
         return None
-    golden = discover(spec.golden_dirs, names=spec.golden_sets)
+    golden = inputs.golden
     stats = JudgeStats()
-    judge, rubrics = build_judge(ctx.http, spec, stats, clock=ctx.clock)
-    if judge is not None:
-        check_rubrics(golden, rubrics)
-        if spec.live.judge_fraction > 0 and spec.live.judge_rubric not in rubrics:
-            raise ConfigError(f"unknown rubric {spec.live.judge_rubric!r}; known: {', '.join(sorted(rubrics))}",
-                              path="quality.live.judge_rubric")
-    versions = list(ctx.config.fleet.versions)
+    judging = inputs.judge
+    judge = judge_client(ctx.http, spec, judging.prompt, stats, clock=ctx.clock) if judging is not None else None
+    rubrics = judging.rubrics if judging is not None else {}
+    fleet = ctx.fleet
     live_checks: list[str] = list(spec.live.checks)
     if judge is not None and spec.live.judge_fraction > 0:
         live_checks.append(JUDGE_CHECK)
     live_on = spec.live.enabled and store is not None
-    state = QualityState(versions=[v.name for v in versions if v.openai and not v.retired],
-                         golden_sets=[g.name for g in golden], live_checks=live_checks if live_on else [],
-                         live_versions=[v.name for v in versions])
+    state = QualityState(versions=[], golden_sets=[g.name for g in golden], live_checks=live_checks if live_on else [])
+
+    def follow(versions: Sequence[VersionSpec]) -> None:
+        state.follow([v.name for v in replayed(versions)], [v.name for v in versions])
+
+    follow(fleet.versions())
+    fleet.subscribe(follow)  # discovered versions: zero counts from the start, series end when they leave
     needs_embedder = any(g.uses("similarity") for g in golden)
     scorer = Scorer(judge=judge, rubrics=rubrics, similarity_threshold=spec.similarity_threshold,
                     embedder_factory=(embedder_factory or load_default_embedder) if needs_embedder else None)
     work_spec = ctx.config.sampling.store.work
     work_metrics = WorkMetrics()
     runner = GoldenRunner(ctx.http, spec=spec, scorer=scorer, clock=ctx.clock)
-    shadow = build_shadow(ctx, spec, store, judge, rubrics) if spec.shadow.enabled else None
+    shadow = None
+    if spec.shadow.enabled and store is not None:  # no store: the sample area was left out of this assembly
+        shadow = build_shadow(ctx, spec, store, judge, judging.pairwise_prompt if judging is not None else None,
+                              rubrics)
     reliability = None
-    if judge is not None and spec.reliability.anchors_path:
-        reliability = JudgeReliability(judge, rubrics, load_labels(spec.reliability.anchors_path),
-                                       spec=spec.reliability, clock=ctx.clock)
-    golden_on = bool(golden and replayed(versions))
+    if judge is not None and judging is not None and judging.anchors is not None:
+        reliability = JudgeReliability(judge, rubrics, judging.anchors, spec=spec.reliability, clock=ctx.clock)
+    golden_on = bool(golden)
+    rounds = Rounds(spec.interval_seconds, ctx.clock, run_at_start=spec.run_at_start)
+    look = min(spec.interval_seconds, GOLDEN_LOOK_SECONDS)
     jobs: list[Job] = []
     workers: list[Worker] = []
     live: LiveScorer | None = None
     sync: QualitySync | None = None  # reads the shared results back (a store only)
     if store is None:
         if golden_on:
-            jobs.append(Job("quality-golden", spec.interval_seconds,
-                            LocalGolden(runner, golden, versions, state).run,
-                            run_at_start=spec.run_at_start, singleton=True))
+            jobs.append(Job("quality-golden", look, LocalGolden(runner, golden, fleet, state, rounds).run,
+                            singleton=True))
     else:
         rubric = rubrics.get(spec.live.judge_rubric) if judge is not None and spec.live.judge_fraction > 0 else None
         sync = QualitySync(store, state, live_checks=tuple(spec.live.checks) if live_on else (),
                            judge_rubric=rubric.name if live_on and rubric is not None else None)
         if golden_on:
-            shared = SharedGolden(store, runner, golden, versions, spec.interval_seconds, work_spec, work_metrics,
-                                  ctx.clock)
-            jobs.append(Job("quality-golden", spec.interval_seconds, shared.enqueue,
-                            run_at_start=spec.run_at_start, singleton=True))
+            shared = SharedGolden(store, runner, golden, fleet, rounds, work_spec, work_metrics)
+            jobs.append(Job("quality-golden", look, shared.enqueue, singleton=True))
             workers.append(Worker(store, GOLDEN_JOB, shared.replay, work_spec, work_metrics,
-                                  limit=len(replayed(versions))))
+                                  limit=GOLDEN_PARALLEL_VERSIONS))
         if live_on:
             async def judge_jobs(specs: Sequence[JobSpec]) -> object:
                 return await enqueue(store, specs, spec=work_spec, metrics=work_metrics)
@@ -143,7 +148,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
     if live is not None:
         scorer_live = live
         jobs.append(Job("quality-live", spec.live.interval_seconds,
-                        lambda: scorer_live.run_once([v.name for v in versions]), singleton=True))
+                        lambda: scorer_live.run_once([v.name for v in fleet.versions()]), singleton=True))
     if shadow is not None:
         jobs.append(Job("quality-shadow", spec.shadow.interval_seconds, shadow.run_once, singleton=True))
     if reliability is not None:
@@ -167,40 +172,17 @@ def build(ctx: Context, *, store: ManagedStore | None,
                                                if shadow_collector is not None else None))
     if store is not None:
         collectors.append(WorkCollector(work_metrics))
-    router = quality_api.router(state, versions=[v.name for v in versions])
+    router = quality_api.router(state, versions=lambda: [v.name for v in fleet.versions()])
     return QualityComponent(state=state, judge=judge, shadow=shadow, job_list=jobs, collector_list=collectors,
                             router_list=(router,))
 
 
-def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore | None, judge: JudgeClient | None,
-                 rubrics: Mapping[str, Rubric]) -> ShadowReplayer:
-    """The shadow replayer of every (canary, baseline) pair; ConfigError when it cannot run."""
-    if store is None:
-        raise ConfigError("shadow replay reads stable's sampled prompts from the sample store: turn sampling on "
-                          "(sampling.enabled) or quality.shadow off", path="quality.shadow.enabled")
-    by_name = {v.name: v for v in ctx.config.fleet.versions}
-    pairs: list[ShadowPair] = []
-    for p in resolve_pairs(ctx.config):
-        c, b = by_name[p.canary], by_name[p.baseline]
-        urls = []
-        for v in (c, b):
-            url = spec.shadow.targets.get(v.name) or v.openai
-            if url is None:
-                raise ConfigError(f"version {v.name!r} has no URL to replay prompts to: set "
-                                  f"quality.shadow.targets.{v.name} (a shadow replica) or its openai URL",
-                                  path=f"quality.shadow.targets.{v.name}")
-            urls.append(url)
-        pairs.append(ShadowPair(canary=c, baseline=b, canary_url=urls[0], baseline_url=urls[1]))
-    unknown = sorted(set(spec.shadow.targets) - set(by_name))
-    if unknown:
-        raise ConfigError(f"unknown version(s) {', '.join(unknown)}; the fleet has: {', '.join(sorted(by_name))}",
-                          path="quality.shadow.targets")
+def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore, judge: JudgeClient | None,
+                 pairwise_prompt: JudgePrompt | None, rubrics: Mapping[str, Rubric]) -> ShadowReplayer:
+    """The shadow replayer of every (canary, baseline) pair of the live fleet."""
+    pairs = FleetShadowPairs(FleetPairs(ctx.config, ctx.fleet).current, ctx.fleet, spec.shadow.targets)
     pairwise = None
-    if judge is not None and spec.shadow.judge:
-        if spec.shadow.pairwise.rubric not in rubrics:
-            raise ConfigError(f"unknown rubric {spec.shadow.pairwise.rubric!r}; known: {', '.join(sorted(rubrics))}",
-                              path="quality.shadow.pairwise.rubric")
+    if judge is not None and pairwise_prompt is not None:
         pw = spec.shadow.pairwise
-        pairwise = PairwiseJudge(judge, load_prompt(pw.prompt_path), rubrics[pw.rubric], votes=pw.votes,
-                                 temperature=pw.temperature)
+        pairwise = PairwiseJudge(judge, pairwise_prompt, rubrics[pw.rubric], votes=pw.votes, temperature=pw.temperature)
     return ShadowReplayer(http=ctx.http, spec=spec.shadow, store=store, pairs=pairs, judge=pairwise, clock=ctx.clock)

@@ -13,16 +13,14 @@ from prometheus_client.registry import Collector
 
 from observer.analyse.fingerprint import FingerprintCollector, FingerprintWatch
 from observer.config.sampling import SamplingSpec
-from observer.config.spec import ObserverConfig
-from observer.errors import ConfigError
 from observer.fleetview import VersionNames
 from observer.httpserve import ConnectionGuard
+from observer.sample.checks import proxy_upstream, validate
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.otlp_receiver import otlp_router
 from observer.sample.pipeline import SamplePipeline, Sink, StoreSink
 from observer.sample.proxies import InProcessProxies
-from observer.sample.proxy import default_upstream
 from observer.sample.redact import Redactor
 from observer.sample.spans import SpanJoin
 from observer.sample.upkeep import StoreUpkeep
@@ -38,30 +36,6 @@ def build_redactor(spec: SamplingSpec) -> Redactor | None:
     if not spec.redaction.enabled:
         return None
     return Redactor.build(kinds=spec.redaction.kinds, patterns=spec.redaction.patterns)
-
-
-def check_versions(config: ObserverConfig) -> None:
-    """Refuse sampling overrides for versions the fleet does not define."""
-    fleet = {v.name for v in config.fleet.versions}
-    for name in config.sampling.versions:
-        if name not in fleet:
-            raise ConfigError(f"version {name!r} is not in fleet.versions ({sorted(fleet)})",
-                              path=f"sampling.versions.{name}")
-
-
-def proxy_upstream(config: ObserverConfig, version: str) -> str:
-    """Where the proxy of `version` forwards: the override, else the version's OpenAI server root."""
-    override = config.sampling.versions.get(version)
-    if override is not None and override.upstream:
-        return override.upstream
-    try:
-        upstream = default_upstream(config.fleet.version(version).openai)
-    except KeyError as e:
-        raise ConfigError(f"unknown version {version!r}", path="fleet.versions") from e
-    if upstream is None:
-        raise ConfigError(f"version {version!r} has no openai URL: set it or sampling.versions.{version}.upstream",
-                          path=f"sampling.versions.{version}.upstream")
-    return upstream
 
 
 def build_pipeline(spec: SamplingSpec, sink: Sink, metrics: SamplingMetrics, *, clock: Clock = time.time
@@ -144,7 +118,7 @@ def build(ctx: Context) -> SamplingComponent | None:
     spec = ctx.config.sampling
     if not spec.enabled:
         return None
-    check_versions(ctx.config)
+    validate(ctx.config)
     store = open_store(spec.store, clock=ctx.clock, wait=False)
     ctx.ready_checks.append(store.not_ready)
     if spec.store.url and ctx.leader is None:

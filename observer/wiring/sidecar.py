@@ -15,8 +15,8 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from observer.config.spec import ObserverConfig
-from observer.errors import ConfigError
 from observer.httpserve import GuardsCollector
+from observer.sample.checks import proxy_target
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.pipeline import RemoteSink, Sink, StoreSink
 from observer.sample.podlabels import VersionFile
@@ -25,7 +25,7 @@ from observer.sample.sidecar import Sidecar
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
 from observer.wiring.runtime import resolve_auth_token
-from observer.wiring.sampling import build_pipeline, build_span_join, check_versions, proxy_guard, proxy_upstream
+from observer.wiring.sampling import build_pipeline, build_span_join, proxy_guard
 
 log = logging.getLogger("observer.proxy")
 
@@ -35,28 +35,9 @@ async def run_proxy(config: ObserverConfig, *, version: str | None = None, liste
                     version_file: VersionFile | None = None) -> None:
     """Build the proxy of `version` (or the one `version_file` names, followed) and serve it until
     SIGINT/SIGTERM, then drain queued samples (observer.sample.sidecar)."""
-    check_versions(config)
     spec = config.sampling
-    names = [v.name for v in config.fleet.versions]
-    if (version is None) == (version_file is None):
-        raise ConfigError("pass exactly one of --version and --version-from")
-    role: str | None = None
-    if version_file is not None:
-        version, role = version_file.read()
-        log.info("version %s (role %s) from the pod's labels in %s", version, role, version_file.path)
-        if upstream is None and version not in names:
-            raise ConfigError("--version-from needs --upstream (the vLLM server in this pod, e.g. "
-                              "http://127.0.0.1:8000)")
-    elif version not in names:
-        raise ConfigError(f"unknown version {version!r}; configured: {names}", path="fleet.versions")
-    if version is None:  # unreachable: exactly one of the two was given
-        raise ConfigError("pass exactly one of --version and --version-from")
-    override = spec.versions.get(version)
-    address = listen or (override.listen if override is not None and override.listen else spec.proxy.listen)
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"listen address {address!r} must be HOST:PORT", path="sampling.proxy.listen")
-    target = upstream or proxy_upstream(config, version)
+    t = proxy_target(config, version=version, version_file=version_file, listen=listen, upstream=upstream)
+    version, role, host, port, address, target = t.version, t.role, t.host, t.port, t.address, t.upstream
     remote = ingest_url or spec.proxy.ingest_url
     store: ManagedStore | None = None
     sink: Sink

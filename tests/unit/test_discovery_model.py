@@ -140,3 +140,34 @@ def test_pod_start_time_reaches_the_version_for_the_cold_start() -> None:
     assert PodInfo.parse(pod("x", labels={}, port=1)).started_at is None
     state = _state(_pods("abc123", 2, start_time="2026-12-01T10:00:00Z"), None)
     assert [r.started_at for r in state.versions[0].pods] == [1_796_119_200.0] * 2
+
+
+def test_a_discovered_version_gets_an_openai_url_template_first_then_the_rollouts_service_then_a_pod() -> None:
+    pods = _pods("aaa", 2) + _pods("bbb", 1, start=2)
+    ro = rollout("llm", steps=STEPS, stable="aaa", current="bbb", step=2)
+    by = {v.name: v for v in _state(pods, ro).versions}
+    # No Service named: the first ready pod's own address (exact, but moves with the pod).
+    assert by["aaa"].openai == "http://127.0.0.1:8000/v1" and by["bbb"].openai == "http://127.0.0.1:8002/v1"
+    ro["spec"]["strategy"]["canary"].update(canaryService="llm-canary", stableService="llm-stable")
+    by = {v.name: v for v in _state(pods, ro).versions}
+    assert by["aaa"].openai == "http://llm-stable.llm-serving.svc:80/v1"
+    assert by["bbb"].openai == "http://llm-canary.llm-serving.svc:80/v1"
+    templ = M.model_copy(update={"openai_url": "http://gw.{namespace}/{model}/{role}/{version}/v1"})
+    st = model_state(SPEC, templ, pods, RolloutInfo.parse(ro), {}, Counter())
+    assert {v.name: v.openai for v in st.versions} == {"aaa": "http://gw.llm-serving/llm/stable/aaa/v1",
+                                                       "bbb": "http://gw.llm-serving/llm/canary/bbb/v1"}
+
+
+def test_a_version_whose_pods_expose_no_openai_port_has_no_url_and_is_counted() -> None:
+    problems: Counter[str] = Counter()
+    m = M.model_copy(update={"openai_port": "openai"})
+    st = model_state(SPEC, m, _pods("aaa", 2), None, {}, problems)
+    assert [v.openai for v in st.versions] == [None]
+    assert problems["no_openai_url"] == 1
+
+
+def test_an_openai_url_template_with_an_unknown_field_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"only \{version\}"):
+        ModelDiscovery(name="llm", selector={"app": "llm"}, openai_url="http://{host}/v1")
+    with pytest.raises(ValueError, match="must start with http"):
+        ModelDiscovery(name="llm", selector={"app": "llm"}, openai_url="gw/{role}")

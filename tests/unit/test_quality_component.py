@@ -11,6 +11,7 @@ import yaml
 
 from observer.analyse.quality.state import QualityState
 from observer.config import parse_config
+from observer.config.fleet import VersionSpec
 from observer.errors import ConfigError
 from observer.store.base import SampleRecord
 from observer.store.sqlite import SqliteStore
@@ -44,7 +45,9 @@ def test_defaults_publish_state_and_schedule_golden_only() -> None:
     assert isinstance(comp.state, QualityState) and comp.judge is None
     jobs = {j.name: j for j in comp.jobs()}
     assert set(jobs) == {"quality-golden"}  # no store published: no live scoring
-    assert jobs["quality-golden"].interval_seconds == 120 and not jobs["quality-golden"].run_at_start
+    # It looks for due versions every 15 s (a discovered version waits at most that); each is replayed once
+    # per 120 s slot, and run_at_start: false makes the versions there at start wait for the next slot.
+    assert jobs["quality-golden"].interval_seconds == 15
     assert len(comp.collectors()) == 1 and len(comp.routers()) == 1
     assert comp.state.golden_totals("canary", since=0) == (0, 0)
 
@@ -58,7 +61,7 @@ def test_judge_and_live_scoring_with_a_store(tmp_path: Path) -> None:
         assert comp.judge is not None
         jobs = {j.name: (j.interval_seconds, j.singleton) for j in comp.jobs()}
         # the leader enqueues golden rounds and scores live rules; every replica works the queue and syncs
-        assert jobs == {"quality-golden": (900.0, True), "quality-live": (30.0, True), "work-golden": (1.0, False),
+        assert jobs == {"quality-golden": (15.0, True), "quality-live": (30.0, True), "work-golden": (1.0, False),
                         "work-judge": (1.0, False), "quality-sync": (2.0, False), "work-stats": (15.0, False)}
     finally:
         store.close()
@@ -156,3 +159,44 @@ async def test_golden_rounds_are_jobs_and_their_results_survive_a_restart(tmp_pa
         assert again.state.golden_totals("stable", since=0) == (1, 2)
     finally:
         store.close()
+
+
+def _recording(seen: list[str]) -> httpx.AsyncClient:
+    """An OpenAI server answering every golden item with one streamed word; records the hosts asked."""
+
+    def handle(req: httpx.Request) -> httpx.Response:
+        seen.append(req.url.host)
+        if req.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        body = ('data: {"choices":[{"delta":{"content":"Paris"},"finish_reason":"stop"}]}\n\n'
+                "data: [DONE]\n\n")
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handle))
+
+
+async def test_a_discovered_version_is_replayed_at_the_next_look_and_its_series_end_when_it_leaves() -> None:
+    now = [1000.0]
+    seen: list[str] = []
+    data = {"fleet": {"versions": []}, "quality": {"golden_dirs": [str(ROOT / "golden_sets")],
+                                                   "golden_sets": ["factual"], "interval_seconds": 600}}
+    ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=_recording(seen),
+                  clock=lambda: now[0])
+    comp = build(ctx, store=None)
+    assert comp is not None
+    golden = next(j for j in comp.jobs() if j.name == "quality-golden")
+    await golden.func()
+    assert seen == []  # nothing discovered yet
+    ctx.fleet.replace("kubernetes", [VersionSpec(name="abc123", role="canary", openai="http://abc/v1", group="llm")])
+    assert ("abc123", "factual") in comp.state.snapshot(live_since=0).golden_totals  # zero counts from the start
+    now[0] += 20  # mid-interval: the new version is due at once
+    await golden.func()
+    assert set(seen) == {"abc"}
+    assert comp.state.golden_totals("abc123", since=0)[1] > 0
+    seen.clear()
+    now[0] += 20
+    await golden.func()
+    assert seen == []  # replayed once per interval slot
+    ctx.fleet.replace("kubernetes", [])
+    assert not any(v == "abc123" for v, _ in comp.state.snapshot(live_since=0).golden_totals)
+    await ctx.http.aclose()

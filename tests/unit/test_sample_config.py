@@ -9,9 +9,10 @@ import pytest
 
 from observer.config import parse_config
 from observer.errors import ConfigError, StoreError
+from observer.sample.checks import check_versions, proxy_upstream
 from observer.wiring.runtime import Context
 from observer.wiring.runtime import resolve_auth_token as auth_token
-from observer.wiring.sampling import build, check_versions, proxy_upstream
+from observer.wiring.sampling import build
 
 FLEET = """
 fleet:

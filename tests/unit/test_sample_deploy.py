@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from observer.config import parse_config
+from observer.sample.checks import check_versions, proxy_upstream
 from observer.sample.proxy import OWN_PATHS
-from observer.wiring.sampling import check_versions, proxy_upstream
 
 ROOT = Path(__file__).parents[2]
 K8S = ROOT / "deploy" / "k8s" / "sidecar" / "vllm-with-observer-sidecar.yaml"

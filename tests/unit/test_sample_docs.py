@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 
 from observer.config import parse_config
+from observer.sample.checks import check_versions
 from observer.sample.redact import Redactor
-from observer.wiring.sampling import check_versions
 
 DOC = Path(__file__).parents[2] / "docs" / "sampling.md"
 

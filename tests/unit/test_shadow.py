@@ -68,7 +68,7 @@ def make(tmp_path: Path, arms: Arms, *, judge: bool = True, clock: Callable[[], 
         return None
 
     r = ShadowReplayer(http=http, spec=ShadowSpec(enabled=True, rate_per_second=100, interval_seconds=1, **spec),
-                       store=store, pairs=[pair], judge=pw, clock=clock, sleep=no_sleep)
+                       store=store, pairs=lambda: [pair], judge=pw, clock=clock, sleep=no_sleep)
     return r, store, http
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from observer.config.fleet import VersionSpec
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
+from observer.fleetview import FleetView
 
 log = logging.getLogger("observer.canary")
 ROLE_ALIASES = ("canary", "stable")
@@ -61,6 +62,29 @@ def role_pairs(versions: Sequence[VersionSpec]) -> list[Pair]:
         elif canaries:
             log.debug("group %s: %d stable versions, canaries not judged", group, len(stable))
     return pairs
+
+
+class FleetPairs:
+    """The pairs now: configured pairs (or static roles), plus discovered canaries against their group's
+    stable version; recomputed when the fleet changes (a promotion ends a pair, a new revision starts one).
+    The one answer the canary judge and shadow replays both read."""
+
+    def __init__(self, config: ObserverConfig, fleet: FleetView) -> None:
+        self.config = config
+        self.fleet = fleet
+        self._static = resolve_pairs(config)  # validates configured pairs and roles at start
+        self._static_names = {v.name for v in config.fleet.versions}
+        self._at: tuple[int, list[Pair]] = (-1, [])
+
+    def current(self) -> list[Pair]:
+        gen = self.fleet.generation
+        if self._at[0] != gen:
+            discovered = [v for v in self.fleet.versions() if v.name not in self._static_names]
+            pairs = list(self._static)
+            if not self.config.canary.pairs:
+                pairs += [p for p in role_pairs(discovered) if p not in pairs]
+            self._at = (gen, pairs)
+        return self._at[1]
 
 
 def resolve_alias(name: str, versions: Sequence[VersionSpec]) -> str:

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict, judge
-from observer.analyse.canary.pairs import Pair, expected_share, resolve_alias, resolve_pairs, role_pairs
+from observer.analyse.canary.pairs import FleetPairs, Pair, expected_share, resolve_alias
 from observer.analyse.canary.sources import CanarySource
 from observer.config.spec import ObserverConfig
 from observer.fleetview import FleetView, LiveFleet
@@ -27,8 +27,8 @@ class CanaryService:
         self.source = source
         self.clock = clock
         self.fleet: FleetView = fleet if fleet is not None else LiveFleet(config.fleet.versions)
-        self._static_pairs = resolve_pairs(config)  # validates configured pairs and roles at start
-        self._pairs_at: tuple[int, list[Pair]] = (-1, [])
+        self._pairs = FleetPairs(config, self.fleet)
+        self._pairs_gen = -1
         self._latest: dict[Pair, Verdict] = {}
         # The split the gate last asked about, per pair (Argo passes the step's setWeight): the periodic
         # judgment exported to Prometheus uses it too, so the gate's web and Prometheus metrics agree.
@@ -40,19 +40,14 @@ class CanaryService:
     def pairs(self) -> list[Pair]:
         """Configured pairs (or static roles), plus discovered canaries against their group's stable version;
         recomputed when the fleet changes (a promotion ends a pair, a new revision starts one)."""
-        gen = self.fleet.generation
-        if self._pairs_at[0] != gen:
-            static = {v.name for v in self.config.fleet.versions}
-            discovered = [v for v in self.fleet.versions() if v.name not in static]
-            pairs = list(self._static_pairs)
-            if not self.config.canary.pairs:
-                pairs += [p for p in role_pairs(discovered) if p not in pairs]
-            self._pairs_at = (gen, pairs)
+        pairs = self._pairs.current()
+        if self._pairs_gen != self.fleet.generation:
+            self._pairs_gen = self.fleet.generation
             for gone in [p for p in self._latest  # a pair whose version left: its verdict series end
                          if self.fleet.version(p.canary) is None or self.fleet.version(p.baseline) is None]:
                 del self._latest[gone]
                 self._asked_share.pop(gone, None)
-        return self._pairs_at[1]
+        return pairs
 
     def latest(self, canary: str, baseline: str) -> Verdict | None:
         """The last verdict for the pair, or None before its first judgement."""

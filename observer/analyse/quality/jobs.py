@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from observer.analyse.quality.golden import GoldenSet
 from observer.analyse.quality.live import LiveScorer, as_score
@@ -20,10 +20,13 @@ from observer.analyse.quality.runner import GoldenRunner
 from observer.analyse.quality.state import QualityState
 from observer.config.fleet import VersionSpec
 from observer.config.sampling import WorkSpec
+from observer.fleetview import FleetView
 from observer.store.jobs import ClaimedJob, GoldenRunRecord, JobSpec, SharedWork
 from observer.store.work import WorkMetrics, WorkResult, enqueue
 
 GOLDEN_JOB = "golden"  # kind of the shared-work job that replays one golden set against one version
+# Versions one replica replays at once: a model has at most a few live revisions (discovery caps them).
+GOLDEN_PARALLEL_VERSIONS = 4
 
 log = logging.getLogger("observer.quality")
 
@@ -31,6 +34,39 @@ log = logging.getLogger("observer.quality")
 def replayed(versions: Sequence[VersionSpec]) -> list[VersionSpec]:
     """The versions golden sets are replayed against: those with an OpenAI URL, not retired."""
     return [v for v in versions if v.openai and not v.retired]
+
+
+# How often the golden job looks for due versions: a round per interval, and a version discovered
+# mid-interval is replayed at the next look instead of at the next interval.
+GOLDEN_LOOK_SECONDS = 15.0
+
+
+@dataclass
+class Rounds:
+    """Which versions are due a golden round: one round per interval slot per version, so a version that
+    appears mid-interval is replayed at once and one that stays is replayed once per interval."""
+
+    interval_seconds: float
+    clock: Callable[[], float]
+    run_at_start: bool = True  # False: the versions there at the first look wait for the next slot
+    _done: dict[str, int] = field(default_factory=dict)  # version → last slot replayed (bounded by the fleet)
+    _looked: bool = False
+
+    def due(self, versions: Sequence[VersionSpec]) -> tuple[int, list[VersionSpec]]:
+        """(this slot, the replayed versions not yet replayed in it)."""
+        slot = int(self.clock() // self.interval_seconds)
+        now = replayed(versions)
+        if not self._looked:
+            self._looked = True
+            if not self.run_at_start:
+                self._done.update((v.name, slot) for v in now)
+        names = {v.name for v in now}
+        for gone in [n for n in self._done if n not in names]:
+            del self._done[gone]
+        return slot, [v for v in now if self._done.get(v.name) != slot]
+
+    def done(self, version: str, slot: int) -> None:
+        self._done[version] = slot
 
 
 def _logged(result: GoldenRunResult) -> GoldenRunResult:
@@ -45,17 +81,20 @@ class LocalGolden:
 
     runner: GoldenRunner
     golden: Sequence[GoldenSet]
-    versions: Sequence[VersionSpec]
+    fleet: FleetView  # read at each look: a discovered version is replayed at the next one
     state: QualityState
+    rounds: Rounds
 
     async def run(self) -> None:
-        """Replay every golden set against every replayed version (versions in parallel)."""
+        """Replay every golden set against every due version (versions in parallel)."""
+        slot, due = self.rounds.due(self.fleet.versions())
 
         async def version_runs(v: VersionSpec) -> None:
             for gs in self.golden:
                 self.state.record_golden(_logged(await self.runner.run(v, gs)))
+            self.rounds.done(v.name, slot)
 
-        await asyncio.gather(*(version_runs(v) for v in replayed(self.versions)))
+        await asyncio.gather(*(version_runs(v) for v in due[:GOLDEN_PARALLEL_VERSIONS]))
 
 
 @dataclass(frozen=True)
@@ -66,24 +105,27 @@ class SharedGolden:
     work: SharedWork
     runner: GoldenRunner
     golden: Sequence[GoldenSet]
-    versions: Sequence[VersionSpec]
-    interval_seconds: float
+    fleet: FleetView
+    rounds: Rounds
     work_spec: WorkSpec
     metrics: WorkMetrics
-    clock: Callable[[], float]
 
     async def enqueue(self) -> None:
-        """The leader's part of a round: keyed by this interval's slot, so a leader that changes mid-interval
-        enqueues nothing twice."""
-        slot = int(self.clock() // self.interval_seconds)
+        """The leader's part of a round: keyed by the interval's slot, so a leader that changes mid-interval
+        enqueues nothing twice (the new one's offers count as duplicates)."""
+        slot, due = self.rounds.due(self.fleet.versions())
         specs = [JobSpec(kind=GOLDEN_JOB, key=f"golden:{v.name}:{gs.name}:{slot}",
                          payload={"version": v.name, "golden_set": gs.name}, max_attempts=self.work_spec.max_attempts)
-                 for v in replayed(self.versions) for gs in self.golden]
-        await enqueue(self.work, specs, spec=self.work_spec, metrics=self.metrics)
+                 for v in due for gs in self.golden]
+        if specs:
+            await enqueue(self.work, specs, spec=self.work_spec, metrics=self.metrics)
+        for v in due:
+            self.rounds.done(v.name, slot)
 
     async def replay(self, job: ClaimedJob) -> WorkResult:
         """Replay one golden set against one version."""
-        version = next((v for v in replayed(self.versions) if v.name == job.payload.get("version")), None)
+        version = self.fleet.version(str(job.payload.get("version")))
+        version = version if version is not None and replayed([version]) else None
         gs = next((g for g in self.golden if g.name == job.payload.get("golden_set")), None)
         if version is None or gs is None:  # the version left or the set was removed since the job was queued
             log.info("golden job %s: no such version or golden set any more; nothing to do", job.key)

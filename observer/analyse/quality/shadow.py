@@ -33,6 +33,7 @@ from observer.analyse.quality.pairwise import PairwiseJudge, paired_rule
 from observer.analyse.quality.runner import ServedModels, ask
 from observer.config.fleet import VersionSpec
 from observer.config.quality import ShadowSpec
+from observer.fleetview import FleetView
 from observer.store.base import SampleStore, StoredSample
 from observer.store.pairs import PairRecord, PairStore
 
@@ -41,7 +42,7 @@ log = logging.getLogger("observer.quality.shadow")
 SHADOW_HEADERS = {"X-Observer-Shadow": "1"}
 DAY_S = 86400.0
 SCAN_LIMIT = 500  # newest stable samples looked at per scan and canary
-SKIP_REASONS = ("too_long", "not_replay_safe", "already_paired", "budget", "queue_full")
+SKIP_REASONS = ("too_long", "not_replay_safe", "already_paired", "budget", "queue_full", "no_url")
 REPLAY_OUTCOMES = ("ok", "error")
 PAIR_OUTCOMES = ("win", "loss", "tie", "inconsistent", "error", "none")
 
@@ -56,8 +57,43 @@ class ShadowPair:
 
     canary: VersionSpec
     baseline: VersionSpec
-    canary_url: str
-    baseline_url: str
+    canary_url: str | None  # None: nowhere to ask it (a discovered version without an OpenAI URL)
+    baseline_url: str | None
+
+    def missing_url(self, baseline_replayed: bool) -> str | None:
+        """The version that cannot be asked, if any."""
+        if self.canary_url is None:
+            return self.canary.name
+        return self.baseline.name if baseline_replayed and self.baseline_url is None else None
+
+
+class VersionPair(Protocol):
+    """A (canary, baseline) pair of version names, as the canary area resolves them."""
+
+    @property
+    def canary(self) -> str: ...
+
+    @property
+    def baseline(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class FleetShadowPairs:
+    """The shadow pairs now, from the fleet's pairs: each side is asked at its shadow target, else at its OpenAI
+    URL (a discovered version's Service or pod), so a new Rollout revision is shadowed without a restart."""
+
+    pairs: Callable[[], Sequence[VersionPair]]
+    fleet: FleetView
+    targets: Mapping[str, str]
+
+    def __call__(self) -> list[ShadowPair]:
+        out = []
+        for p in self.pairs():
+            c, b = self.fleet.version(p.canary), self.fleet.version(p.baseline)
+            if c is not None and b is not None:
+                out.append(ShadowPair(canary=c, baseline=b, canary_url=self.targets.get(c.name) or c.openai,
+                                      baseline_url=self.targets.get(b.name) or b.openai))
+        return out
 
 
 @dataclass
@@ -84,13 +120,13 @@ class ShadowReplayer:
     """Shadow replays for every (canary, baseline) pair, and the paired outcomes the canary judge reads."""
 
     def __init__(self, *, http: httpx.AsyncClient, spec: ShadowSpec, store: ShadowStore,
-                 pairs: Sequence[ShadowPair], judge: PairwiseJudge | None, clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic,
+                 pairs: Callable[[], Sequence[ShadowPair]], judge: PairwiseJudge | None,
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.http = http
         self.spec = spec
         self.store = store
-        self.pairs = list(pairs)
+        self._pairs = pairs
         self.judge = judge
         self.models = ServedModels(http, timeout=spec.timeout_seconds)
         self.clock = clock
@@ -103,6 +139,12 @@ class ShadowReplayer:
         self._cursor: dict[str, float] = {}
         self._used: dict[str, tuple[float, int]] = {}  # canary -> (day start, pairs started that day)
         self._next_start = 0.0
+        self._warned: set[tuple[str, str]] = set()  # (canary, version without a URL) already logged
+
+    @property
+    def pairs(self) -> Sequence[ShadowPair]:
+        """The pairs now (they follow the fleet)."""
+        return self._pairs()
 
     # --- what the canary judge reads ---
 
@@ -173,6 +215,15 @@ class ShadowReplayer:
                      if s.source != "golden"]
             if fresh:
                 self._cursor[canary] = max(s.ts for s in fresh)
+            missing = pair.missing_url(self.spec.baseline == "replay")
+            if missing is not None:
+                self.stats.skipped[(canary, "no_url")] += len(fresh)
+                if fresh and (canary, missing) not in self._warned:
+                    self._warned.add((canary, missing))
+                    log.warning("shadow replay of %s: version %s has no URL to ask; %d prompt(s) skipped. Set "
+                                "quality.shadow.targets.%s, its openai URL, or (discovered) discovery.kubernetes."
+                                "models[].openai_url", canary, missing, len(fresh), missing)
+                continue
             done = self.store.paired_samples(canary, [s.id for s in fresh])
             waiting = sum(1 for q in self._queue if q.pair.canary.name == canary)
             for s in sorted(fresh, key=lambda s: (s.ts, s.id)):
@@ -239,12 +290,18 @@ class ShadowReplayer:
         return answer
 
     async def replay(self, pair: ShadowPair, sample: StoredSample) -> bool:
-        """Replay one stable sample's prompt, compare the answers and store the pair."""
+        """Replay one stable sample's prompt, compare the answers and store the pair (False: not stored; a pair
+        without the URLs it needs is never queued)."""
+        c_url, b_url = pair.canary_url, pair.baseline_url
         if self.spec.baseline == "replay":
-            c, b = await asyncio.gather(self._answer(pair.canary, pair.canary_url, sample.prompt),
-                                        self._answer(pair.baseline, pair.baseline_url, sample.prompt))
+            if c_url is None or b_url is None:
+                return False
+            c, b = await asyncio.gather(self._answer(pair.canary, c_url, sample.prompt),
+                                        self._answer(pair.baseline, b_url, sample.prompt))
         else:
-            c = await self._answer(pair.canary, pair.canary_url, sample.prompt)
+            if c_url is None:
+                return False
+            c = await self._answer(pair.canary, c_url, sample.prompt)
             b = Answer(sample.output, sample.finish_reason, sample.ttft_s, sample.latency_s or 0.0)
         body: dict[str, Any] = {"prompt": sample.prompt, "baseline_from": self.spec.baseline,
                                 "canary": _answer_body(c), "baseline": _answer_body(b)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from observer.analyse.quality.model import GoldenRunResult
@@ -66,12 +66,29 @@ class QualityState:
         """`versions` are replayed (zero counts exported from the start); live checks cover `live_versions`
         (default: the same versions)."""
         self._lock = threading.Lock()
+        self._golden_sets = tuple(golden_sets)
+        self._live_checks = tuple(live_checks)
         self._latest: dict[tuple[str, str], GoldenRunResult] = {}
         self._runs: dict[tuple[str, str], deque[RunSummary]] = {}
         self._golden: dict[tuple[str, str], GoldenTotals] = {(v, g): GoldenTotals() for v in versions
                                                              for g in golden_sets}
         self._live: dict[tuple[str, str], LiveTotals] = {
             (v, c): LiveTotals() for v in (versions if live_versions is None else live_versions) for c in live_checks}
+
+    def follow(self, replayed: Collection[str], live: Collection[str]) -> None:
+        """Track the fleet now: a new version is exported with zero counts from the start, a version that left
+        is dropped (its series end). A promoted canary keeps its name, so it keeps its windows."""
+        with self._lock:
+            for v in replayed:
+                for g in self._golden_sets:
+                    self._golden.setdefault((v, g), GoldenTotals())
+            for v in live:
+                for c in self._live_checks:
+                    self._live.setdefault((v, c), LiveTotals())
+            here = set(replayed) | set(live)
+            for table in (self._golden, self._live, self._latest, self._runs):
+                for key in [k for k in table if k[0] not in here]:
+                    del table[key]
 
     def record_golden(self, result: GoldenRunResult) -> None:
         """Add one run: totals grow by its scored items; a completed run becomes the latest."""
