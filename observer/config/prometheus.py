@@ -27,6 +27,12 @@ class PrometheusClientSpec(Spec):
     ca_file: str | None = Field(None, description="CA bundle that signs the server's certificate.")
     cert_file: str | None = Field(None, description="Client certificate (mTLS), with key_file.")
     key_file: str | None = Field(None, description="Client key (mTLS).")
+    replica_labels: list[str] = Field(
+        default_factory=list,
+        description="Target labels that tell identical observer replicas apart in Prometheus (e.g. [pod, instance] "
+                    "for two central observers scraping the same fleet): the judge takes the largest replica's "
+                    "increase instead of the sum, so two replicas do not double every count. Empty (one observer, "
+                    "or one per vLLM pod, whose series must add up): every series is summed.")
     timeout_seconds: float = Field(10.0, gt=0, le=300, description="One request's timeout.")
     retries: int = Field(2, ge=0, le=10, description="Retries of a failed request (timeouts, 429, 5xx), with "
                                                      "exponential back-off; 4xx answers are not retried.")

@@ -147,3 +147,42 @@ async def test_unreachable_prometheus_is_nodata_with_a_counter() -> None:
     service, v = await _judge(dead, since=time.time() - 60)
     assert v.verdict.value == "nodata" and "could not query Prometheus" in v.reason  # type: ignore[attr-defined]
     assert service.source_errors[("canary", "stable")] == 1
+
+
+async def test_two_observer_replicas_are_counted_once_with_replica_labels() -> None:
+    """Two central observers scrape the same fleet and export the same counters: summed, every count doubles
+    (and the judge is twice as sure as it may be); with `replica_labels: [instance]` one replica's counts."""
+    from observer.collect.promql import PromQLClient
+    from observer.config.canary import default_metrics
+    from observer.config.prometheus import PrometheusClientSpec
+
+    replicas = [Exporter(), Exporter()]  # same seed: the same traffic seen twice
+    servers = []
+    ports = [free_port(), free_port()]
+    try:
+        for exp, port in zip(replicas, ports, strict=True):
+            servers.append(start_http_server(port, addr="127.0.0.1", registry=exp.registry))
+        with run_prometheus([f"127.0.0.1:{p}" for p in ports], scrape_interval="1s") as prom:
+            prom.wait_for(f"{names.REQUESTS}_total", min_series=8)
+            since = time.time()
+            for _ in range(6):
+                for exp in replicas:
+                    exp.traffic("canary", 100, error_rate=0.05, ttft_median=0.3)
+                time.sleep(1.0)
+            time.sleep(2.5)
+            now = time.time()
+            async with httpx.AsyncClient() as http:
+                totals = {}
+                for labels in ([], ["instance"]):
+                    client = PromQLClient(prom.url, PrometheusClientSpec(replica_labels=labels), http=http)
+                    src = PrometheusSource(url=prom.url, http=http, slice_seconds=2.0, client=client)
+                    arm = await src.arm("canary", default_metrics(), since=since, now=now, with_drift=False)
+                    totals[len(labels)] = arm.total_requests
+    finally:
+        for server, thread in servers:
+            server.shutdown()
+            thread.join(timeout=5)
+    assert totals[0] is not None and totals[1] is not None
+    # Each replica's increase() is extrapolated from its own scrape times, so the sum is about twice one.
+    assert 1.7 * totals[1] <= totals[0] <= 2.05 * totals[1]
+    assert 450 <= totals[1] <= 800  # 600 requests seen, increase() extrapolated over the window

@@ -242,6 +242,12 @@ class PrometheusSource:
         self.pairs = pairs  # paired outcomes come from the shared sample store, as in the own source
         self.slice_seconds = slice_seconds
         self.client = client or PromQLClient(self.url, PrometheusClientSpec(timeout_seconds=timeout), http=http)
+        self.replica_labels = tuple(self.client.spec.replica_labels)
+
+    def _inc(self, series: str, rng: str) -> str:
+        """increase() of `series` over `rng`; with observer replicas, one replica's (the largest) per series."""
+        inc = f"increase({series}{rng})"
+        return f"max without ({', '.join(self.replica_labels)}) ({inc})" if self.replica_labels else inc
 
     async def query_range(self, promql: str, *, start: float, end: float, step: float) -> list[dict[str, Any]]:
         """Range query; SourceError naming the query on any failure."""
@@ -261,7 +267,7 @@ class PrometheusSource:
         rng = f"[{round(step)}s]"
         ends = [first + i * step for i in range(int((now - first) // step) + 1)]
         res = await self.query_range(
-            f"sum by ({names.FINISHED_REASON}) (increase({names.REQUESTS}_total{v}{rng}))",
+            f"sum by ({names.FINISHED_REASON}) ({self._inc(f'{names.REQUESTS}_total{v}', rng)})",
             start=first, end=ends[-1], step=step)
         requests: dict[int, dict[str, float]] = {}
         for series in res:
@@ -271,7 +277,7 @@ class PrometheusSource:
         statuses: dict[int, dict[str, float]] = {}
         if http:
             res = await self.query_range(
-                f"sum by ({names.HTTP_STATUS_CLASS}) (increase({names.HTTP_RESPONSES}_total{v}{rng}))",
+                f"sum by ({names.HTTP_STATUS_CLASS}) ({self._inc(f'{names.HTTP_RESPONSES}_total{v}', rng)})",
                 start=first, end=ends[-1], step=step)
             for series in res:
                 status = str(series["metric"].get(names.HTTP_STATUS_CLASS, ""))
@@ -279,7 +285,7 @@ class PrometheusSource:
                     statuses.setdefault(round((float(ts) - first) / step), {})[status] = _finite(value)
         hists: dict[int, dict[str, Histogram]] = {}
         for fam in sorted(families):
-            res = await self.query_range(f"sum by (le) (increase({LATENCY[fam].exported}_bucket{v}{rng}))",
+            res = await self.query_range(f"sum by (le) ({self._inc(f'{LATENCY[fam].exported}_bucket{v}', rng)})",
                                          start=first, end=ends[-1], step=step)
             by_slice: dict[int, list[dict[str, Any]]] = {}
             for series in res:
@@ -320,7 +326,7 @@ class PrometheusSource:
         families, golden_sets, checks, fields = _needs(metrics)
         rng = f"[{max(1, round(now - since))}s]"
         v = selector("", {names.VERSION: version})
-        res = await self.query(f"sum by ({names.FINISHED_REASON}) (increase({names.REQUESTS}_total{v}{rng}))",
+        res = await self.query(f"sum by ({names.FINISHED_REASON}) ({self._inc(f'{names.REQUESTS}_total{v}', rng)})",
                                at=now)
         requests = {str(s["metric"].get(names.FINISHED_REASON, "")): _finite(s["value"][1]) for s in res} \
             if res else None
@@ -328,27 +334,27 @@ class PrometheusSource:
         statuses: dict[str, float] | None = None
         if http:
             res = await self.query(f"sum by ({names.HTTP_STATUS_CLASS}) "
-                                   f"(increase({names.HTTP_RESPONSES}_total{v}{rng}))", at=now)
+                                   f"({self._inc(f'{names.HTTP_RESPONSES}_total{v}', rng)})", at=now)
             statuses = {str(s["metric"].get(names.HTTP_STATUS_CLASS, "")): _finite(s["value"][1]) for s in res} \
                 if res else None
         hists: dict[str, Histogram] = {}
         for fam in sorted(families):
-            res = await self.query(f"sum by (le) (increase({LATENCY[fam].exported}_bucket{v}{rng}))", at=now)
+            res = await self.query(f"sum by (le) ({self._inc(f'{LATENCY[fam].exported}_bucket{v}', rng)})", at=now)
             h = histogram_from_vector(res)
             if h is not None:
                 hists[fam] = h
         golden: dict[str, tuple[int, int]] = {}
         for gs in sorted(golden_sets):
             sel = selector("", {names.VERSION: version, **({names.GOLDEN_SET: gs} if gs else {})})
-            passed = await self._scalar(f"sum(increase({names.GOLDEN_ITEMS_PASSED}_total{sel}{rng}))", now)
-            scored = await self._scalar(f"sum(increase({names.GOLDEN_ITEMS}_total{sel}{rng}))", now)
+            passed = await self._scalar(f"sum({self._inc(f'{names.GOLDEN_ITEMS_PASSED}_total{sel}', rng)})", now)
+            scored = await self._scalar(f"sum({self._inc(f'{names.GOLDEN_ITEMS}_total{sel}', rng)})", now)
             if passed is not None and scored is not None:
                 golden[gs] = (round(passed), round(scored))
         live: dict[str, tuple[int, int]] = {}
         for check in sorted(checks):
             sel = selector("", {names.VERSION: version, names.CHECK: check})
-            failures = await self._scalar(f"sum(increase({names.LIVE_CHECK_FAILURES}_total{sel}{rng}))", now)
-            total = await self._scalar(f"sum(increase({names.LIVE_CHECKS}_total{sel}{rng}))", now)
+            failures = await self._scalar(f"sum({self._inc(f'{names.LIVE_CHECK_FAILURES}_total{sel}', rng)})", now)
+            total = await self._scalar(f"sum({self._inc(f'{names.LIVE_CHECKS}_total{sel}', rng)})", now)
             if failures is not None and total is not None:
                 live[check] = (round(failures), round(total))
         drift: dict[str, DriftObservation] = {}
@@ -363,10 +369,11 @@ class PrometheusSource:
         slices = await self._slices(v, families, since, now, http=http)
         cost = None
         if any(m.kind == "cost" for m in metrics):
-            unpriced = await self._scalar(f"sum(increase({names.UNPRICED_GPU_SECONDS}_total{v}{rng}))", now)
+            unpriced = await self._scalar(f"sum({self._inc(f'{names.UNPRICED_GPU_SECONDS}_total{v}', rng)})", now)
             if not unpriced:  # a GPU without a price makes the cost incomplete: no figure, not a low one
-                cost = await self._scalar(f"sum(increase({names.COST}_total{v}{rng})) / "
-                                          f"(sum(increase({names.GENERATION_TOKENS}_total{v}{rng})) > 0) * 1e6", now)
+                tokens = self._inc(f"{names.GENERATION_TOKENS}_total{v}", rng)
+                cost = await self._scalar(f"sum({self._inc(f'{names.COST}_total{v}', rng)}) / "
+                                          f"(sum({tokens}) > 0) * 1e6", now)
         paired: dict[str, PairCounts] = {}
         note, identity = "", dict[str, str]()
         paired_checks = {m.paired_check for m in metrics if m.kind == "paired"}
