@@ -25,6 +25,7 @@ from observer.config.canary import CanaryMetricSpec, MetricKind
 from observer.config.spec import ObserverConfig
 from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.promql import selector
+from observer.render.proxy_sidecar import IMAGE, VLLM_PORT, proxy_container, sidecar_objects, volumes
 from observer.render.yamltext import dump_yaml
 
 API = "argoproj.io/v1alpha1"
@@ -251,7 +252,7 @@ def offline_gate(config: ObserverConfig) -> dict[str, Any]:
     the first weight."""
     spec = config.canary
     container = {
-        "name": "gate", "image": "observer:0.1.0",
+        "name": "gate", "image": IMAGE,
         "args": ["eval", "gate", "--config", "/etc/observer/observer.yaml", "--candidate", "{{args.candidate}}",
                  "--candidate-url", "{{args.candidate-url}}", "--baseline", "{{args.baseline}}",
                  "--margin", "{{args.margin}}", "--json"],
@@ -288,7 +289,12 @@ def rollout(config: ObserverConfig) -> dict[str, Any]:
     No traffic routing, so the replica count is chosen to make the canary's pod share equal each setWeight
     (20 pods: 1, 5, 10). The analysis args are the pod-template hashes (`podTemplateHashValue`: Latest is
     the canary, Stable the stable), which are the version names Kubernetes discovery gives — so the web
-    gate and its Prometheus twin name the same series, and promotion needs no rename."""
+    gate and its Prometheus twin name the same series, and promotion needs no rename.
+
+    Each pod carries the sampling proxy (`observer proxy`) in front of vLLM: it reads its version (the pod's
+    template hash) from the downward API, so the same template serves every revision, and posts its samples
+    to the central observer. Clients reach the pods through the Service `llm` (rollout-sidecar.yaml), i.e.
+    through the proxy; the observer scrapes and replays golden sets on vLLM's own port."""
     args: list[dict[str, Any]] = [
         {"name": "canary", "valueFrom": {"podTemplateHashValue": "Latest"}},
         {"name": "baseline", "valueFrom": {"podTemplateHashValue": "Stable"}}]
@@ -298,6 +304,14 @@ def rollout(config: ObserverConfig) -> dict[str, Any]:
         steps.append({"analysis": {"templates": [{"templateName": GATE}],
                                    "args": [*args, {"name": WEIGHT_ARG, "value": str(weight)}]}})
     labels = {"app": "llm"}
+    vllm = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.33.0",
+        "args": ["--model", "/models/current", "--served-model-name", "llm", "--host", "0.0.0.0",
+                 "--port", str(VLLM_PORT)],
+        "ports": [{"name": "http", "containerPort": VLLM_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5},
+    }
     return {
         "apiVersion": API, "kind": "Rollout",
         "metadata": {"name": "llm", "namespace": config.canary.argo_namespace, "labels": dict(LABELS)},
@@ -307,14 +321,7 @@ def rollout(config: ObserverConfig) -> dict[str, Any]:
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [{
-                    "name": "vllm",
-                    "image": "vllm/vllm-openai:v0.33.0",
-                    "args": ["--model", "/models/current", "--served-model-name", "llm", "--host", "0.0.0.0",
-                             "--port", "8000"],
-                    "ports": [{"name": "http", "containerPort": 8000}],
-                    "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5},
-                }]},
+                "spec": {"containers": [vllm, proxy_container()], "volumes": volumes()},
             },
             "strategy": {"canary": {
                 "canaryMetadata": {"labels": {ROLE_LABEL: "canary"}},
@@ -336,5 +343,6 @@ def render(config: ObserverConfig) -> dict[str, str]:
         "deploy/argo/analysis-templates.yaml": _docs(templates(config, cluster=False)),
         "deploy/argo/cluster-analysis-templates.yaml": _docs(templates(config, cluster=True)),
         "deploy/argo/rollout-example.yaml": dump_yaml(rollout(config)),
+        "deploy/argo/rollout-sidecar.yaml": _docs(sidecar_objects(config, LABELS)),
         "deploy/argo/offline-gate.yaml": dump_yaml(offline_gate(config)),
     }

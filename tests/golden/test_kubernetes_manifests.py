@@ -22,7 +22,7 @@ from tests.golden.test_argo_templates import CRDS, strict
 from tests.golden.test_argo_templates import validator as argo_validator
 
 ROOT = Path(__file__).resolve().parents[2]
-OVERLAYS = ["deploy", "deploy/k8s/central", "deploy/k8s/sidecar", "deploy/argo"]
+OVERLAYS = ["deploy", "deploy/k8s/central", "deploy/k8s/single", "deploy/k8s/sidecar", "deploy/argo"]
 K8S_VERSION = "1.32.0"
 ADDRESS = "http://observer.observability.svc:9464"
 BUILTIN = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
@@ -145,3 +145,18 @@ def test_one_label_key_and_one_address_everywhere() -> None:
         assert "observer/version" not in text and "observer.dev/version" not in text, path
         for url in re.findall(r"https?://observer[.\w-]*(?::\d+)?", text):
             assert url == ADDRESS, (path, url)
+
+
+def test_the_cluster_install_is_two_replicas_on_postgresql_and_the_small_case_one_on_sqlite() -> None:
+    from observer.crosscheck import check_references
+
+    for overlay, replicas, source in (("deploy/k8s/central", 2, "prometheus"), ("deploy/k8s/single", 1, "own")):
+        objs = kustomize(overlay)
+        dep = next(o for o in objs if o["kind"] == "Deployment")
+        cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("observer-config"))
+        cfg = parse_config(cm["data"]["observer.yaml"], environ={})
+        env = {e["name"] for e in dep["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        assert dep["spec"]["replicas"] == replicas and cfg.canary.source == source, overlay
+        assert ("OBSERVER__SAMPLING__STORE__URL" in env) == (replicas > 1), overlay  # >1 writer: PostgreSQL
+        assert bool(cfg.canary.prometheus.replica_labels) == (replicas > 1 and source == "prometheus")
+        assert check_references(cfg) == [], overlay

@@ -60,3 +60,45 @@ def test_dockerfile_rules() -> None:
     assert entry and json.loads(entry.group(1)) == ["observer"]  # exec form
     cmd = re.search(r"^CMD (.+)$", text, re.M)
     assert cmd and isinstance(json.loads(cmd.group(1)), list)
+
+
+def test_every_generated_manifest_is_in_a_kustomization() -> None:
+    """`kubectl apply -k deploy` gives the whole product: every dashboard, the Rollout's proxy objects."""
+    top = yaml.safe_load((ROOT / "deploy" / "kustomization.yaml").read_text())["resources"]
+    argo = yaml.safe_load((ROOT / "deploy" / "argo" / "kustomization.yaml").read_text())["resources"]
+    assert {f"grafana/{p.name}" for p in (ROOT / "deploy" / "grafana").glob("*.yaml")} <= set(top)
+    # The cluster-scoped templates are the alternative to the namespaced ones, not an addition.
+    wanted = {p.name for p in (ROOT / "deploy" / "argo").glob("*.yaml")} - {"kustomization.yaml",
+                                                                             "cluster-analysis-templates.yaml"}
+    assert wanted <= set(argo)
+
+
+def test_the_example_rollout_carries_the_sampling_proxy_with_its_version_from_the_downward_api(
+        tmp_path: Path) -> None:
+    from observer.sample.checks import proxy_target
+    from observer.sample.podlabels import VersionFile
+
+    (ro,) = yaml.safe_load_all((ROOT / "deploy" / "argo" / "rollout-example.yaml").read_text())
+    objs = {d["kind"]: d for d in yaml.safe_load_all((ROOT / "deploy" / "argo" / "rollout-sidecar.yaml").read_text())}
+    pod = ro["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    proxy, vllm = containers["observer-proxy"], containers["vllm"]
+    args = proxy["args"]
+    mounts = {m["mountPath"]: m["name"] for m in proxy["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    labels_file = Path(args[args.index("--version-from") + 1])
+    podinfo = volumes[mounts[str(labels_file.parent)]]["downwardAPI"]["items"]
+    assert {"path": labels_file.name, "fieldRef": {"fieldPath": "metadata.labels"}} in podinfo
+    assert volumes[mounts["/etc/observer"]]["configMap"]["name"] == objs["ConfigMap"]["metadata"]["name"]
+    vllm_port = next(p["containerPort"] for p in vllm["ports"] if p["name"] == "http")
+    assert args[args.index("--upstream") + 1] == f"http://127.0.0.1:{vllm_port}"
+    proxy_port = next(p["containerPort"] for p in proxy["ports"] if p["name"] == "http-proxy")
+    assert objs["Service"]["spec"]["ports"][0]["targetPort"] == "http-proxy"
+    assert objs["Service"]["spec"]["selector"].items() <= ro["spec"]["template"]["metadata"]["labels"].items()
+    # The proxy's config is valid and, with the pod's labels, resolves its version and ports.
+    config = parse_config(objs["ConfigMap"]["data"]["observer.yaml"], environ={})
+    (tmp_path / "labels").write_text('app="llm"\nrollouts-pod-template-hash="7d9f8c6b5"\nobserver.dev/role="canary"\n')
+    t = proxy_target(config, version=None, version_file=VersionFile(tmp_path / "labels"),
+                     listen=args[args.index("--listen") + 1], upstream=args[args.index("--upstream") + 1])
+    assert (t.version, t.role, int(t.port)) == ("7d9f8c6b5", "canary", proxy_port)
+    assert config.sampling.proxy.ingest_url
