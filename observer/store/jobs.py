@@ -147,7 +147,17 @@ class JobQueue(Protocol):
 
 
 @runtime_checkable
-class SharedWork(JobQueue, Protocol):
+class BudgetLedger(Protocol):
+    """Fleet-wide budgets (e.g. judge calls per hour) kept in the shared store, so N replicas spend what one
+    would; blocking calls."""
+
+    def spend(self, budget: str, *, limit: int, window_seconds: float) -> bool:
+        """Take one unit: True (recorded) when fewer than `limit` were taken in the last `window_seconds` by any
+        replica, False when the budget is spent. StoreError when the store cannot answer."""
+        ...
+
+
+class SharedWork(JobQueue, BudgetLedger, Protocol):
     """A store that also feeds every replica the committed scores and golden runs, in commit order."""
 
     def score_events(self, *, after: tuple[int, int], limit: int) -> list[ScoreEvent]:

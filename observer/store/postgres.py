@@ -52,6 +52,7 @@ from observer.store.sql import (
     release_sql,
     released,
     renew_sql,
+    spend_one,
 )
 
 # A row is in the feed once no transaction older than its own is still open: then every row with a smaller
@@ -65,6 +66,7 @@ _UPSERT_SCORE = (
 SCHEMA_VERSION = len(MIGRATIONS)
 MIGRATION_LOCK = 0x0B5E_0001  # pg_advisory_xact_lock key: one migrator at a time
 ENQUEUE_LOCK = 0x0B5E_E0E0  # pg_advisory_xact_lock key held while enqueueing (the queue bound holds)
+BUDGET_LOCK = 0x0B5E_B0D6  # ... and while spending a fleet-wide budget (no two replicas take the last unit)
 
 log = logging.getLogger("observer.store")
 
@@ -284,6 +286,12 @@ class PostgresStore(SqlReads):
         return int(deleted)
 
     # --- shared work (observer.store.jobs) ---
+
+    def spend(self, budget: str, *, limit: int, window_seconds: float) -> bool:
+        now = self._clock()
+        with self._conn(f"spend of budget {budget}") as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (BUDGET_LOCK,))
+            return spend_one(conn.execute, "%s", budget, limit=limit, window_seconds=window_seconds, now=now)
 
     def enqueue(self, jobs: Sequence[JobSpec], *, max_queued: int) -> Enqueued:
         if not jobs:

@@ -97,6 +97,15 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE samples ADD COLUMN template_hash TEXT;
     ALTER TABLE samples ADD COLUMN sampling_hash TEXT;
     """,
+    # 5: spend of fleet-wide budgets (judge calls): one row per unit, kept for the budget's window.
+    """
+    CREATE TABLE budget_spend (
+        id BIGSERIAL PRIMARY KEY,
+        budget TEXT NOT NULL,
+        ts DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX budget_spend_by_budget ON budget_spend (budget, ts);
+    """,
 )
 
 
@@ -188,5 +197,14 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE samples ADD COLUMN template_hash TEXT;
     ALTER TABLE samples ADD COLUMN sampling_hash TEXT;
+    """,
+    # 6: spend of fleet-wide budgets (judge calls): one row per unit, kept for the budget's window.
+    """
+    CREATE TABLE budget_spend (
+        id INTEGER PRIMARY KEY,
+        budget TEXT NOT NULL,
+        ts REAL NOT NULL
+    );
+    CREATE INDEX budget_spend_by_budget ON budget_spend (budget, ts);
     """,
 )

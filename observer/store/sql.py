@@ -127,6 +127,27 @@ def claimed(row: Sequence[Any], *, worker: str) -> ClaimedJob:
                       worker=worker, lease_until=float(lease_until))
 
 
+# --- fleet-wide budgets ---
+
+def spend_sql(mark: str) -> tuple[str, str, str]:
+    """(forget spend older than the window, count the window's spend, record one unit), for `mark`."""
+    return (f"DELETE FROM budget_spend WHERE budget = {mark} AND ts <= {mark}",
+            f"SELECT COUNT(*) FROM budget_spend WHERE budget = {mark}",
+            f"INSERT INTO budget_spend (budget, ts) VALUES ({mark}, {mark})")
+
+
+def spend_one(execute: Callable[[str, tuple[Any, ...]], Any], mark: str, budget: str, *, limit: int,
+              window_seconds: float, now: float) -> bool:
+    """Within one transaction that excludes other spenders: True and one unit recorded when fewer than `limit`
+    were spent in the last `window_seconds`, else False."""
+    forget, count, record = spend_sql(mark)
+    execute(forget, (budget, now - window_seconds))
+    if int(execute(count, (budget,)).fetchone()[0]) >= limit:
+        return False
+    execute(record, (budget, now))
+    return True
+
+
 # --- shared work: the statements both stores run (SQLite marks `?`, psycopg `%s`) ---
 
 PENDING_JOBS_SQL = "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')"

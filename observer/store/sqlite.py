@@ -50,6 +50,7 @@ from observer.store.sql import (
     release_sql,
     released,
     renew_sql,
+    spend_one,
 )
 
 _T = TypeVar("_T")
@@ -271,6 +272,11 @@ class SqliteStore(SqlReads):
                 _rollback(db)
                 raise StoreError(f"could not {what} in {self.path}: {e}") from e
             return out
+
+    def spend(self, budget: str, *, limit: int, window_seconds: float) -> bool:
+        now = self._clock()
+        return self._write(f"spend of budget {budget}", lambda db: spend_one(
+            db.execute, "?", budget, limit=limit, window_seconds=window_seconds, now=now))
 
     def enqueue(self, jobs: Sequence[JobSpec], *, max_queued: int) -> Enqueued:
         rows = job_rows(jobs, self._clock())

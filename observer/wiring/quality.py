@@ -88,7 +88,9 @@ def build(ctx: Context, *, store: ManagedStore | None,
     golden = inputs.golden
     stats = JudgeStats()
     judging = inputs.judge
-    judge = judge_client(ctx.http, spec, judging.prompt, stats, clock=ctx.clock) if judging is not None else None
+    judge = None
+    if judging is not None:  # with a store, the hourly budget is the fleet's: N replicas spend what one would
+        judge = judge_client(ctx.http, spec, judging.prompt, stats, clock=ctx.clock, ledger=store)
     rubrics = judging.rubrics if judging is not None else {}
     fleet = ctx.fleet
     live_checks: list[str] = list(spec.live.checks)

@@ -244,3 +244,28 @@ def test_fingerprint_counts_group_by_hash_pair_in_the_range(store: ManagedStore)
     [back] = [s for s in store.samples("stable") if s.prompt == "prompt 1"]
     assert (back.template_hash, back.sampling_hash) == ("aaaaaaaaaaaa", "111111111111")
     assert store.fingerprint_counts("nope", since=0.0, until=2e9) == {}
+
+
+def test_a_fleet_wide_budget_is_spent_once_per_unit_across_concurrent_spenders(
+        clocked: tuple[ManagedStore, Clock]) -> None:
+    """Four threads (on PostgreSQL, four pooled connections: as many replicas) race for 25 units of 100 tries."""
+    store, clock = clocked
+    took: list[bool] = []
+    lock = threading.Lock()
+
+    def spender() -> None:
+        for _ in range(25):
+            ok = store.spend("judge_calls", limit=25, window_seconds=3600)
+            with lock:
+                took.append(ok)
+
+    threads = [threading.Thread(target=spender) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert took.count(True) == 25 and len(took) == 100
+    assert not store.spend("judge_calls", limit=25, window_seconds=3600)
+    assert store.spend("other_budget", limit=1, window_seconds=3600)  # budgets are apart
+    clock.now += 3600.5
+    assert store.spend("judge_calls", limit=25, window_seconds=3600)  # the window moved on

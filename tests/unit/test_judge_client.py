@@ -236,3 +236,39 @@ def test_verdict_schema_is_strict_json_schema() -> None:
     Draft202012Validator.check_schema(VERDICT_SCHEMA)
     assert VERDICT_SCHEMA["additionalProperties"] is False
     json.dumps(VERDICT_SCHEMA, allow_nan=False)
+
+
+async def test_two_replicas_sharing_the_store_spend_one_fleet_wide_budget(server: JudgeServer,
+                                                                          tmp_path: Path) -> None:
+    """Each replica alone would allow 5 calls an hour; through the shared ledger both together make 5."""
+    from observer.store.sqlite import SqliteStore
+
+    clock = Clock()
+    store = SqliteStore(tmp_path / "s.db", clock=clock)
+    try:
+        async with httpx.AsyncClient() as http:
+            replicas = [client(http, server, budget_per_hour=5, clock=clock, ledger=store)[0] for _ in range(2)]
+            outcomes = await asyncio.gather(*(judge_once(replicas[i % 2]) for i in range(12)),
+                                            return_exceptions=True)
+            assert sum(not isinstance(o, Exception) for o in outcomes) == 5 and len(server.requests) == 5
+            assert all(isinstance(o, JudgeError) and o.reason == "budget" for o in outcomes
+                       if isinstance(o, Exception))
+            clock.now += 3600  # the hour moves on for every replica
+            await judge_once(replicas[1])
+        assert len(server.requests) == 6
+    finally:
+        store.close()
+
+
+async def test_a_store_that_cannot_answer_spends_nothing_and_names_why(server: JudgeServer) -> None:
+    from observer.errors import StoreError
+
+    class Down:
+        def spend(self, budget: str, *, limit: int, window_seconds: float) -> bool:
+            raise StoreError("sample store postgresql://db: connection refused")
+
+    async with httpx.AsyncClient() as http:
+        c, _ = client(http, server, ledger=Down())
+        with pytest.raises(JudgeError, match="connection refused") as info:
+            await judge_once(c)
+    assert info.value.reason == "budget" and server.requests == [] and c.stats.calls["budget_unavailable"] == 1

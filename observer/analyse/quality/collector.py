@@ -18,8 +18,8 @@ from observer.analyse.quality.judge import JudgeStats
 from observer.analyse.quality.state import QualityState
 
 UNSCORED_REASONS = ("request_error", "judge_error", "scorer_error", "undecided")
-JUDGE_OUTCOMES = ("ok", "length", "refusal", "unparseable", "schema", "budget_exhausted", "timeout", "transport",
-                  "rate_limited", "server_error", "client_error")
+JUDGE_OUTCOMES = ("ok", "length", "refusal", "unparseable", "schema", "budget_exhausted", "budget_unavailable",
+                  "timeout", "transport", "rate_limited", "server_error", "client_error")
 
 
 class QualityCollector(Collector):

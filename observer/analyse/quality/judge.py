@@ -15,13 +15,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from observer.analyse.quality.prompts import VERDICT_SCHEMA, JudgePrompt, Rubric, render
 from observer.analyse.quality.rules import parse_json
-from observer.errors import JudgeError
+from observer.errors import JudgeError, StoreError
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 30.0
@@ -111,16 +111,28 @@ def parse_structured(body: Any, schema: dict[str, Any]) -> dict[str, Any]:
     return verdict
 
 
+class SharedBudget(Protocol):
+    """A budget all replicas spend from (the shared store's ledger); blocking."""
+
+    def spend(self, budget: str, *, limit: int, window_seconds: float) -> bool: ...
+
+
+JUDGE_BUDGET = "judge_calls"  # the ledger's name of the judge's hourly call budget
+
+
 class JudgeClient:
-    """Calls an OpenAI-compatible chat endpoint as a judge: bounded concurrency, retries, hourly budget."""
+    """Calls an OpenAI-compatible chat endpoint as a judge: bounded concurrency, retries, hourly budget (this
+    replica's alone, or with `ledger` every replica's together, so N replicas spend what one would)."""
 
     def __init__(self, http: httpx.AsyncClient, *, base_url: str, model: str, prompt: JudgePrompt,
                  api_key: str | None = None, timeout_s: float = 30.0, max_retries: int = 3,
                  backoff_s: float = 0.5, concurrency: int = 4, budget_per_hour: int = 1000,
                  max_tokens: int = 400, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 stats: JudgeStats | None = None, wall_clock: Callable[[], float] = time.time) -> None:
+                 stats: JudgeStats | None = None, wall_clock: Callable[[], float] = time.time,
+                 ledger: SharedBudget | None = None) -> None:
         self.http = http
+        self.ledger = ledger
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.prompt = prompt
@@ -143,6 +155,19 @@ class JudgeClient:
         while self._calls and now - self._calls[0] >= HOUR_S:
             self._calls.popleft()
         return self.budget_per_hour - len(self._calls)
+
+    async def _spend_shared(self) -> bool:
+        """One unit of the fleet-wide budget (True without a ledger). A store that cannot answer spends
+        nothing: no call is made that the budget might not allow, and the reason is the store's error."""
+        if self.ledger is None:
+            return True
+        try:
+            return await asyncio.to_thread(self.ledger.spend, JUDGE_BUDGET, limit=self.budget_per_hour,
+                                           window_seconds=HOUR_S)
+        except StoreError as e:
+            self.stats.count("budget_unavailable")
+            raise JudgeError(f"the fleet-wide judge budget cannot be read ({e}); no call made",
+                             reason="budget") from e
 
     def _request(self, system: str, user: str, *, schema: dict[str, Any] = VERDICT_SCHEMA, name: str = "verdict",
                  temperature: float = 0.0) -> dict[str, Any]:
@@ -186,7 +211,7 @@ class JudgeClient:
     async def _post(self, payload: dict[str, Any], headers: dict[str, str]) -> tuple[Any, int]:
         last = ""
         for attempt in range(self.max_retries + 1):
-            if self.budget_left() <= 0:
+            if self.budget_left() <= 0 or not await self._spend_shared():
                 self.stats.count("budget_exhausted")
                 raise JudgeError(f"judge call budget of {self.budget_per_hour}/hour is spent", reason="budget")
             self._calls.append(self.clock())
