@@ -8,6 +8,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,11 +25,22 @@ class PrometheusError(ObserverError):
     """The local Prometheus could not be started or queried."""
 
 
+# The last ports this process was given: the kernel may offer a just-closed one again at once. Bounded: a
+# long test session must not run out of ports, and a clash needs two asks close together.
+_RECENT: deque[int] = deque(maxlen=512)
+
+
 def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """An unused TCP port on 127.0.0.1, none of the last 512 this process was given (a config asking for
+    several ports at once must get distinct ones)."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _RECENT:
+            _RECENT.append(port)
+            return port
+    raise RuntimeError("no TCP port on 127.0.0.1 other than the ones this process was just given")
 
 
 def port_free(port: int) -> bool:

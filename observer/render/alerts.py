@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from observer.config.spec import ObserverConfig
 from observer.render.cost_rules import cost_group
+from observer.render.dashboard_rules import dashboard_group
 from observer.render.health_rules import leading_group, self_health_group
 from observer.render.hygiene_rules import hygiene_group
 from observer.render.objectives import Alerting, build_alerting
@@ -24,8 +25,10 @@ PROMETHEUS_RULE_FILE = "deploy/prometheusrule.yaml"
 
 
 def rule_groups(config: ObserverConfig) -> list[Group]:
-    """Every rule group the config asks for, in file order (dashboards read alert names from here)."""
-    return _groups(build_alerting(config))
+    """Every rule group the config asks for, in file order (dashboards read alert names from here): the
+    dashboards' recorded rates, then the SLO, health, hygiene and cost groups."""
+    dashboards = [dashboard_group(config)] if config.dashboards.enabled else []
+    return dashboards + (_groups(build_alerting(config)) if config.slo.enabled else [])
 
 
 def _groups(a: Alerting) -> list[Group]:
@@ -38,10 +41,10 @@ def _groups(a: Alerting) -> list[Group]:
 
 def render(config: ObserverConfig) -> dict[str, str]:
     """Rule file, promtool tests and PrometheusRule for `config` (path relative to the repo root → text)."""
-    if not config.slo.enabled:
+    groups = rule_groups(config)
+    if not groups:
         return {}
     a = build_alerting(config)
-    groups = _groups(a)
     rules = dump_yaml({"groups": groups_data(groups, a.runbook_base_url)})
     files = {RULES_FILE: rules, PROMETHEUS_RULE_FILE: dump_yaml(prometheus_rule(groups, a))}
     suites = promtool_tests(groups, rule_file=RULES_FILE.rsplit("/", 1)[1], base_url=a.runbook_base_url)

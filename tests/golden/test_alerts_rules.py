@@ -211,7 +211,7 @@ def test_prometheusrule_validates_strictly_against_the_crd(crd_validator: jsonsc
 def test_crd_validation_rejects_broken_resources(crd_validator: jsonschema.Draft7Validator, mutation: str) -> None:
     cr = yaml.safe_load((ROOT / alerts.PROMETHEUS_RULE_FILE).read_text())
     bad = copy.deepcopy(cr)
-    rule = next(r for r in bad["spec"]["groups"][0]["rules"] if "alert" in r)
+    rule = next(r for g in bad["spec"]["groups"] for r in g["rules"] if "alert" in r)
     if mutation == "typo-in-rule":
         rule["anotations"] = rule.pop("annotations")
     elif mutation == "bad-for":

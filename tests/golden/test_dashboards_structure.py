@@ -18,6 +18,7 @@ import yaml
 
 from observer import conventions as names
 from observer.config import load_config, parse_config
+from observer.conventions.recording import RECORDED, recorded
 from observer.errors import ConfigError
 from observer.render.alerts import rule_groups
 from observer.render.dashboards import render
@@ -86,13 +87,13 @@ def _metric_names() -> set[str]:
     values = {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str) and v.startswith("observer")}
     suffixed = {v + s for v in values for s in ("", "_total", "_bucket", "_sum", "_count")}
     windows = {names.RULE_SLI_ERROR_RATIO + w for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d")}
-    return suffixed | windows
+    return suffixed | windows | {recorded(s) for s in RECORDED}
 
 
 def test_every_series_name_comes_from_the_conventions(dashboards: dict[str, dict[str, Any]]) -> None:
     known = _metric_names()
     used = {m for d in dashboards.values() for q in queries(d)
-            for m in re.findall(r"\b(observer[a-z0-9_:]*)", q.expr)}
+            for m in re.findall(r"((?:\bversion:)?\bobserver[a-z0-9_:]*)", q.expr)}
     assert used and used <= known, sorted(used - known)
     assert not any("vllm:" in q.expr or "DCGM_" in q.expr for d in dashboards.values() for q in queries(d))
 

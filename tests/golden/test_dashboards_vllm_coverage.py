@@ -68,7 +68,7 @@ def test_signal_is_on_our_dashboard_split_by_version(ours: dict[str, dict[str, A
     panel = next((p for p in panels(ours[slug]) if p.get("title") == title), None)
     assert panel is not None, f"{family}: no panel {title!r} on {slug}"
     exprs = [(t["expr"], t.get("legendFormat", "")) for t in panel["targets"]]
-    pattern = re.compile(rf"\b{re.escape(series)}(_bucket|_sum|_count|_total)?\{{")
+    pattern = re.compile(rf"\b{re.escape(series)}(_bucket|_sum|_count|_total)?(:rate\w+)?\{{")  # raw or recorded
     using = [(e, legend) for e, legend in exprs if pattern.search(e)]
     assert using, f"{family}: panel {title!r} does not query {series}"
     assert all("{{version}}" in legend and "by (version" in e for e, legend in using)

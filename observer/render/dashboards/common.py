@@ -28,6 +28,7 @@ from grafana_foundation_sdk.models import prometheus as gpm
 from observer import conventions as names
 from observer.config.dashboards import DashboardsSpec
 from observer.conventions.promql import matcher
+from observer.conventions.recording import RECORDED, recorded
 
 DATASOURCE_VAR = "datasource"
 NAMESPACE_VAR = "namespace"
@@ -82,7 +83,11 @@ def sel(family: str, *, version_label: str = names.VERSION, model: bool | None =
 
 
 def rate(family: str, window: str = RATE, **kwargs: Any) -> str:
-    """`rate(sel(family)[window])`."""
+    """`rate(sel(family)[window])`; at Grafana's rate interval, a per-pod family's recorded per-version rate
+    instead (observer.conventions.recording): a panel then reads one series per version, not one per pod."""
+    if window == RATE and family in RECORDED:
+        kwargs.setdefault("model", _base(family) in WITH_MODEL)
+        return sel(recorded(family), **kwargs)
     return f"rate({sel(family, **kwargs)}[{window}])"
 
 

@@ -1,0 +1,256 @@
+"""The cluster topology, measured: what a fleet mode judge is missing, what `check-config` misses, what the
+shared work and the fleet-wide budget lose or overspend, and the dashboards' refresh at 1,000 pods with the
+generated recording rules against the raw per-pod series, in the same run.
+
+Parts (all by default; `--only` picks some):
+- `dashboards`: 1,000 pods of per-pod observer series (bench/fleet_prom.py), 20 minutes backfilled into a real
+  Prometheus; the dashboards' recording rules backfilled over the same 20 minutes (`promtool tsdb
+  create-blocks-from rules`); then the fleet and canary dashboards refreshed (every query as Grafana's range
+  query, one after another) alternately as generated (recorded rates) and with each recorded rate written back
+  as the raw `rate(…[1m])` over the pods. Reported: p50/p95 seconds per refresh of each and the ratio.
+- `check_config`: every build-time refusal of tests/support/badconfigs.py, built and checked.
+- `parity`: one recorded window of a simulated fleet through the own and the Prometheus source.
+- `budget`: two replicas sharing one store spend a judge budget of 40 calls; calls the judge received.
+
+Ends with one JSON line (keys named by the issue; a part not run gives null).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RECORDED_RATE = re.compile(r"version:(observer_[a-z0-9_]+):rate1m(\{[^}]*\})")
+
+
+def raw_expr(expr: str) -> str:
+    """The same query over the raw per-pod series: each recorded rate back as `sum without (pod, instance)
+    (rate(series[1m]))` — what the panels ran before the recording rules."""
+    from observer.conventions.recording import RECORDED, recorded
+
+    by_name = {recorded(s).split(":")[1]: s for s in RECORDED}
+
+    def one(m: re.Match[str]) -> str:
+        return f"sum without (pod, instance) (rate({by_name[m.group(1)]}{m.group(2)}[1m]))"
+
+    return RECORDED_RATE.sub(one, expr)
+
+
+def _p(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def dashboards_part(pods: int, repeats: int) -> dict[str, Any]:
+    import httpx
+    import yaml
+
+    from bench.fleet_prom import create_blocks, write_openmetrics
+    from observer.config import parse_config
+    from observer.render.dashboard_rules import dashboard_group
+    from observer.render.dashboards import render
+    from observer.render.dashboards.lint import queries, substitute
+    from observer.render.rulemodel import groups_data
+    from observer_dev.promserver import run_prometheus
+
+    step, span = 20.0, 1200.0
+    end = float(int(time.time() // 60 * 60) - 120)
+    start = end - span
+    config = parse_config(yaml.safe_dump({
+        "fleet": {"versions": [{"name": "stable", "role": "stable"}, {"name": "canary", "role": "canary"}]}}),
+        environ={})
+    with tempfile.TemporaryDirectory(prefix="bench-topology-") as tmp:
+        work = Path(tmp)
+        write_openmetrics(work / "fleet.om", pods=pods, canary_share=0.1, start=start, end=end, step=step)
+        create_blocks(work / "fleet.om", work / "data")
+        (work / "fleet.om").unlink()
+        rules = work / "dashboard-rules.yaml"
+        rules.write_text(yaml.safe_dump({"groups": groups_data([dashboard_group(config)], "")}))
+        t0 = time.monotonic()
+        with run_prometheus([], workdir=work, ready_timeout=120) as prom:
+            proc = subprocess.run(
+                ["promtool", "tsdb", "create-blocks-from", "rules", f"--start={int(start)}", f"--end={int(end)}",
+                 f"--url={prom.url}", f"--output-dir={work / 'recorded'}", "--eval-interval=20s", str(rules)],
+                capture_output=True, text=True, check=False, timeout=1800)
+            if proc.returncode != 0:
+                raise SystemExit(f"promtool could not backfill the recording rules: {proc.stderr[-2000:]}")
+        record_s = time.monotonic() - t0
+        for block in (work / "recorded").iterdir():
+            if block.is_dir():
+                shutil.move(str(block), work / "data" / block.name)
+        rendered = render(config)
+        recorded_exprs = [substitute(q.expr, {"namespace": ".*", "model": ".*", "version": ".*"}, rate_interval="1m")
+                          for name in ("dashboards/fleet.json", "dashboards/canary.json")
+                          for q in queries(json.loads(rendered[name]))]
+        raw_exprs = [raw_expr(e) for e in recorded_exprs]
+        changed = sum(a != b for a, b in zip(recorded_exprs, raw_exprs, strict=True))
+        times: dict[str, list[float]] = {"raw": [], "recorded": []}
+        data: dict[str, int] = {}
+        with run_prometheus([], workdir=work, ready_timeout=120) as prom, httpx.Client(timeout=300) as c:
+            def refresh(exprs: list[str]) -> tuple[float, int]:
+                t = time.perf_counter()
+                got = 0
+                for e in exprs:
+                    body = c.get(f"{prom.url}/api/v1/query_range",
+                                 params={"query": e, "start": start + 120, "end": end, "step": step}).json()
+                    got += bool(body.get("data", {}).get("result"))
+                return time.perf_counter() - t, got
+
+            refresh(recorded_exprs[:3])  # warm the head and the caches once, for both arms alike
+            for i in range(repeats):
+                for arm in (("raw", "recorded") if i % 2 == 0 else ("recorded", "raw")):  # the arms rotate
+                    s, got = refresh(raw_exprs if arm == "raw" else recorded_exprs)
+                    times[arm].append(s)
+                    data[arm] = got
+    raw95, rec95 = _p(times["raw"], 0.95), _p(times["recorded"], 0.95)
+    return {"pods": pods, "dashboard_queries": len(recorded_exprs), "dashboard_queries_recorded": changed,
+            "dashboard_queries_with_data_raw": data["raw"], "dashboard_queries_with_data_recorded": data["recorded"],
+            "dashboard_refresh_seconds_1000_pods_raw": round(raw95, 3),
+            "dashboard_refresh_seconds_1000_pods": round(rec95, 3),
+            "dashboard_refresh_p50_raw": round(statistics.median(times["raw"]), 3),
+            "dashboard_refresh_p50_recorded": round(statistics.median(times["recorded"]), 3),
+            "dashboard_refresh_ratio_recorded_over_raw": round(rec95 / raw95, 3),
+            "recording_backfill_seconds": round(record_s, 1)}
+
+
+def check_config_part() -> dict[str, Any]:
+    from observer.crosscheck import check_references
+    from observer.errors import ConfigError
+    from observer.service import Service
+    from tests.support.badconfigs import corpus, parse
+
+    misses, refused = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for bad in corpus(Path(tmp)):
+            config = parse(bad)
+            try:
+                Service.build(config)
+            except ConfigError as e:
+                refused += 1
+                if str(e) not in {str(p) for p in check_references(config)}:
+                    misses.append(bad.name)
+    return {"check_config_cases": refused, "check_config_misses": len(misses), "check_config_missed": misses}
+
+
+def parity_part() -> dict[str, Any]:
+    import httpx
+
+    from observer.analyse.canary.sources import OwnSource, PrometheusSource
+    from observer.service import start_in_thread
+    from observer_dev.parity import fields_missing
+    from tests.support.prom import run_prometheus
+    from tests.support.sim import running_fleet, sim_config
+
+    cfg = sim_config(interval_seconds=1.0, window_seconds=30.0)
+    missing: set[str] = set()
+    with running_fleet(cfg, seed=3, total_rps=20.0) as (_, config):
+        obs = start_in_thread(config, areas=["scrape", "canary"])
+        try:
+            with run_prometheus([obs.url.removeprefix("http://")], scrape_interval="1s") as prom:
+                prom.wait_for("observer_version_environment_info", min_series=2)
+                since = time.time()
+                time.sleep(12.0)
+                now = time.time() - 1.0
+                own = OwnSource(signals=obs.service.services.signals, slice_seconds=2.0)
+
+                async def arms(version: str) -> tuple[Any, Any]:
+                    async with httpx.AsyncClient() as http:
+                        fleet = PrometheusSource(url=prom.url, http=http, slice_seconds=2.0)
+                        a = await own.arm(version, cfg.canary.metrics, since=since, now=now, with_drift=False)
+                        b = await fleet.arm(version, cfg.canary.metrics, since=since, now=now, with_drift=False)
+                        return a, b
+
+                for version in ("stable", "canary"):
+                    a, b = asyncio.run(arms(version))
+                    missing.update(fields_missing(a, b))
+        finally:
+            obs.stop()
+    return {"fleet_mode_armdata_fields_missing": sorted(missing)}
+
+
+def budget_part() -> dict[str, Any]:
+    import httpx
+
+    from observer.analyse.quality.judge import JudgeClient
+    from observer.analyse.quality.prompts import load_prompt, load_rubrics
+    from observer.errors import JudgeError
+    from observer.store.sqlite import SqliteStore
+    from tests.support.judge_server import run_judge_server
+
+    budget = 40
+    prompt = load_prompt(ROOT / "evals" / "judge_prompt.yaml")
+    rubric = load_rubrics(ROOT / "evals" / "rubrics")["correctness"]
+    with tempfile.TemporaryDirectory() as tmp, run_judge_server() as server:
+        store = SqliteStore(Path(tmp) / "s.db")
+
+        async def run() -> int:
+            async with httpx.AsyncClient() as http:
+                replicas = [JudgeClient(http, base_url=server.url, model="j", prompt=prompt, budget_per_hour=budget,
+                                        ledger=store) for _ in range(2)]
+
+                async def one(i: int) -> bool:
+                    try:
+                        await replicas[i % 2].judge(rubric=rubric, prompt="Capital of France?", output="Paris",
+                                                    reference="Paris")
+                        return True
+                    except JudgeError:
+                        return False
+
+                return sum(await asyncio.gather(*(one(i) for i in range(100))))
+
+        judged = asyncio.run(run())
+        calls = len(server.requests)
+        store.close()
+    return {"judge_budget_per_hour": budget, "judge_calls_made": calls, "judged": judged,
+            "judge_calls_over_budget": max(0, calls - budget)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--pods", type=int, default=1000)
+    ap.add_argument("--repeats", type=int, default=6, help="refreshes timed per arm")
+    ap.add_argument("--only", default="", help="comma-separated parts: dashboards, check_config, parity, budget")
+    args = ap.parse_args()
+    parts = {p.strip() for p in args.only.split(",") if p.strip()} or {"dashboards", "check_config", "parity",
+                                                                       "budget"}
+    out: dict[str, Any] = {"scenarios_total": None, "scenarios_same_verdict": None}
+    if "check_config" in parts:
+        r = check_config_part()
+        print(f"check-config: {r['check_config_cases']} build-time refusals, {r['check_config_misses']} not reported")
+        out.update(r)
+    if "parity" in parts:
+        r = parity_part()
+        print(f"fleet mode ArmData fields missing: {r['fleet_mode_armdata_fields_missing'] or 'none'}")
+        out.update(r)
+    if "budget" in parts:
+        r = budget_part()
+        print(f"fleet-wide judge budget {r['judge_budget_per_hour']}/h, 2 replicas asking 100 times: "
+              f"{r['judge_calls_made']} calls made")
+        out.update(r)
+    if "dashboards" in parts:
+        r = dashboards_part(args.pods, args.repeats)
+        print(f"dashboards at {r['pods']} pods ({r['dashboard_queries']} queries, {r['dashboard_queries_recorded']} "
+              f"on recorded rates; with data: raw {r['dashboard_queries_with_data_raw']}, recorded "
+              f"{r['dashboard_queries_with_data_recorded']}): refresh p95 raw "
+              f"{r['dashboard_refresh_seconds_1000_pods_raw']:.2f} s, "
+              f"recorded {r['dashboard_refresh_seconds_1000_pods']:.2f} s — ratio "
+              f"{r['dashboard_refresh_ratio_recorded_over_raw']:.3f}")
+        out.update(r)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
