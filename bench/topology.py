@@ -8,6 +8,8 @@ Parts (all by default; `--only` picks some):
   create-blocks-from rules`); then the fleet and canary dashboards refreshed (every query as Grafana's range
   query, one after another) alternately as generated (recorded rates) and with each recorded rate written back
   as the raw `rate(…[1m])` over the pods. Reported: p50/p95 seconds per refresh of each and the ratio.
+- `discovered`: two Rollout revisions from the scripted Kubernetes API (simulator pods, no static list),
+  quality and mirror ingest on: does each get golden replays and live scores, and how soon.
 - `check_config`: every build-time refusal of tests/support/badconfigs.py, built and checked.
 - `parity`: one recorded window of a simulated fleet through the own and the Prometheus source.
 - `budget`: two replicas sharing one store spend a judge budget of 40 calls; calls the judge received.
@@ -126,6 +128,16 @@ def dashboards_part(pods: int, repeats: int) -> dict[str, Any]:
             "recording_backfill_seconds": round(record_s, 1)}
 
 
+def discovered_part() -> dict[str, Any]:
+    from tests.support import discovered_quality
+
+    out = discovered_quality.run(deadline_s=150.0)
+    return {"discovered_versions_golden_replayed": all(n > 0 for n in out.golden_replayed.values()),
+            "discovered_versions_live_scored": all(n > 0 for n in out.live_scored.values()),
+            "discovered_golden_items": out.golden_replayed, "discovered_live_checks": out.live_scored,
+            "discovered_seconds_to_both": round(out.seconds, 1)}
+
+
 def check_config_part() -> dict[str, Any]:
     from observer.crosscheck import check_references
     from observer.errors import ConfigError
@@ -222,11 +234,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=6, help="refreshes timed per arm")
-    ap.add_argument("--only", default="", help="comma-separated parts: dashboards, check_config, parity, budget")
+    ap.add_argument("--only", default="",
+                    help="comma-separated parts: dashboards, discovered, check_config, parity, budget")
     args = ap.parse_args()
-    parts = {p.strip() for p in args.only.split(",") if p.strip()} or {"dashboards", "check_config", "parity",
-                                                                       "budget"}
+    parts = {p.strip() for p in args.only.split(",") if p.strip()} or {"dashboards", "discovered", "check_config",
+                                                                       "parity", "budget"}
     out: dict[str, Any] = {"scenarios_total": None, "scenarios_same_verdict": None}
+    if "discovered" in parts:
+        r = discovered_part()
+        print(f"discovered versions: golden items {r['discovered_golden_items']}, live checks "
+              f"{r['discovered_live_checks']} after {r['discovered_seconds_to_both']} s")
+        out.update(r)
     if "check_config" in parts:
         r = check_config_part()
         print(f"check-config: {r['check_config_cases']} build-time refusals, {r['check_config_misses']} not reported")

@@ -234,3 +234,13 @@ def test_the_sidecar_names_a_missing_label_and_the_mount_it_needs(tmp_path: Path
     out = subprocess.run([*base, "--version-from", str(tmp_path / "nope")], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 2 and "downwardAPI" in out.stderr, out.stderr
+
+
+def test_discovered_versions_are_golden_replayed_and_live_scored_without_a_static_list() -> None:
+    """No fleet.versions: the two Rollout revisions come from the scripted API, their OpenAI URL from the pods'
+    addresses; each gets golden replays at the first look and live scores of its ingested samples."""
+    from tests.support import discovered_quality
+
+    out = discovered_quality.run(deadline_s=60.0)
+    assert all(n > 0 for n in out.golden_replayed.values()), out
+    assert all(n > 0 for n in out.live_scored.values()), out
