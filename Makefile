@@ -61,7 +61,7 @@ render-check: setup
 # parts: most of it on two workers (those tests mostly wait on processes and sockets), then, one at a
 # time with the machine to themselves, the short game day (its goodput verdict sits near its line and
 # read inconclusive once with a busy neighbour) and the real-vLLM tier.
-SERIAL := tests/integration/test_gameday.py tests/real
+SERIAL := tests/integration/test_gameday.py tests/integration/test_gameday_cluster.py tests/real
 test:
 	$(MAKE) --no-print-directory -j3 --output-sync=target real-vllm lint render-check
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $(addprefix --ignore=,$(SERIAL)) --durations=15

@@ -199,8 +199,8 @@ def shared_work(jobs: int) -> dict[str, Any]:
 
     import psycopg
 
+    from observer_dev.pgserver import run_postgres
     from tests.support.judge_server import Reply, run_judge_server
-    from tests.support.postgres import run_postgres
     from tests.support.shared_work import ingest, job_states, judged_output, live_samples, metric, run_replicas
 
     def held_by(url: str, pid: int) -> list[int]:
@@ -325,7 +325,7 @@ def main() -> None:
 def ingest_part(args: argparse.Namespace) -> dict[str, Any]:
     from observer.store.postgres import PostgresStore
     from observer.store.sqlite import SqliteStore
-    from tests.support.postgres import run_postgres
+    from observer_dev.pgserver import run_postgres
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "samples.db"

@@ -10,6 +10,9 @@ Parts (all by default; `--only` picks some):
   as the raw `rate(…[1m])` over the pods. Reported: p50/p95 seconds per refresh of each and the ratio.
 - `discovered`: two Rollout revisions from the scripted Kubernetes API (simulator pods, no static list),
   quality and mirror ingest on: does each get golden replays and live scores, and how soon.
+- `gameday`: the short cluster game day (`observer gameday --cluster --short`): its scenarios, and how many end
+  in the single-process game day's verdict class despite a replica SIGKILLed and the other cut from
+  PostgreSQL mid-step.
 - `check_config`: every build-time refusal of tests/support/badconfigs.py, built and checked.
 - `parity`: one recorded window of a simulated fleet through the own and the Prometheus source.
 - `budget`: two replicas sharing one store spend a judge budget of 40 calls; calls the judge received.
@@ -128,6 +131,15 @@ def dashboards_part(pods: int, repeats: int) -> dict[str, Any]:
             "recording_backfill_seconds": round(record_s, 1)}
 
 
+def gameday_part() -> dict[str, Any]:
+    from observer_dev.gameday.cluster import run_cluster_gameday
+
+    rows = run_cluster_gameday(short=True, seed=7)
+    return {"scenarios_total": len(rows), "scenarios_same_verdict": sum(r.ok for r in rows),
+            "scenario_verdicts": {r.scenario: r.verdicts[-1] if r.verdicts else None for r in rows},
+            "scenario_seconds": {r.scenario: round(r.seconds, 1) for r in rows}}
+
+
 def discovered_part() -> dict[str, Any]:
     from tests.support import discovered_quality
 
@@ -235,11 +247,16 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=6, help="refreshes timed per arm")
     ap.add_argument("--only", default="",
-                    help="comma-separated parts: dashboards, discovered, check_config, parity, budget")
+                    help="comma-separated parts: dashboards, gameday, discovered, check_config, parity, budget")
     args = ap.parse_args()
-    parts = {p.strip() for p in args.only.split(",") if p.strip()} or {"dashboards", "discovered", "check_config",
-                                                                       "parity", "budget"}
+    parts = {p.strip() for p in args.only.split(",") if p.strip()} or {
+        "dashboards", "gameday", "discovered", "check_config", "parity", "budget"}
     out: dict[str, Any] = {"scenarios_total": None, "scenarios_same_verdict": None}
+    if "gameday" in parts:
+        r = gameday_part()
+        print(f"cluster game day: {r['scenarios_same_verdict']} of {r['scenarios_total']} scenarios in the "
+              f"single-process verdict class: {r['scenario_verdicts']}")
+        out.update(r)
     if "discovered" in parts:
         r = discovered_part()
         print(f"discovered versions: golden items {r['discovered_golden_items']}, live checks "

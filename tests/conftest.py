@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import postgres
+from observer_dev import pgserver as postgres
 
 
 @pytest.fixture(scope="session")

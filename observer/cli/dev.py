@@ -73,12 +73,23 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option(help="Simulator seed.")] = 7,
         real: Annotated[bool, typer.Option("--real", help="On real vLLM servers (make real-vllm): healthy, "
                                                           "slow, killed, idle.")] = False,
+        cluster: Annotated[bool, typer.Option(
+            "--cluster", help="In the cluster topology: versions discovered from a scripted Argo rollout, two "
+                              "`observer serve` replicas on PostgreSQL, the judge reading Prometheus; one replica "
+                              "SIGKILLed and the other cut from PostgreSQL mid-step.")] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="With --cluster: end with one JSON line.")] = False,
     ) -> None:
         """Drive the simulated fleet (or, with --real, real vLLM servers) through canary scenarios, check the
         chain up to the Argo queries and the web verdict; print a table; exit 1 on any mismatch."""
         from observer_dev.gameday import GamedayError, print_report, run_gameday
 
         try:
+            if cluster:
+                from observer_dev.gameday.cluster import print_cluster, run_cluster_gameday
+
+                rows = run_cluster_gameday(short=short, only=scenario or None, seed=seed)
+                ok = print_cluster(rows, Console(width=max(Console().width, 180)), json_line=json_out)
+                raise typer.Exit(0 if ok else 1)
             if real:
                 from observer_dev.gameday.real import run_real_gameday
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from observer.store.base import ManagedStore
-from tests.support import postgres
+from observer_dev import pgserver as postgres
 from tests.support.store import Clock, open_backend
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.skipif(

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from observer.discover.kubeapi import Reflector
-from tests.support.kubeapi import ScriptedKubeApi, pod
+from observer_dev.kubeapi import ScriptedKubeApi, pod
 
 PODS = "llm-serving/pods"
 PATH = "/api/v1/namespaces/llm-serving/pods"

@@ -16,7 +16,7 @@ import pytest
 from observer.store.base import ManagedStore
 from observer.store.postgres import PostgresStore
 from observer.store.sqlite import SqliteStore
-from tests.support import postgres
+from observer_dev import pgserver as postgres
 from tests.support.prom import free_port, wait_http
 from tests.support.serve_areas import spawn
 

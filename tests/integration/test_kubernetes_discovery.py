@@ -21,7 +21,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from observer.config import parse_config
-from tests.support.kubeapi import ScriptedKubeApi, pod, rollout
+from observer_dev.kubeapi import ScriptedKubeApi, pod, rollout
 from tests.support.observer_proc import run_observer, wait_until
 from tests.support.prom import free_port
 from tests.support.proxy_proc import run_proxy

@@ -8,9 +8,6 @@ each proxied request; what the client receives through the proxy must equal it b
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,63 +21,10 @@ from observer.sample.proxy import HOP_BY_HOP, ProxyApp, build_client
 from observer.sample.redact import Redactor
 from observer.sample.server import start_server
 from observer.store.sqlite import SqliteStore
+from observer_dev.relay import Relay
 from tests.support.sim import running_fleet
 
 pytestmark = pytest.mark.integration
-
-
-class Tap:
-    """A TCP relay on 127.0.0.1 that records every byte the upstream sends back."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.recorded = bytearray()
-        self._lock = threading.Lock()
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(16)
-        self.port = self._sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        self._sock.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", self.upstream_port))
-            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, record: bool) -> None:
-        try:
-            while data := src.recv(65536):
-                if record:
-                    with self._lock:
-                        self.recorded += data
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def take(self) -> bytes:
-        with self._lock:
-            out = bytes(self.recorded)
-            self.recorded.clear()
-        return out
-
-    def close(self) -> None:
-        self._stop.set()
-        self._sock.close()
-        self._thread.join(2)
 
 
 def parse_response(raw: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -135,7 +79,7 @@ BODIES = [
 
 async def test_proxy_matches_the_simulator_byte_for_byte(fleet: tuple[int, str], tmp_path: Path) -> None:
     sim_port, sim_url = fleet
-    tap = Tap(sim_port)
+    tap = Relay("127.0.0.1", sim_port, record=True)  # records every byte the upstream sends back
     store = SqliteStore(tmp_path / "s.db")
     metrics = SamplingMetrics()
     pipe = SamplePipeline(sink=StoreSink(store), metrics=metrics, redactor=Redactor.build(),

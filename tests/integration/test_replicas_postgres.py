@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import postgres
-from tests.support.postgres import Postgres
+from observer_dev import pgserver as postgres
+from observer_dev.pgserver import Postgres
 from tests.support.prom import free_port, wait_http
 from tests.support.serve_areas import spawn
 from tests.support.shared_work import metric

@@ -21,7 +21,7 @@ from observer import conventions as names
 from observer.config import parse_config
 from observer.render import alerts
 from observer.render.writer import write_files
-from tests.support.kubeapi import ScriptedKubeApi, pod, rollout
+from observer_dev.kubeapi import ScriptedKubeApi, pod, rollout
 from tests.support.observer_proc import run_observer, wait_until
 from tests.support.prom import Prometheus, run_prometheus
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support import postgres
+from observer_dev import pgserver as postgres
+from observer_dev.pgserver import Postgres
 from tests.support.judge_server import Reply, run_judge_server
-from tests.support.postgres import Postgres
 from tests.support.shared_work import ingest, job_states, judged_output, live_samples, metric, run_replicas
 
 pytestmark = [pytest.mark.integration,

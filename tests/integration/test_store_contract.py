@@ -14,8 +14,8 @@ from observer.store.postgres import SCHEMA_VERSION as PG_SCHEMA
 from observer.store.postgres import PostgresStore
 from observer.store.sql import content_hash
 from observer.store.sqlite import SqliteStore
-from tests.support import postgres
-from tests.support.postgres import Postgres
+from observer_dev import pgserver as postgres
+from observer_dev.pgserver import Postgres
 from tests.support.store import Clock, rec
 
 pytestmark = pytest.mark.integration

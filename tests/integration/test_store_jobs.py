@@ -14,8 +14,8 @@ from observer.store.base import ManagedStore
 from observer.store.jobs import GoldenRunRecord, JobSpec, ScoreWrite, SharedWork
 from observer.store.postgres import MIGRATIONS as PG_MIGRATIONS
 from observer.store.postgres import PostgresStore
-from tests.support import postgres
-from tests.support.postgres import Postgres
+from observer_dev import pgserver as postgres
+from observer_dev.pgserver import Postgres
 from tests.support.store import Clock, rec
 
 pytestmark = pytest.mark.integration

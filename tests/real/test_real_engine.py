@@ -282,7 +282,7 @@ def test_discovery_follows_a_rollout_of_the_real_pair(engines: Engines, tmp_path
     after promotion the canary's request counter continues under its new role instead of restarting."""
     import yaml
 
-    from tests.support.kubeapi import ScriptedKubeApi, pod, rollout
+    from observer_dev.kubeapi import ScriptedKubeApi, pod, rollout
 
     api = ScriptedKubeApi()
     kubeconfig = tmp_path / "kubeconfig"

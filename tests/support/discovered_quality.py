@@ -17,7 +17,7 @@ import httpx
 import yaml
 
 from observer.config import parse_config
-from tests.support.kubeapi import ScriptedKubeApi, pod, rollout
+from observer_dev.kubeapi import ScriptedKubeApi, pod, rollout
 from tests.support.observer_proc import run_observer
 from tests.support.prom import free_port
 from tests.support.sim import running_fleet

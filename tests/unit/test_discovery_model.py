@@ -9,7 +9,7 @@ import pytest
 
 from observer.config.discovery import KubernetesDiscovery, ModelDiscovery
 from observer.discover.model import PodInfo, RolloutInfo, autoscaler_conflicts, dcgm_by_node, model_state
-from tests.support.kubeapi import pod, rollout
+from observer_dev.kubeapi import pod, rollout
 
 STEPS: list[dict[str, Any]] = [{"setWeight": 5}, {"pause": {}}, {"setWeight": 25}, {"pause": {}},
                                {"setWeight": 50}, {"pause": {}}]

@@ -244,6 +244,12 @@ class PrometheusSource:
         self.client = client or PromQLClient(self.url, PrometheusClientSpec(timeout_seconds=timeout), http=http)
         self.replica_labels = tuple(self.client.spec.replica_labels)
 
+    def _delta(self, series: str, offset: str) -> str:
+        """The change of counter `series` over the last `offset` (exact, not extrapolated; 0 over a reset);
+        with observer replicas, one replica's."""
+        d = f"clamp_min({series} - {series} offset {offset}, 0)"
+        return f"max without ({', '.join(self.replica_labels)}) ({d})" if self.replica_labels else d
+
     def _inc(self, series: str, rng: str) -> str:
         """increase() of `series` over `rng`; with observer replicas, one replica's (the largest) per series."""
         inc = f"increase({series}{rng})"
@@ -258,16 +264,20 @@ class PrometheusSource:
 
     async def _slices(self, v: str, families: set[LatencyId], since: float, now: float, *, http: bool = False
                       ) -> tuple[ArmData, ...]:
-        """One-slice increases ending at since+Δ, since+2Δ, … ≤ now (Prometheus `increase` over [Δ]); with
-        `http`, also vLLM's generation responses by status class."""
+        """One-slice increases ending at since+Δ, since+2Δ, … ≤ now; with `http`, also vLLM's generation
+        responses by status class. Each slice is the counter's last value at its end minus the one at its start
+        (`x - x offset Δ`): consecutive slices then add up to the window exactly. `increase(x[Δ])` would not:
+        it extrapolates from the two or three samples inside each Δ and drops what falls between them, noise
+        that makes the sliced tests read dependence where there is none (a TTFT ×1.5 canary stayed
+        inconclusive). A counter reset in a slice gives 0 for that series there, not a negative count."""
         step = self.slice_seconds
         first = since + step
         if first > now:
             return ()
-        rng = f"[{round(step)}s]"
+        rng = f"{round(step)}s"
         ends = [first + i * step for i in range(int((now - first) // step) + 1)]
         res = await self.query_range(
-            f"sum by ({names.FINISHED_REASON}) ({self._inc(f'{names.REQUESTS}_total{v}', rng)})",
+            f"sum by ({names.FINISHED_REASON}) ({self._delta(f'{names.REQUESTS}_total{v}', rng)})",
             start=first, end=ends[-1], step=step)
         requests: dict[int, dict[str, float]] = {}
         for series in res:
@@ -277,7 +287,7 @@ class PrometheusSource:
         statuses: dict[int, dict[str, float]] = {}
         if http:
             res = await self.query_range(
-                f"sum by ({names.HTTP_STATUS_CLASS}) ({self._inc(f'{names.HTTP_RESPONSES}_total{v}', rng)})",
+                f"sum by ({names.HTTP_STATUS_CLASS}) ({self._delta(f'{names.HTTP_RESPONSES}_total{v}', rng)})",
                 start=first, end=ends[-1], step=step)
             for series in res:
                 status = str(series["metric"].get(names.HTTP_STATUS_CLASS, ""))
@@ -285,7 +295,7 @@ class PrometheusSource:
                     statuses.setdefault(round((float(ts) - first) / step), {})[status] = _finite(value)
         hists: dict[int, dict[str, Histogram]] = {}
         for fam in sorted(families):
-            res = await self.query_range(f"sum by (le) ({self._inc(f'{LATENCY[fam].exported}_bucket{v}', rng)})",
+            res = await self.query_range(f"sum by (le) ({self._delta(f'{LATENCY[fam].exported}_bucket{v}', rng)})",
                                          start=first, end=ends[-1], step=step)
             by_slice: dict[int, list[dict[str, Any]]] = {}
             for series in res:

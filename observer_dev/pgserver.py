@@ -1,5 +1,5 @@
-"""A real PostgreSQL for tests: Debian's `postgresql` package, a fresh cluster in a temporary directory,
-listening on 127.0.0.1 at a free port — started by the tests themselves, as the suite starts Prometheus.
+"""A real PostgreSQL for tests and the cluster game day: Debian's `postgresql` package, a fresh cluster in a
+temporary directory, listening on 127.0.0.1 at a free port — started by its user, as the suite starts Prometheus.
 
 `initdb` refuses to run as root; as root the cluster is made and run as the package's `postgres` user.
 `run_postgres()` yields a handle whose `database()` creates a fresh database per test; the server is
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
 
-from tests.support.prom import free_port
+from observer_dev.promserver import free_port
 
 USER = "observer"
 

@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support.prom import free_port
+from observer_dev.promserver import free_port
 
 Obj = dict[str, Any]
 

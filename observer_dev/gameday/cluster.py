@@ -1,0 +1,306 @@
+"""The game day in the cluster topology: the scenarios of the single-process game day, played through what a
+cluster runs, and each must end in the same verdict class.
+
+- **Versions discovered**, no `fleet.versions`: the scripted Kubernetes API (observer_dev.kubeapi, a stand-in
+  implementing list/watch) serves an Argo Rollout at its 20% step and the simulator's pods, labelled with
+  their revision's pod-template hash. The hashes are `stable` and `canary`, so the scenario table and the Argo
+  templates' arguments read as in the single-process game day; roles, expected weights, metrics URLs, OpenAI
+  URLs and the DCGM join all come from the API.
+- **Two `observer serve` replicas** (child processes) sharing one **PostgreSQL** store (Debian's package, a
+  fresh database per scenario), scraped by a real **Prometheus**; the judge reads Prometheus
+  (`canary.source: prometheus`, `replica_labels: [instance]`).
+- **Faults in every scenario**: the replica the gate asks is SIGKILLed after the first look and the gate asks
+  the other one (as a Service would); two looks later the survivor is partitioned from PostgreSQL (a TCP relay
+  that is cut) for `PARTITION_LOOKS` looks, then reconnected.
+
+Each look asks the verdict for the window since the scenario started (the gate's `since`), as Prometheus
+keeps the series of the scenarios before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, GamedayError, Plan, Row, Scenario
+
+# The scenarios whose verdict comes from the scrapes alone (no quality, drift, proxy or alert rig yet).
+CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "idle")
+KILL_AFTER_LOOKS = 1
+PARTITION_AFTER_LOOKS = 3
+PARTITION_LOOKS = 3
+PODS = "llm-serving/pods"
+DCGM_PODS = "gpu-operator/pods"
+ROLLOUTS = "llm-serving/rollouts.argoproj.io"
+STEPS: list[dict[str, Any]] = [{"setWeight": 20}, {"pause": {}}]
+
+
+@dataclass
+class Replica:
+    """One `observer serve` child process."""
+
+    name: str
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no lock released by the process (the database notices the dead connection)."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def log_tail(self, lines: int = 8) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class ClusterRow(Row):
+    """A game-day row plus what the faults did."""
+
+    faults: list[str] = field(default_factory=list)
+
+
+def _pod(name: str, version: str, port: int) -> dict[str, Any]:
+    from observer_dev.kubeapi import pod
+
+    return pod(name, labels={"app": "llm", "rollouts-pod-template-hash": version}, port=port)
+
+
+def publish(api: Any, ports: Mapping[str, int]) -> None:
+    """The Rollout at its 20% step and its pods (the simulator's), and the node's dcgm-exporter pod."""
+    from observer_dev.kubeapi import pod, rollout
+
+    api.put(ROLLOUTS, rollout("llm", steps=STEPS, stable="stable", current="canary", step=0))
+    for i in range(STABLE_PODS):
+        api.put(PODS, _pod(f"sim-stable-{i}", "stable", ports[f"stable{i}"]))
+    api.put(PODS, _pod("sim-canary-0", "canary", ports["canary0"]))
+    api.put(DCGM_PODS, pod("dcgm-exporter-node-a", labels={"app": "nvidia-dcgm-exporter"}, port=ports["dcgm"],
+                           namespace="gpu-operator", port_name="metrics"))
+
+
+def cluster_config(single: Mapping[str, Any], *, kubeconfig: Path, store_url: str, port: int, prom_url: str,
+                   gate_url: str) -> dict[str, Any]:
+    """The single-process game day's config for a scenario, turned into one replica's cluster config."""
+    data: dict[str, Any] = json.loads(json.dumps(single))
+    data.pop("fleet", None)
+    data["discovery"] = {"kubernetes": {
+        "namespace": "llm-serving", "kubeconfig": str(kubeconfig), "remove_after_seconds": 5.0,
+        "backoff_seconds": 0.1, "max_backoff_seconds": 0.5, "watch_timeout_seconds": 60,
+        "models": [{"name": "llm", "selector": {"app": "llm"}, "rollout": "llm", "port": "http"}],
+        "dcgm": {"namespace": "gpu-operator", "selector": {"app": "nvidia-dcgm-exporter"}, "port": "metrics"}}}
+    data["server"] = {**data.get("server", {}), "port": port}
+    sampling = data.get("sampling", {})
+    data["sampling"] = {**sampling, "enabled": True,
+                        "store": {**{k: v for k, v in sampling.get("store", {}).items() if k != "path"},
+                                  "url": store_url, "connect_timeout_seconds": 2.0}}
+    data["canary"] = {**data["canary"], "source": "prometheus", "prometheus_url": prom_url,
+                      "prometheus": {"replica_labels": ["instance"], "timeout_seconds": 5.0, "retries": 0},
+                      "observer_url": gate_url}
+    return data
+
+
+def spawn(config: Mapping[str, Any], name: str, workdir: Path) -> Replica:
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(dict(config)))
+    log = workdir / f"{name}.log"
+    with log.open("wb") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "observer", "serve", "--config", str(path),
+                                 "--log-level", "WARNING"], stdout=subprocess.DEVNULL, stderr=f.fileno(),
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return Replica(name, f"http://127.0.0.1:{config['server']['port']}", proc, log)
+
+
+def _wait_ready(r: Replica, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not r.alive():
+            raise GamedayError(f"observer replica {r.name} exited: {r.log_tail()}")
+        try:
+            if httpx.get(r.url + "/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise GamedayError(f"observer replica {r.name} not ready after {timeout:.0f}s: {r.log_tail()}")
+
+
+def verdict(url: str, since: float) -> dict[str, Any]:
+    r = httpx.get(f"{url}/api/v1/canary/verdict", params={"canary": "canary", "baseline": "stable",
+                                                           "since": since}, timeout=15)
+    if r.status_code != 200:
+        raise GamedayError(f"verdict endpoint of {url} answered HTTP {r.status_code}: {r.text[:200]}")
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Plan, prom_url: str,
+                         pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path) -> ClusterRow:
+    """One scenario on two fresh replicas and a fresh database, with the kill and the partition."""
+    from observer_dev.gameday import _profile
+    from observer_dev.gameday.looks import decided
+    from observer_dev.relay import relay
+
+    t0 = time.monotonic()
+    row = ClusterRow(scenario=s.name, title=s.title, expected=s.expect)
+    fleet.set_profile("stable", **_profile(s.stable, plan, plan.stable_rps))
+    fleet.set_profile("canary", **_profile(s.canary, plan, plan.canary_rps))
+    db = pg.database()
+    host_port = db.split("@", 1)[1].split("/", 1)[0]
+    with ExitStack() as stack:
+        link = stack.enter_context(relay("127.0.0.1", int(host_port.rsplit(":", 1)[1])))
+        b_url = db.replace(host_port, f"127.0.0.1:{link.port}")
+        gate = f"http://127.0.0.1:{ports['observer']}"
+        a = spawn(cluster_config(single, kubeconfig=kubeconfig, store_url=db, port=ports["observer"],
+                                 prom_url=prom_url, gate_url=gate), "replica-a", workdir)
+        b = spawn(cluster_config(single, kubeconfig=kubeconfig, store_url=b_url, port=ports["observer_b"],
+                                 prom_url=prom_url, gate_url=gate), "replica-b", workdir)
+        stack.callback(b.stop)
+        stack.callback(a.stop)
+        _wait_ready(a)
+        _wait_ready(b)
+        since = time.time()
+        asked = a
+        body: dict[str, Any] = {}
+        partitioned_at: int | None = None
+        for look in range(max(plan.max_rounds, s.min_rounds)):
+            if s.change_after is not None and look == s.change_after and s.change:
+                fleet.set_profile(s.change_version, replica=s.replica, **dict(s.change))
+            if look == KILL_AFTER_LOOKS:
+                a.kill()
+                asked = b
+                row.faults.append(f"look {look}: replica-a SIGKILLed; the gate asks replica-b")
+            if look == PARTITION_AFTER_LOOKS:
+                link.cut()
+                partitioned_at = look
+                row.faults.append(f"look {look}: replica-b cut from PostgreSQL")
+            if partitioned_at is not None and look == partitioned_at + PARTITION_LOOKS:
+                link.restore()
+                partitioned_at = None
+                row.faults.append(f"look {look}: reconnected")
+            for _ in range(int(plan.round_seconds)):
+                fleet.advance("stable", 1.0)
+                fleet.advance("canary", 1.0)
+            time.sleep(plan.scrape_interval * 2.0)
+            body = verdict(asked.url, since)
+            row.verdicts.append(str(body["verdict"]))
+            done = look > PARTITION_AFTER_LOOKS + PARTITION_LOOKS and decided(s.expect, row.verdicts[-1], body)
+            if s.change_after is not None and look <= s.change_after + 2:
+                done = False
+            if done or (s.expect in ("nodata", "not-pass") and look + 1 >= plan.max_rounds // 2
+                        and look > PARTITION_AFTER_LOOKS + PARTITION_LOOKS):
+                break
+        if partitioned_at is not None:
+            link.restore()
+        ready = httpx.get(b.url + "/readyz", timeout=5).status_code == 200 if b.alive() else False
+        row.faults.append("replica-b ready after the partition" if ready else "replica-b NOT ready after the partition")
+        final = row.verdicts[-1] if row.verdicts else "none"
+        want = {"pass": ("pass",), "fail": ("fail",), "nodata": ("nodata", "inconclusive"),
+                "not-pass": ("fail", "nodata", "inconclusive")}.get(s.expect, (s.expect,))
+        problems = [] if final in want else [f"verdict {final}, expected {s.expect}: {body.get('reason', '')}"]
+        if "pass" in row.verdicts and s.expect != "pass":
+            problems.append("a pass on the way")
+        if not ready:
+            problems.append("replica-b did not recover from the partition")
+        row.ok = not problems
+        row.detail = "; ".join(problems) or "; ".join(row.faults)
+    row.seconds = time.monotonic() - t0
+    return row
+
+
+def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> list[ClusterRow]:
+    """Run the cluster scenarios (all of CLUSTER_SCENARIOS, or `only`); GamedayError if the rig cannot start."""
+    from observer_dev.gameday import GOLDEN_SETS, _config, _config_yaml
+    from observer_dev.kubeapi import ScriptedKubeApi
+    from observer_dev.pgserver import available, run_postgres
+    from observer_dev.promserver import free_port, run_prometheus
+    from observer_dev.sim.fleet import run_fleet
+
+    if not available():
+        raise GamedayError("the cluster game day needs PostgreSQL (Debian package postgresql): run `make setup`")
+    plan = SHORT if short else FULL
+    names = list(only) if only else list(CLUSTER_SCENARIOS)
+    unknown = sorted(set(names) - set(CLUSTER_SCENARIOS))
+    if unknown:
+        raise GamedayError(f"scenario(s) {', '.join(unknown)} do not run in the cluster topology yet; it runs: "
+                           f"{', '.join(CLUSTER_SCENARIOS)}")
+    chosen = [s for s in SCENARIOS if s.name in names]
+    ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
+             "dcgm": free_port(), "observer": free_port(), "observer_b": free_port(), "proxy": free_port()}
+    base = _config(ports, plan, SCENARIOS[0])
+    rows: list[ClusterRow] = []
+    api = ScriptedKubeApi()
+    with ExitStack() as stack:
+        fleet = stack.enter_context(run_fleet(base, {"stable": _profile_of(plan, plan.stable_rps),
+                                                     "canary": _profile_of(plan, plan.canary_rps)},
+                                              seed=seed, answer_dir=GOLDEN_SETS))
+        pg = stack.enter_context(run_postgres())
+        stack.enter_context(api.running())
+        prom = stack.enter_context(run_prometheus([f"127.0.0.1:{ports['observer']}",
+                                                   f"127.0.0.1:{ports['observer_b']}"], scrape_interval="1s"))
+        ports["prometheus"] = int(prom.url.rsplit(":", 1)[1])
+        work = Path(tempfile.mkdtemp(prefix="observer-gameday-cluster-"))
+        kubeconfig = work / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(api.kubeconfig()))
+        publish(api, ports)
+        for s in chosen:
+            single = yaml.safe_load(_config_yaml(ports, plan, s, work))
+            try:
+                rows.append(run_cluster_scenario(s, fleet=fleet, ports=ports, plan=plan, prom_url=prom.url, pg=pg,
+                                                 kubeconfig=kubeconfig, single=single, workdir=work))
+            except (GamedayError, httpx.HTTPError) as e:
+                rows.append(ClusterRow(scenario=s.name, title=s.title, expected=s.expect, ok=False,
+                                       detail=f"could not run: {e}"))
+    return rows
+
+
+def _profile_of(plan: Plan, rps: float) -> dict[str, Any]:
+    from observer_dev.gameday import _profile
+
+    return _profile({}, plan, rps)
+
+
+def print_cluster(rows: Sequence[ClusterRow], console: Console, *, json_line: bool = False) -> bool:
+    """Print the table (and the JSON line); True when every scenario matched."""
+    t = Table(title="observer game day — cluster topology", caption="OK" if all(r.ok for r in rows) else "MISMATCH")
+    for col in ("scenario", "expected", "verdicts (per look)", "ok", "faults / detail"):
+        t.add_column(col)
+    for r in rows:
+        seq = " ".join(v[0] for v in r.verdicts)
+        t.add_row(f"{r.scenario}: {r.title}", r.expected, f"{seq} → {r.verdicts[-1] if r.verdicts else '-'}",
+                  "[green]yes[/]" if r.ok else "[red]NO[/]", f"{r.detail} ({r.seconds:.0f}s)")
+    console.print(t)
+    if json_line:
+        print(json.dumps({"scenarios_total": len(rows), "scenarios_same_verdict": sum(r.ok for r in rows),
+                          "scenarios": {r.scenario: r.verdicts[-1] if r.verdicts else None for r in rows}}))
+    return all(r.ok for r in rows)

@@ -1,0 +1,25 @@
+"""The short cluster game day: versions discovered from a scripted Argo rollout, two `observer serve` replicas
+on PostgreSQL, a real Prometheus the judge reads; one replica SIGKILLed and the other cut from PostgreSQL in
+every scenario — and each scenario ends in the single-process game day's verdict class."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from observer_dev import pgserver
+from observer_dev.gameday.cluster import CLUSTER_SCENARIOS, run_cluster_gameday
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs the prometheus binary"),
+              pytest.mark.skipif(not pgserver.available(), reason="needs PostgreSQL (Debian package postgresql)")]
+
+
+def test_short_cluster_gameday_every_scenario_keeps_its_verdict_class() -> None:
+    rows = run_cluster_gameday(short=True, seed=7)
+    assert [r.scenario for r in rows] == list(CLUSTER_SCENARIOS)
+    for row in rows:
+        assert row.ok, f"{row.scenario}: {row.detail} (verdicts {row.verdicts})"
+        assert any("SIGKILLed" in f for f in row.faults) and any("cut from PostgreSQL" in f for f in row.faults)
+        assert "replica-b ready after the partition" in row.faults
