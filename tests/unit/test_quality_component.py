@@ -200,3 +200,33 @@ async def test_a_discovered_version_is_replayed_at_the_next_look_and_its_series_
     ctx.fleet.replace("kubernetes", [])
     assert not any(v == "abc123" for v, _ in comp.state.snapshot(live_since=0).golden_totals)
     await ctx.http.aclose()
+
+
+async def test_a_promoted_canary_keeps_its_quality_and_a_version_gone_within_a_look_leaves_nothing() -> None:
+    now = [1000.0]
+    seen: list[str] = []
+    data = {"fleet": {"versions": []}, "quality": {"golden_dirs": [str(ROOT / "golden_sets")],
+                                                   "golden_sets": ["factual"], "interval_seconds": 600}}
+    ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=_recording(seen),
+                  clock=lambda: now[0])
+    comp = build(ctx, store=None)
+    assert comp is not None
+    golden = next(j for j in comp.jobs() if j.name == "quality-golden")
+    canary = VersionSpec(name="bbb", role="canary", openai="http://bbb/v1", group="llm")
+    ctx.fleet.replace("kubernetes", [VersionSpec(name="aaa", role="stable", openai="http://aaa/v1", group="llm"),
+                                     canary])
+    await golden.func()
+    scored = comp.state.golden_totals("bbb", since=0)
+    assert scored[1] > 0
+    # Promotion moves the role, never the identity: the same name keeps its runs and totals.
+    ctx.fleet.replace("kubernetes", [canary.model_copy(update={"role": "stable"})])
+    assert comp.state.golden_totals("bbb", since=0) == scored
+    # A revision that comes and goes between two looks is never replayed and leaves no series behind.
+    seen.clear()
+    ctx.fleet.replace("kubernetes", [canary, VersionSpec(name="ccc", role="canary", openai="http://ccc/v1")])
+    ctx.fleet.replace("kubernetes", [canary])
+    now[0] += 20
+    await golden.func()
+    assert "ccc" not in seen
+    assert not any(v == "ccc" for v, _ in comp.state.snapshot(live_since=0).golden_totals)
+    await ctx.http.aclose()
