@@ -11,7 +11,7 @@ cluster runs, and each must end in the same verdict class.
   (`canary.source: prometheus`, `replica_labels: [instance]`).
 - **Faults in every scenario**: the replica the gate asks is SIGKILLed after the first look and the gate asks
   the other one (as a Service would); two looks later the survivor is partitioned from PostgreSQL (a TCP relay
-  that is cut) for `PARTITION_LOOKS` looks, then reconnected.
+  that is cut) for `PARTITION_LOOKS` looks, then reconnected. In `restart` the survivor is then restarted too.
 
 Each look asks the verdict for the window since the scenario started (the gate's `since`), as Prometheus
 keeps the series of the scenarios before.
@@ -39,8 +39,8 @@ from rich.table import Table
 
 from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, GamedayError, Plan, Row, Scenario
 
-# The scenarios whose verdict comes from the scrapes alone (no quality, drift, proxy or alert rig yet).
-CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "idle")
+# The scenarios the cluster rig can play (no drift baselines, ingest timings, proxy or alert rules there yet).
+CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "idle", "restart", "costly")
 KILL_AFTER_LOOKS = 1
 PARTITION_AFTER_LOOKS = 3
 PARTITION_LOOKS = 3
@@ -183,13 +183,23 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
         gate = f"http://127.0.0.1:{ports['observer']}"
         a = spawn(cluster_config(single, kubeconfig=kubeconfig, store_url=db, port=ports["observer"],
                                  prom_url=prom_url, gate_url=gate), "replica-a", workdir)
-        b = spawn(cluster_config(single, kubeconfig=kubeconfig, store_url=b_url, port=ports["observer_b"],
-                                 prom_url=prom_url, gate_url=gate), "replica-b", workdir)
+        b_config = cluster_config(single, kubeconfig=kubeconfig, store_url=b_url, port=ports["observer_b"],
+                                  prom_url=prom_url, gate_url=gate)
+        b = spawn(b_config, "replica-b", workdir)
         stack.callback(b.stop)
         stack.callback(a.stop)
         _wait_ready(a)
         _wait_ready(b)
         since = time.time()
+        if s.needs == "quality":  # golden replays are shared jobs: wait for the first results of both arms
+            deadline = time.monotonic() + 90
+            while verdict(a.url, since)["metrics"].get("golden", {}).get("result") == "nodata":
+                if time.monotonic() > deadline:
+                    raise GamedayError("no golden-set results for both versions within 90 s")
+                for _ in range(int(plan.round_seconds)):
+                    fleet.advance("stable", 1.0)
+                    fleet.advance("canary", 1.0)
+                time.sleep(1.0)
         asked = a
         body: dict[str, Any] = {}
         partitioned_at: int | None = None
@@ -208,17 +218,27 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 link.restore()
                 partitioned_at = None
                 row.faults.append(f"look {look}: reconnected")
+            if s.restart_after is not None and look == PARTITION_AFTER_LOOKS + PARTITION_LOOKS + s.restart_after:
+                b.stop()  # after the faults: the survivor restarts, as a rolling update would restart it
+                b = spawn(b_config, "replica-b-restarted", workdir)
+                stack.callback(b.stop)
+                _wait_ready(b)
+                asked = b
+                row.faults.append(f"look {look}: replica-b restarted")
+                row.verdicts.append(str(verdict(b.url, since)["verdict"]))  # before any new data: never pass
             for _ in range(int(plan.round_seconds)):
                 fleet.advance("stable", 1.0)
                 fleet.advance("canary", 1.0)
             time.sleep(plan.scrape_interval * 2.0)
             body = verdict(asked.url, since)
             row.verdicts.append(str(body["verdict"]))
-            done = look > PARTITION_AFTER_LOOKS + PARTITION_LOOKS and decided(s.expect, row.verdicts[-1], body)
+            faults_over = PARTITION_AFTER_LOOKS + PARTITION_LOOKS + (s.restart_after or 0) + (
+                2 if s.restart_after is not None else 0)
+            done = look > faults_over and decided(s.expect, row.verdicts[-1], body)
             if s.change_after is not None and look <= s.change_after + 2:
                 done = False
             if done or (s.expect in ("nodata", "not-pass") and look + 1 >= plan.max_rounds // 2
-                        and look > PARTITION_AFTER_LOOKS + PARTITION_LOOKS):
+                        and look > faults_over):
                 break
         if partitioned_at is not None:
             link.restore()
@@ -232,6 +252,11 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             problems.append("a pass on the way")
         if not ready:
             problems.append("replica-b did not recover from the partition")
+        cost = body.get("metrics", {}).get("cost_per_token", {})
+        if s.costly and cost.get("result") != "fail":
+            problems.append(f"cost_per_token {cost.get('result')} at {cost.get('ratio')}×, expected fail")
+        if not s.costly and s.expect in ("pass", "fail") and cost.get("result") == "fail":
+            problems.append(f"cost_per_token failed at {cost.get('ratio')}× on a canary that costs the same")
         row.ok = not problems
         row.detail = "; ".join(problems) or "; ".join(row.faults)
     row.seconds = time.monotonic() - t0
