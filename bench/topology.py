@@ -14,7 +14,8 @@ Parts (all by default; `--only` picks some):
   in the single-process game day's verdict class despite a replica SIGKILLed and the other cut from
   PostgreSQL mid-step.
 - `check_config`: every build-time refusal of tests/support/badconfigs.py, built and checked.
-- `parity`: one recorded window of a simulated fleet through the own and the Prometheus source.
+- `parity`: one recorded window of a simulated fleet through the own and the Prometheus source (the default
+  metrics and a paired one; tests/support/fleet_window.py, as the parity test reads it).
 - `budget`: two replicas sharing one store spend a judge budget of 40 calls; calls the judge received.
 
 Ends with one JSON line (keys named by the issue; a part not run gives null).
@@ -170,38 +171,10 @@ def check_config_part() -> dict[str, Any]:
 
 
 def parity_part() -> dict[str, Any]:
-    import httpx
-
-    from observer.analyse.canary.sources import OwnSource, PrometheusSource
-    from observer.service import start_in_thread
     from observer_dev.parity import fields_missing
-    from tests.support.prom import run_prometheus
-    from tests.support.sim import running_fleet, sim_config
+    from tests.support.fleet_window import both_sources
 
-    cfg = sim_config(interval_seconds=1.0, window_seconds=30.0)
-    missing: set[str] = set()
-    with running_fleet(cfg, seed=3, total_rps=20.0) as (_, config):
-        obs = start_in_thread(config, areas=["scrape", "canary"])
-        try:
-            with run_prometheus([obs.url.removeprefix("http://")], scrape_interval="1s") as prom:
-                prom.wait_for("observer_version_environment_info", min_series=2)
-                since = time.time()
-                time.sleep(12.0)
-                now = time.time() - 1.0
-                own = OwnSource(signals=obs.service.services.signals, slice_seconds=2.0)
-
-                async def arms(version: str) -> tuple[Any, Any]:
-                    async with httpx.AsyncClient() as http:
-                        fleet = PrometheusSource(url=prom.url, http=http, slice_seconds=2.0)
-                        a = await own.arm(version, cfg.canary.metrics, since=since, now=now, with_drift=False)
-                        b = await fleet.arm(version, cfg.canary.metrics, since=since, now=now, with_drift=False)
-                        return a, b
-
-                for version in ("stable", "canary"):
-                    a, b = asyncio.run(arms(version))
-                    missing.update(fields_missing(a, b))
-        finally:
-            obs.stop()
+    missing = {f for own, fleet in both_sources().values() for f in fields_missing(own, fleet)}
     return {"fleet_mode_armdata_fields_missing": sorted(missing)}
 
 

@@ -40,10 +40,10 @@ from rich.table import Table
 from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, GamedayError, Plan, Row, Scenario
 
 # The scenarios the cluster rig can play (no drift baselines, ingest timings, proxy or alert rules there yet).
-# `restart` is left out: the survivor restarted after the partition ended in a false `pass` for a TTFT ×1.5
-# canary in 1 of 2 runs (a restarted replica's counter reset in fleet mode, not yet understood).
-CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "idle", "costly")
-PLAYABLE = (*CLUSTER_SCENARIOS, "restart")  # what `--scenario` may name
+# `slow` and `restart` are left out: their TTFT ×1.5 canary ends in a false `pass` in fleet mode in some runs
+# (slow: 2 of 6, restart: 1 of 3, after a long run of `inconclusive`), not yet understood.
+CLUSTER_SCENARIOS = ("healthy", "errors", "errors-5xx", "worse", "idle", "costly")
+PLAYABLE = (*CLUSTER_SCENARIOS, "slow", "restart")  # what `--scenario` may name
 KILL_AFTER_LOOKS = 1
 PARTITION_AFTER_LOOKS = 3
 PARTITION_LOOKS = 3
@@ -268,7 +268,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
 
 def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> list[ClusterRow]:
     """Run the cluster scenarios (all of CLUSTER_SCENARIOS, or `only`); GamedayError if the rig cannot start."""
-    from observer_dev.gameday import GOLDEN_SETS, _config, _config_yaml
+    from observer_dev.gameday import GOLDEN_SETS, _config, _config_yaml, _profile
     from observer_dev.kubeapi import ScriptedKubeApi
     from observer_dev.pgserver import available, run_postgres
     from observer_dev.promserver import free_port, run_prometheus
@@ -289,8 +289,8 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
     rows: list[ClusterRow] = []
     api = ScriptedKubeApi()
     with ExitStack() as stack:
-        fleet = stack.enter_context(run_fleet(base, {"stable": _profile_of(plan, plan.stable_rps),
-                                                     "canary": _profile_of(plan, plan.canary_rps)},
+        fleet = stack.enter_context(run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),
+                                                     "canary": _profile({}, plan, plan.canary_rps)},
                                               seed=seed, answer_dir=GOLDEN_SETS))
         pg = stack.enter_context(run_postgres())
         stack.enter_context(api.running())
@@ -310,12 +310,6 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
                 rows.append(ClusterRow(scenario=s.name, title=s.title, expected=s.expect, ok=False,
                                        detail=f"could not run: {e}"))
     return rows
-
-
-def _profile_of(plan: Plan, rps: float) -> dict[str, Any]:
-    from observer_dev.gameday import _profile
-
-    return _profile({}, plan, rps)
 
 
 def print_cluster(rows: Sequence[ClusterRow], console: Console, *, json_line: bool = False) -> bool:

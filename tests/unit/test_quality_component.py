@@ -175,16 +175,22 @@ def _recording(seen: list[str]) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.MockTransport(handle))
 
 
-async def test_a_discovered_version_is_replayed_at_the_next_look_and_its_series_end_when_it_leaves() -> None:
-    now = [1000.0]
-    seen: list[str] = []
+def _discovering(now: list[float], seen: list[str]) -> tuple[Context, QualityComponent, Any]:
+    """The quality area with no static versions (as with discovery), its clock at `now[0]`, its golden
+    replays recorded in `seen`; returns the context, the component and its golden job."""
     data = {"fleet": {"versions": []}, "quality": {"golden_dirs": [str(ROOT / "golden_sets")],
                                                    "golden_sets": ["factual"], "interval_seconds": 600}}
     ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=_recording(seen),
                   clock=lambda: now[0])
     comp = build(ctx, store=None)
     assert comp is not None
-    golden = next(j for j in comp.jobs() if j.name == "quality-golden")
+    return ctx, comp, next(j for j in comp.jobs() if j.name == "quality-golden")
+
+
+async def test_a_discovered_version_is_replayed_at_the_next_look_and_its_series_end_when_it_leaves() -> None:
+    now = [1000.0]
+    seen: list[str] = []
+    ctx, comp, golden = _discovering(now, seen)
     await golden.func()
     assert seen == []  # nothing discovered yet
     ctx.fleet.replace("kubernetes", [VersionSpec(name="abc123", role="canary", openai="http://abc/v1", group="llm")])
@@ -205,13 +211,7 @@ async def test_a_discovered_version_is_replayed_at_the_next_look_and_its_series_
 async def test_a_promoted_canary_keeps_its_quality_and_a_version_gone_within_a_look_leaves_nothing() -> None:
     now = [1000.0]
     seen: list[str] = []
-    data = {"fleet": {"versions": []}, "quality": {"golden_dirs": [str(ROOT / "golden_sets")],
-                                                   "golden_sets": ["factual"], "interval_seconds": 600}}
-    ctx = Context(config=parse_config(yaml.safe_dump(data), environ={}), http=_recording(seen),
-                  clock=lambda: now[0])
-    comp = build(ctx, store=None)
-    assert comp is not None
-    golden = next(j for j in comp.jobs() if j.name == "quality-golden")
+    ctx, comp, golden = _discovering(now, seen)
     canary = VersionSpec(name="bbb", role="canary", openai="http://bbb/v1", group="llm")
     ctx.fleet.replace("kubernetes", [VersionSpec(name="aaa", role="stable", openai="http://aaa/v1", group="llm"),
                                      canary])
