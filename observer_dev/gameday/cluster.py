@@ -40,10 +40,8 @@ from rich.table import Table
 from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, GamedayError, Plan, Row, Scenario
 
 # The scenarios the cluster rig can play (no drift baselines, ingest timings, proxy or alert rules there yet).
-# `slow` and `restart` are left out: their TTFT ×1.5 canary ends in a false `pass` in fleet mode in some runs
-# (slow: 2 of 6, restart: 1 of 3, after a long run of `inconclusive`), not yet understood.
-CLUSTER_SCENARIOS = ("healthy", "errors", "errors-5xx", "worse", "idle", "costly")
-PLAYABLE = (*CLUSTER_SCENARIOS, "slow", "restart")  # what `--scenario` may name
+CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "idle", "restart", "costly")
+PLAYABLE = CLUSTER_SCENARIOS  # what `--scenario` may name
 KILL_AFTER_LOOKS = 1
 PARTITION_AFTER_LOOKS = 3
 PARTITION_LOOKS = 3
@@ -179,6 +177,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
     fleet.set_profile("stable", **_profile(s.stable, plan, plan.stable_rps))
     fleet.set_profile("canary", **_profile(s.canary, plan, plan.canary_rps))
     db = pg.database()
+    trail = workdir / f"{s.name}-looks.jsonl"
     host_port = db.split("@", 1)[1].split("/", 1)[0]
     with ExitStack() as stack:
         link = stack.enter_context(relay("127.0.0.1", int(host_port.rsplit(":", 1)[1])))
@@ -235,6 +234,8 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             time.sleep(plan.scrape_interval * 2.0)
             body = verdict(asked.url, since)
             row.verdicts.append(str(body["verdict"]))
+            with trail.open("a") as f:  # every look's whole answer, for the one who reads a mismatch
+                f.write(json.dumps({"look": look, "replica": asked.name, "body": body}) + "\n")
             faults_over = PARTITION_AFTER_LOOKS + PARTITION_LOOKS + (s.restart_after or 0) + (
                 2 if s.restart_after is not None else 0)
             done = look > faults_over and decided(s.expect, row.verdicts[-1], body)
@@ -261,7 +262,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
         if not s.costly and s.expect in ("pass", "fail") and cost.get("result") == "fail":
             problems.append(f"cost_per_token failed at {cost.get('ratio')}× on a canary that costs the same")
         row.ok = not problems
-        row.detail = "; ".join(problems) or "; ".join(row.faults)
+        row.detail = "; ".join([*problems, f"every look's answer: {trail}"] if problems else row.faults)
     row.seconds = time.monotonic() - t0
     return row
 

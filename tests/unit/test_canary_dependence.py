@@ -103,6 +103,49 @@ def test_the_shift_test_sees_a_slower_distribution_and_not_an_equal_one() -> Non
     assert shifted.reject and shifted.shift > 0
 
 
+UNEQUAL = np.array([25, 1240, 1230, 1250, 1060, 190, 1220, 1290, 1210, 1200])
+"""Canary requests per slice as a fleet-mode game day recorded them: a step's partial first slice and one
+that a scrape split in two, between slices of about one round each."""
+
+
+def test_unequal_slices_do_not_hide_a_large_excess() -> None:
+    """The recorded windows (TTFT ×1.5, share above the edge 2.7% against 0.24%, baseline 4× the canary's
+    requests): the mean test read the larger excess of the larger slices as spread (design effect 15.6, no
+    fail after 10 slices, and the metric passed on its request count). The size-aware test fails it."""
+    x = np.array([0, 34, 25, 38, 19, 6, 32, 30, 38, 26])
+    y = np.array([1, 18, 14, 16, 3, 1, 10, 13, 13, 10])
+    m = np.array([89, 4858, 5012, 4954, 4295, 729, 5006, 4968, 4917, 4933])
+    t = stats.slice_test(x, UNEQUAL, y, m, alpha=0.005)
+    assert t.reject and t.design_effect is not None and t.design_effect < 4, t
+    assert not stats.t_sequence(x - UNEQUAL / (UNEQUAL + m) * (x + y), alpha=0.005)[2]  # the mean test
+
+
+def test_unequal_slices_keep_the_false_fail_bound() -> None:
+    """A/A on slices of very unequal sizes (25 to 2,500 canary requests): the size-aware slice and shift
+    tests at α 0.01 reject at most at α's rate."""
+    rng = np.random.default_rng(11)
+    edges, runs = 12, 300
+    base = rng.dirichlet(np.ones(edges) * 2)
+    rate_rejects = shift_rejects = 0
+    for _ in range(runs):
+        n = rng.choice([25, 190, 1200, 2500], size=15)
+        m = 4 * n
+        x, y = rng.binomial(n, 0.02), rng.binomial(m, 0.02)
+        rate_rejects += stats.slice_test(x, n, y, m, alpha=0.01).reject
+        c = np.array([rng.multinomial(k, base) for k in n])
+        b = np.array([rng.multinomial(k, base) for k in m])
+        shift_rejects += stats.shift_test(c, b, alpha=0.01).reject
+    assert rate_rejects <= 0.01 * runs + 2, rate_rejects
+    assert shift_rejects <= 0.01 * runs + 2, shift_rejects
+
+
+def test_size_weights_must_match_the_slices() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        stats.t_sequence(np.array([1.0, 2.0]), alpha=0.01, sizes=np.array([1.0, 0.0]))
+    equal = stats.t_sequence(np.array([3.0, 4.0, 5.0]), alpha=0.01)
+    assert stats.t_sequence(np.array([3.0, 4.0, 5.0]), alpha=0.01, sizes=np.full(3, 7.0)) == equal
+
+
 def _arm(step: Step, arm: str, **kw: object) -> ArmData:
     a = getattr(step, arm).window(0, step.seconds)
     return ArmData(**{**a.__dict__, **kw})  # type: ignore[arg-type]

@@ -281,7 +281,8 @@ class SliceTest:
     excess: float
     """S: canary bad events above its share, summed over slices."""
     variance: float
-    """Σ (X_j − X̄)²: the slices' own (cluster-robust) spread."""
+    """Σ (X_j − θ̂·h_j)²/h_j (h_j the slice's size share, mean 1; equal slices: Σ (X_j − X̄)²): the slices'
+    own (cluster-robust) spread around the fitted excess."""
     design_effect: float | None
     """Slice-to-slice variance ÷ the binomial variance of independent requests (≥ 1)."""
     p_value: float
@@ -310,18 +311,24 @@ MAX_RESTARTS = 8
 """Fresh starts after the step start (every RESTART_EVERY_SLICES: the first 40 minutes of a step)."""
 
 
-def log_t_evalues(s: np.ndarray, v: np.ndarray, j: np.ndarray, g: float) -> np.ndarray:
+def log_t_evalues(s: np.ndarray, v: np.ndarray, j: np.ndarray, g: float, a: np.ndarray | None = None
+                  ) -> np.ndarray:
     """log e-values of the anytime-valid t-test of "mean ≤ 0" on j values with sum s and sum of squares v
     (elementwise; 0 where s ≤ 0 or v ≤ 0, and never below 0).
 
     Each is the Bayes factor with a N(0, g) prior on δ = μ/σ and the right-Haar prior 1/σ on σ (Rouder et
     al. 2009; anytime-valid by group invariance, Pérez-Ortiz, Lardy, de Heide & Grünwald 2024):
-    (1 + j·g)^(−1/2) · (v / (v − s²·g/(1 + j·g)))^(j/2). Two-sided, so it is conservative one-sided."""
+    (1 + a·g)^(−1/2) · (v / (v − s²·g/(1 + a·g)))^(j/2). Two-sided, so it is conservative one-sided.
+
+    With `a` (default j) the values follow z_i = μ·a_i + σ·ε_i (a regression through the origin): s is
+    Σ a_i·z_i, v is Σ z_i² and `a` is Σ a_i², the same Bayes factor with the design's information in
+    place of the count (see t_sequence's `sizes`)."""
+    a = j if a is None else a
     ok = (s > 0) & (v > 0)
     v_safe = np.where(ok, v, 1.0)
-    shrink = np.where(ok, s * s * g / (1.0 + j * g), 0.0)
+    shrink = np.where(ok, s * s * g / (1.0 + a * g), 0.0)
     rest = np.maximum(v_safe - shrink, v_safe * 1e-300)
-    out = -0.5 * np.log1p(j * g) + 0.5 * j * (np.log(v_safe) - np.log(rest))
+    out = -0.5 * np.log1p(a * g) + 0.5 * j * (np.log(v_safe) - np.log(rest))
     return np.where(ok, np.maximum(out, 0.0), 0.0)
 
 
@@ -334,12 +341,29 @@ def start_alpha(k: int, alpha: float) -> float:
 
 
 def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVERY_SLICES,
-               planned: int = PLANNED_SLICES) -> tuple[float, int, bool]:
+               planned: int = PLANNED_SLICES, sizes: np.ndarray | None = None) -> tuple[float, int, bool]:
     """(p-value, start slice, reject) of the anytime-valid t-test of "mean ≤ 0" on slice values `xs`,
-    from the step start (α/2) and from every `restart_every`-th slice (the other α/2, see start_alpha)."""
+    from the step start (α/2) and from every `restart_every`-th slice (the other α/2, see start_alpha).
+
+    `sizes`: each slice's weight h_j, with X_j's mean h_j·θ and its variance under the null σ²·h_j (an
+    excess of bad events over a slice's expected count: both grow with its requests). Slices then differ
+    in size without that difference reading as spread: the test is the regression of X_j/√h_j on √h_j
+    (log_t_evalues' `a`). Without sizes every slice weighs the same (the mean of X_j is tested). Unequal
+    slices are common: a step's first slice, a weight change, a scrape that lands between two slices; a
+    mean test on them reads a real excess, larger in the larger slices, as noise and fails to fail."""
+    xs = np.asarray(xs, dtype=float)
+    if sizes is None:
+        z, a2 = xs, np.ones_like(xs)
+    else:
+        h = np.asarray(sizes, dtype=float)
+        if h.shape != xs.shape or np.any(h <= 0):
+            raise ValueError("slice sizes must be positive, one per slice")
+        h = h / h.mean()  # a² averages 1: g keeps its meaning, the standardised effect of a typical slice
+        z, a2 = xs / np.sqrt(h), h
     gs = tuple(f * slice_g(alpha, planned) for f in G_FACTORS)
-    cs = np.concatenate(([0.0], np.cumsum(xs)))
-    cv = np.concatenate(([0.0], np.cumsum(xs * xs)))
+    cs = np.concatenate(([0.0], np.cumsum(np.sqrt(a2) * z)))
+    cv = np.concatenate(([0.0], np.cumsum(z * z)))
+    ca = np.concatenate(([0.0], np.cumsum(a2)))
     best_p, best_start, reject = 1.0, 0, False
     for i, start in enumerate(range(0, max(len(xs) - 1, 1), max(restart_every, 1))):
         if i > MAX_RESTARTS:
@@ -348,10 +372,11 @@ def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVE
         # verdict is the running maximum (valid by Ville's inequality), so one more slice cannot undo a fail.
         s_all = cs[start + 2:] - cs[start]
         v_all = cv[start + 2:] - cv[start]
+        a_all = ca[start + 2:] - ca[start]
         j_all = np.arange(2, len(xs) - start + 1, dtype=float)
         if s_all.size == 0:
             continue
-        logs = np.stack([log_t_evalues(s_all, v_all, j_all, g) for g in gs])
+        logs = np.stack([log_t_evalues(s_all, v_all, j_all, g, a_all) for g in gs])
         top = logs.max(axis=0)
         mixed = top + np.log(np.mean(np.exp(logs - top), axis=0))
         log_e = float(mixed.max())
@@ -393,7 +418,11 @@ def shift_test(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, alpha: flo
     below = np.cumsum(b, axis=1) - b
     ridit = (below + 0.5 * b) / nb[:, None]
     xs = np.sum(c * (ridit - 0.5), axis=1)
-    p, start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned)
+    # X_j's mean grows with nc (a shift θ per canary request), its null variance with nc·(nc + nb)/nb (the
+    # canary's ridits, plus the baseline's estimate of the scale): X_j·h/nc has mean h·θ and variance ∝ h.
+    h = nc * nb / (nc + nb)
+    p, start, reject = t_sequence(xs * h / nc, alpha=alpha, restart_every=restart_every, planned=planned,
+                                  sizes=h) if xs.size else (1.0, 0, False)
     shift = float(xs.sum() / nc.sum()) if nc.size else 0.0
     return ShiftTest(slices=int(used.sum()), shift=shift, p_value=p, start_slice=start, reject=reject)
 
@@ -456,7 +485,12 @@ def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.nd
     xs = x - p0 * k
     j = len(xs)
     total_s = float(xs.sum())
-    centred = float(np.sum(xs * xs)) - (total_s * total_s / j if j else 0.0)
+    # The spread around the fitted excess θ̂·h_j (h_j ∝ the slice's information): a larger slice carries a
+    # larger excess on a worse canary, which is not dependence. Equal slices: the spread around the mean.
+    h = n * m / (n + m)
+    hn = h / h.mean() if j else h
+    theta = total_s / float(hn.sum()) if j else 0.0
+    centred = float(np.sum((xs - theta * hn) ** 2 / hn)) if j else 0.0
     b = float(np.sum(p0 * (1.0 - p0) * k))
     deff = max(1.0, centred * j / max(j - 1, 1) / b) if b > 0 and j >= 2 else None
     if pooled:
@@ -465,6 +499,7 @@ def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.nd
             best_p, reject = _deflated_ratio(float(x.sum()), float(n.sum()), float(y.sum()), float(m.sum()),
                                              deff=_fitted_deff(x, n, y, m), alpha=alpha)
     else:
-        best_p, best_start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned)
+        best_p, best_start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned,
+                                                sizes=h) if j else (1.0, 0, False)
     return SliceTest(slices=j, excess=total_s, variance=max(centred, 0.0), design_effect=deff,
                      p_value=best_p, start_slice=best_start, reject=reject)
