@@ -15,8 +15,9 @@ work survives a replica loss and no two replicas do the same job:
   skew. Correctness (done once) rests on the fence, not on the clocks; only how soon a dead replica's
   jobs are retried does.
 
-The **score-event feed** (`score_events`) and **golden runs** (`golden_runs`) are read in commit order by
-every replica, so all replicas export the same quality state, and a restarted replica rebuilds it.
+The **score-event feed** (`score_events`), **golden runs** (`golden_runs`) and **drift reports**
+(`drift_reports`) are read in commit order by every replica, so all replicas export the same quality and
+drift state, and a restarted replica rebuilds it.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ JobState = Literal["queued", "running", "done", "failed"]
 JOB_STATES: tuple[JobState, ...] = ("queued", "running", "done", "failed")
 Release = Literal["queued", "failed", "lost"]
 
-__all__ = ["JOB_STATES", "ClaimedJob", "Enqueued", "GoldenRunRecord", "JobQueue", "JobSpec", "JobState",
-           "Release", "ScoreEvent", "ScoreWrite", "SharedWork"]
+__all__ = ["JOB_STATES", "ClaimedJob", "DriftReportRecord", "Enqueued", "GoldenRunRecord", "JobQueue", "JobSpec",
+           "JobState", "Release", "ScoreEvent", "ScoreWrite", "SharedWork"]
 
 
 def _frozen() -> Mapping[str, Any]:
@@ -97,6 +98,15 @@ class GoldenRunRecord:
 
 
 @dataclass(frozen=True)
+class DriftReportRecord:
+    """One drift check's report as stored: the drift area encodes and decodes `body`."""
+
+    version: str
+    checked_at: float
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class ScoreEvent:
     """One committed score, in commit order (`cursor` resumes after it): what live-check totals are built
     from on every replica."""
@@ -127,7 +137,8 @@ class JobQueue(Protocol):
         ...
 
     def complete(self, job: ClaimedJob, *, scores: Sequence[ScoreWrite] = (),
-                 golden_runs: Sequence[GoldenRunRecord] = ()) -> bool:
+                 golden_runs: Sequence[GoldenRunRecord] = (),
+                 drift_reports: Sequence[DriftReportRecord] = ()) -> bool:
         """Mark the job done and write its results in one transaction, only while the claim is current;
         False (nothing written) when the lease was lost to another attempt."""
         ...
@@ -158,7 +169,8 @@ class BudgetLedger(Protocol):
 
 
 class SharedWork(JobQueue, BudgetLedger, Protocol):
-    """A store that also feeds every replica the committed scores and golden runs, in commit order."""
+    """A store that also feeds every replica the committed scores, golden runs and drift reports, in commit
+    order."""
 
     def score_events(self, *, after: tuple[int, int], limit: int) -> list[ScoreEvent]:
         """Committed scores after cursor `after` ((0, 0): from the start), in commit order."""
@@ -170,6 +182,11 @@ class SharedWork(JobQueue, BudgetLedger, Protocol):
 
     def golden_runs(self, *, after: tuple[int, int], limit: int) -> list[tuple[tuple[int, int], GoldenRunRecord]]:
         """Stored golden runs after cursor `after`, in commit order."""
+        ...
+
+    def drift_reports(self, *, after: tuple[int, int], limit: int
+                      ) -> list[tuple[tuple[int, int], DriftReportRecord]]:
+        """Stored drift reports after cursor `after`, in commit order."""
         ...
 
     def samples_by_id(self, ids: Sequence[int]) -> list[StoredSample]:

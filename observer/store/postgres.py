@@ -22,7 +22,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
+from observer.store.jobs import (
+    ClaimedJob,
+    DriftReportRecord,
+    Enqueued,
+    GoldenRunRecord,
+    JobSpec,
+    Release,
+    ScoreEvent,
+    ScoreWrite,
+)
 from observer.store.pairs import PairRecord
 from observer.store.schema import POSTGRES_MIGRATIONS as MIGRATIONS
 from observer.store.sql import (
@@ -33,10 +42,12 @@ from observer.store.sql import (
     SqlReads,
     claimed,
     complete_sql,
+    drift_report_row,
     encode_meta,
     enqueue_rows,
     fingerprint_counts_query,
     golden_run_row,
+    insert_drift_report_sql,
     insert_golden_run_sql,
     insert_job_sql,
     insert_pair_sql,
@@ -268,7 +279,8 @@ class PostgresStore(SqlReads):
         """Bytes on disk of the store's tables and their indexes."""
         with self._conn("measure the store") as conn:
             row = conn.execute("SELECT pg_total_relation_size('samples') + pg_total_relation_size('scores') + "
-                               "pg_total_relation_size('jobs') + pg_total_relation_size('golden_runs')").fetchone()
+                               "pg_total_relation_size('jobs') + pg_total_relation_size('golden_runs') + "
+                               "pg_total_relation_size('drift_reports')").fetchone()
         return int(row[0])
 
     def prune(self, *, max_age_seconds: float, max_rows_per_version: int) -> int:
@@ -277,6 +289,7 @@ class PostgresStore(SqlReads):
         with self._conn("prune the sample store") as conn:
             deleted = conn.execute("DELETE FROM samples WHERE ts < %s", (cutoff,)).rowcount
             conn.execute("DELETE FROM golden_runs WHERE started < %s", (cutoff,))
+            conn.execute("DELETE FROM drift_reports WHERE checked_at < %s", (cutoff,))
             conn.execute("DELETE FROM pairs WHERE ts < %s", (cutoff,))
             conn.execute("DELETE FROM ingest_keys WHERE created < %s", (self._clock() - INGEST_KEY_SECONDS,))
             deleted += conn.execute(
@@ -327,11 +340,13 @@ class PostgresStore(SqlReads):
         return replace(job, lease_until=until) if n else None
 
     def complete(self, job: ClaimedJob, *, scores: Sequence[ScoreWrite] = (),
-                 golden_runs: Sequence[GoldenRunRecord] = ()) -> bool:
+                 golden_runs: Sequence[GoldenRunRecord] = (),
+                 drift_reports: Sequence[DriftReportRecord] = ()) -> bool:
         now = self._clock()
         encoded = [(w.sample_id, w.scorer, w.passed, w.score, w.reason,
                     encode_meta(w.meta, scorer=w.scorer, sample_id=w.sample_id), now) for w in scores]
         runs = [golden_run_row(r) for r in golden_runs]
+        reports = [drift_report_row(r) for r in drift_reports]
         with self._conn(f"complete job {job.id}") as conn:
             n = conn.execute(complete_sql("%s"), (now, job.id, job.worker, job.attempt)).rowcount
             if not n:
@@ -341,6 +356,8 @@ class PostgresStore(SqlReads):
                     conn.execute(_UPSERT_SCORE, row)
             for run in runs:
                 conn.execute(insert_golden_run_sql("%s", json_cast="::jsonb"), run)
+            for report in reports:
+                conn.execute(insert_drift_report_sql("%s", json_cast="::jsonb"), report)
         return True
 
     def release(self, job: ClaimedJob, *, error: str, retry_in_seconds: float) -> Release:
@@ -383,6 +400,16 @@ class PostgresStore(SqlReads):
         return [((int(x), int(i)), GoldenRunRecord(version=v, golden_set=g, started=float(st),
                                                   finished=float(fi), body=MappingProxyType(dict(b))))
                 for x, i, v, g, st, fi, b in rows]
+
+    def drift_reports(self, *, after: tuple[int, int], limit: int
+                      ) -> list[tuple[tuple[int, int], DriftReportRecord]]:
+        with self._conn("read drift reports") as conn:
+            rows = conn.execute(
+                "SELECT xid::text::bigint, id, version, checked_at, body FROM drift_reports "
+                f"WHERE {_FEED_VISIBLE} AND (xid, id) > (%s::text::xid8, %s) ORDER BY xid, id LIMIT %s",
+                (str(after[0]), after[1], int(limit))).fetchall()
+        return [((int(x), int(i)), DriftReportRecord(version=v, checked_at=float(at), body=MappingProxyType(dict(b))))
+                for x, i, v, at, b in rows]
 
     def add_pair(self, pair: PairRecord) -> bool:
         row = pair_row(pair)

@@ -106,6 +106,17 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX budget_spend_by_budget ON budget_spend (budget, ts);
     """,
+    # 6: drift checks run as shared jobs: each check's report, read by every replica in commit order.
+    """
+    CREATE TABLE drift_reports (
+        id BIGSERIAL PRIMARY KEY,
+        xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+        version TEXT NOT NULL,
+        checked_at DOUBLE PRECISION NOT NULL,
+        body JSONB NOT NULL
+    );
+    CREATE INDEX drift_reports_feed ON drift_reports (xid, id);
+    """,
 )
 
 
@@ -206,5 +217,14 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         ts REAL NOT NULL
     );
     CREATE INDEX budget_spend_by_budget ON budget_spend (budget, ts);
+    """,
+    # 7: drift checks run as shared jobs: each check's report, read back in commit order.
+    """
+    CREATE TABLE drift_reports (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        version TEXT NOT NULL,
+        checked_at REAL NOT NULL,
+        body TEXT NOT NULL
+    );
     """,
 )

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from observer.store.base import SampleRecord, StoredSample, StoreError
-from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release
+from observer.store.jobs import ClaimedJob, DriftReportRecord, Enqueued, GoldenRunRecord, JobSpec, Release
 from observer.store.pairs import PairRecord
 
 INGEST_KEY_SECONDS = 3600.0  # an idempotency key dedupes retries for this long, then it is pruned
@@ -223,6 +223,15 @@ def insert_golden_run_sql(mark: str, *, json_cast: str = "") -> str:
 
 def golden_run_row(r: GoldenRunRecord) -> tuple[Any, ...]:
     return (r.version, r.golden_set, r.started, r.finished, encode_json(r.body, what="a golden run"))
+
+
+def insert_drift_report_sql(mark: str, *, json_cast: str = "") -> str:
+    """INSERT of one stored drift report (version, checked_at, body JSON)."""
+    return f"INSERT INTO drift_reports (version, checked_at, body) VALUES ({mark}, {mark}, {mark}{json_cast})"
+
+
+def drift_report_row(r: DriftReportRecord) -> tuple[Any, ...]:
+    return (r.version, r.checked_at, encode_json(r.body, what="a drift report"))
 
 
 def job_error(error: str) -> str:

@@ -20,7 +20,16 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.jobs import ClaimedJob, Enqueued, GoldenRunRecord, JobSpec, Release, ScoreEvent, ScoreWrite
+from observer.store.jobs import (
+    ClaimedJob,
+    DriftReportRecord,
+    Enqueued,
+    GoldenRunRecord,
+    JobSpec,
+    Release,
+    ScoreEvent,
+    ScoreWrite,
+)
 from observer.store.pairs import PairRecord
 from observer.store.schema import SQLITE_MIGRATIONS as MIGRATIONS
 from observer.store.sql import (
@@ -31,10 +40,12 @@ from observer.store.sql import (
     SqlReads,
     claimed,
     complete_sql,
+    drift_report_row,
     encode_meta,
     enqueue_rows,
     fingerprint_counts_query,
     golden_run_row,
+    insert_drift_report_sql,
     insert_golden_run_sql,
     insert_job_sql,
     insert_pair_sql,
@@ -242,6 +253,7 @@ class SqliteStore(SqlReads):
                 db.execute("BEGIN IMMEDIATE")
                 deleted = db.execute("DELETE FROM samples WHERE ts < ?", (cutoff,)).rowcount
                 db.execute("DELETE FROM golden_runs WHERE started < ?", (cutoff,))
+                db.execute("DELETE FROM drift_reports WHERE checked_at < ?", (cutoff,))
                 db.execute("DELETE FROM pairs WHERE ts < ?", (cutoff,))
                 db.execute("DELETE FROM ingest_keys WHERE created < ?", (self._clock() - INGEST_KEY_SECONDS,))
                 for (version,) in db.execute("SELECT DISTINCT version FROM samples").fetchall():
@@ -320,11 +332,13 @@ class SqliteStore(SqlReads):
         return replace(job, lease_until=until) if n else None
 
     def complete(self, job: ClaimedJob, *, scores: Sequence[ScoreWrite] = (),
-                 golden_runs: Sequence[GoldenRunRecord] = ()) -> bool:
+                 golden_runs: Sequence[GoldenRunRecord] = (),
+                 drift_reports: Sequence[DriftReportRecord] = ()) -> bool:
         now = self._clock()
         encoded = [(w.sample_id, w.scorer, None if w.passed is None else int(w.passed), w.score, w.reason,
                     encode_meta(w.meta, scorer=w.scorer, sample_id=w.sample_id), now) for w in scores]
         runs = [golden_run_row(r) for r in golden_runs]
+        reports = [drift_report_row(r) for r in drift_reports]
 
         def body(db: sqlite3.Connection) -> bool:
             n = db.execute(complete_sql("?"), (now, job.id, job.worker, job.attempt)).rowcount
@@ -334,6 +348,7 @@ class SqliteStore(SqlReads):
                 if db.execute("SELECT 1 FROM samples WHERE id = ?", (row[0],)).fetchone() is not None:
                     db.execute(_UPSERT_SCORE, row)
             db.executemany(insert_golden_run_sql("?"), runs)
+            db.executemany(insert_drift_report_sql("?"), reports)
             return True
 
         return self._write(f"complete job {job.id}", body)
@@ -374,6 +389,14 @@ class SqliteStore(SqlReads):
         return [((0, int(i)), GoldenRunRecord(version=v, golden_set=g, started=float(st), finished=float(fi),
                                               body=MappingProxyType(json.loads(b))))
                 for i, v, g, st, fi, b in rows]
+
+    def drift_reports(self, *, after: tuple[int, int], limit: int
+                      ) -> list[tuple[tuple[int, int], DriftReportRecord]]:
+        with self._locked() as db:
+            rows = db.execute("SELECT id, version, checked_at, body FROM drift_reports WHERE id > ? ORDER BY id "
+                              "LIMIT ?", (after[1], int(limit))).fetchall()
+        return [((0, int(i)), DriftReportRecord(version=v, checked_at=float(at), body=MappingProxyType(json.loads(b))))
+                for i, v, at, b in rows]
 
     def add_pair(self, pair: PairRecord) -> bool:
         row = pair_row(pair)

@@ -24,7 +24,16 @@ from prometheus_client.registry import Collector
 from observer.config.sampling import WorkSpec
 from observer.conventions import metrics as names
 from observer.errors import ObserverError, StoreError
-from observer.store.jobs import JOB_STATES, ClaimedJob, Enqueued, GoldenRunRecord, JobQueue, JobSpec, ScoreWrite
+from observer.store.jobs import (
+    JOB_STATES,
+    ClaimedJob,
+    DriftReportRecord,
+    Enqueued,
+    GoldenRunRecord,
+    JobQueue,
+    JobSpec,
+    ScoreWrite,
+)
 
 log = logging.getLogger("observer.work")
 
@@ -42,6 +51,7 @@ class WorkResult:
 
     scores: Sequence[ScoreWrite] = ()
     golden_runs: Sequence[GoldenRunRecord] = ()
+    drift_reports: Sequence[DriftReportRecord] = ()
 
 
 class WorkFailed(ObserverError):
@@ -140,7 +150,7 @@ class Worker:
             keeper.cancel()
         try:
             done = await asyncio.to_thread(self.queue.complete, job, scores=result.scores,
-                                           golden_runs=result.golden_runs)
+                                           golden_runs=result.golden_runs, drift_reports=result.drift_reports)
         except StoreError as e:  # the job stays claimed until its lease runs out, then it is redone
             self.metrics.attempts[(self.kind, "store_error")] += 1
             log.error("could not complete %s job %s: %s; it is retried after its lease", self.kind, job.key, e)
@@ -179,3 +189,8 @@ async def enqueue(queue: JobQueue, jobs: Sequence[JobSpec], *, spec: WorkSpec, m
     if jobs:
         metrics.record_enqueue(jobs[0].kind, result)
     return result
+
+
+async def refresh_counts(queue: JobQueue, metrics: WorkMetrics) -> None:
+    """Count the queue's jobs by kind and state for /metrics."""
+    metrics.counts = await asyncio.to_thread(queue.job_counts)

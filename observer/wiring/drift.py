@@ -1,4 +1,4 @@
-"""Wiring of drift into the running service: the runner's scheduled check, its gauges and its API."""
+"""Wiring of drift into the running service: the checks (in process, or as shared jobs), gauges and API."""
 
 from __future__ import annotations
 
@@ -10,21 +10,32 @@ from prometheus_client.registry import Collector
 
 from observer.analyse.drift.collector import DriftCollector
 from observer.analyse.drift.embedder import make_embedder
+from observer.analyse.drift.jobs import DRIFT_JOB, DRIFT_LOOK_SECONDS, DriftSync, SharedDrift
 from observer.analyse.drift.runner import DriftRunner
 from observer.analyse.drift.state import DriftState
 from observer.analyse.embed import Embedder
 from observer.export import drift_api
-from observer.store.base import SampleStore
+from observer.store.base import ManagedStore
+from observer.store.work import Worker
 from observer.wiring.runtime import BaseComponent, Context, Job
 
 
 @dataclass
 class DriftComponent(BaseComponent):
-    """The drift runner as a component: one singleton job, the drift gauges, the report API."""
+    """The drift runner as a component: its jobs, the drift gauges, the report API.
+
+    With a sample store the checks are shared work: the leader enqueues them, any replica's worker runs
+    them, and every replica reads the stored outcomes back (`sync`). Without one, a singleton job checks
+    in process (and reports `no_store`: there are no samples to compare)."""
 
     runner: DriftRunner
     interval_seconds: float
     guard: Callable[..., None]
+    shared: SharedDrift | None = None
+    worker: Worker | None = None
+    sync: DriftSync | None = None
+    poll_seconds: float = 1.0
+    sync_seconds: float = 2.0
     name: str = "drift"
 
     @property
@@ -36,7 +47,12 @@ class DriftComponent(BaseComponent):
         return (DriftCollector(runner.state, errors=lambda: dict(runner.errors), cache_entries=runner.cache_entries),)
 
     def jobs(self) -> Sequence[Job]:
-        return (Job("drift", self.interval_seconds, self.runner.run_once, singleton=True),)
+        if self.shared is None or self.worker is None or self.sync is None:
+            return (Job("drift", self.interval_seconds, self.runner.run_once, singleton=True),)
+        return (Job("drift-enqueue", min(self.interval_seconds, DRIFT_LOOK_SECONDS), self.shared.enqueue,
+                    singleton=True),
+                Job(f"work-{DRIFT_JOB}", self.poll_seconds, self.worker.tick),
+                Job("drift-sync", self.sync_seconds, self.sync.run_once))
 
     def routers(self) -> Sequence[APIRouter]:
         # Reports quote sample texts: behind the same bearer guard as the sample read-back.
@@ -46,7 +62,7 @@ class DriftComponent(BaseComponent):
         await self.runner.close()
 
 
-def build(ctx: Context, *, store: SampleStore | None,
+def build(ctx: Context, *, store: ManagedStore | None,
           embedder_factory: Callable[[], Embedder] | None = None) -> DriftComponent | None:
     """Return the drift component (its `state` is the drift service), or None when drift is disabled."""
     spec = ctx.config.drift
@@ -55,4 +71,14 @@ def build(ctx: Context, *, store: SampleStore | None,
     runner = DriftRunner(config=ctx.config, fleet=ctx.fleet, store=store,
                          embedder_factory=embedder_factory or (lambda: make_embedder(spec.embedder)),
                          clock=ctx.clock, state=DriftState(consecutive=spec.consecutive))
-    return DriftComponent(runner=runner, interval_seconds=spec.interval_seconds, guard=ctx.private_guard())
+    guard = ctx.private_guard()
+    if store is None:
+        return DriftComponent(runner=runner, interval_seconds=spec.interval_seconds, guard=guard)
+    work_spec = ctx.config.sampling.store.work
+    shared = SharedDrift(store, runner, ctx.fleet, spec.interval_seconds, ctx.clock, work_spec, ctx.work)
+    # One check at a time per replica: each holds an embedder and a permutation test in memory.
+    worker = Worker(store, DRIFT_JOB, shared.check, work_spec, ctx.work, limit=1)
+    ctx.work.kinds = (*ctx.work.kinds, DRIFT_JOB)
+    return DriftComponent(runner=runner, interval_seconds=spec.interval_seconds, guard=guard, shared=shared,
+                          worker=worker, sync=DriftSync(store, runner, ctx.fleet), poll_seconds=work_spec.poll_seconds,
+                          sync_seconds=work_spec.sync_seconds)

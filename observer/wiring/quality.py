@@ -29,7 +29,6 @@ from observer.analyse.quality.jobs import (
     Rounds,
     SharedGolden,
     SharedJudging,
-    refresh_counts,
     replayed,
 )
 from observer.analyse.quality.judge import JudgeClient, JudgeStats
@@ -48,7 +47,7 @@ from observer.config.quality import QualitySpec
 from observer.export import quality_api
 from observer.store.base import ManagedStore
 from observer.store.jobs import JobSpec
-from observer.store.work import WorkCollector, Worker, WorkMetrics, enqueue
+from observer.store.work import Worker, enqueue
 from observer.wiring.runtime import BaseComponent, Context, Job
 
 
@@ -108,7 +107,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
     scorer = Scorer(judge=judge, rubrics=rubrics, similarity_threshold=spec.similarity_threshold,
                     embedder_factory=(embedder_factory or load_default_embedder) if needs_embedder else None)
     work_spec = ctx.config.sampling.store.work
-    work_metrics = WorkMetrics()
+    work_metrics = ctx.work
     runner = GoldenRunner(ctx.http, spec=spec, scorer=scorer, clock=ctx.clock)
     shadow = None
     if spec.shadow.enabled and store is not None:  # no store: the sample area was left out of this assembly
@@ -146,7 +145,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
             if rubric is not None:
                 workers.append(Worker(store, JUDGE_JOB, SharedJudging(store, live, rubric).judge, work_spec,
                                       work_metrics, limit=spec.judge.concurrency))
-        work_metrics.kinds = tuple(w.kind for w in workers)  # exported label set: one per worker
+        work_metrics.kinds = (*work_metrics.kinds, *(w.kind for w in workers))  # exported: one per worker
     if live is not None:
         scorer_live = live
         jobs.append(Job("quality-live", spec.live.interval_seconds,
@@ -159,8 +158,6 @@ def build(ctx: Context, *, store: ManagedStore | None,
     jobs.extend(Job(f"work-{w.kind}", work_spec.poll_seconds, w.tick) for w in workers)
     if sync is not None:
         jobs.append(Job("quality-sync", work_spec.sync_seconds, sync.run_once))
-    if store is not None and workers:
-        jobs.append(Job("work-stats", 15.0, lambda: refresh_counts(store, work_metrics)))
 
     collectors: list[Collector] = [QualityCollector(
         state, golden_sets=golden, judge_stats=stats if judge else None,
@@ -172,8 +169,6 @@ def build(ctx: Context, *, store: ManagedStore | None,
     if judge is not None:
         collectors.append(ReliabilityCollector(judge, reliability, position=shadow_collector.position
                                                if shadow_collector is not None else None))
-    if store is not None:
-        collectors.append(WorkCollector(work_metrics))
     router = quality_api.router(state, versions=lambda: [v.name for v in fleet.versions()])
     return QualityComponent(state=state, judge=judge, shadow=shadow, job_list=jobs, collector_list=collectors,
                             router_list=(router,))

@@ -22,6 +22,7 @@ from observer.config.spec import ObserverConfig
 from observer.export.auth import bearer_guard
 from observer.fleetview import LiveFleet
 from observer.httpserve import ConnectionGuard
+from observer.store.work import WorkMetrics
 
 Clock = Callable[[], float]
 
@@ -107,6 +108,8 @@ class Context:
     connection_guards: list[ConnectionGuard] = field(default_factory=list)  # one per HTTP server, exported
     fleet: LiveFleet = field(init=False)
     leader: Leadership | None = None  # set by the area that opens a shared store; None: this replica is alone
+    # Shared-work counts of every area's workers, exported once by the area that opens the store.
+    work: WorkMetrics = field(default_factory=WorkMetrics)
 
     def __post_init__(self) -> None:
         self.fleet = LiveFleet(self.config.fleet.versions)

@@ -26,6 +26,7 @@ from observer.sample.spans import SpanJoin
 from observer.sample.upkeep import StoreUpkeep
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
+from observer.store.work import WorkCollector, refresh_counts
 from observer.wiring.runtime import Clock, Context, Job
 
 log = logging.getLogger("observer.sample")
@@ -80,6 +81,7 @@ class SamplingComponent:
         return (SamplingCollector(self.metrics, queue_depth=self.pipeline.queue_depth,
                                   store_bytes=lambda: upkeep.size, store_rows=lambda: upkeep.rows,
                                   redaction_kinds=self.pipeline.redactor.kinds if self.pipeline.redactor else ()),
+                WorkCollector(self.ctx.work),
                 *((FingerprintCollector(self.fingerprints),) if self.fingerprints is not None else ()),
                 *((self.spans,) if self.spans is not None else ()))
 
@@ -97,6 +99,9 @@ class SamplingComponent:
         spec = self.ctx.config.sampling
         jobs = [Job("sample-store-prune", spec.store.prune_interval_seconds, self.upkeep.prune, singleton=True),
                 Job("sample-store-stats", 15.0, self.upkeep.refresh)]
+        if self.ctx.work.kinds:  # some area runs workers on this store's queue
+            store, work = self.store, self.ctx.work
+            jobs.append(Job("work-stats", 15.0, lambda: refresh_counts(store, work)))
         if (watch := self.fingerprints) is not None:
             clock = self.ctx.clock
             jobs.append(Job("fingerprint-check", spec.fingerprint.interval_seconds,

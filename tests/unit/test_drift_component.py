@@ -22,16 +22,7 @@ from observer.store.sqlite import SqliteStore
 from observer.wiring.drift import DriftComponent, build
 from observer.wiring.runtime import Context
 from tests.support.drift_corpus import load_corpus
-
-NOW = 1_000_000.0
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.drift_replicas import NOW, Clock, records
 
 
 def _config(tmp_path: Path, **drift: object) -> object:
@@ -56,17 +47,11 @@ drift:
 """, environ={})
 
 
-def _records(version: str, texts: list[str], t0: float) -> list[SampleRecord]:
-    return [SampleRecord(version=version, prompt=t, output=f"Reply: {t}", ts=t0 + i * 0.01, model="llama",
-                         finish_reason="stop", output_tokens=len(t.split()), latency_s=1.0)
-            for i, t in enumerate(texts)]
-
-
 @pytest.fixture()
 def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
     cfg = _config(tmp_path)
     store = SqliteStore(tmp_path / "samples.db")
-    clock = _Clock()
+    clock = Clock()
     ctx = Context(config=cfg, http=httpx.AsyncClient(), clock=clock,  # type: ignore[arg-type]
                   auth_token="drift-reader")
     emb = HashingEmbedder(dim=128, max_cache_entries=5000)
@@ -76,7 +61,7 @@ def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
     corpus = load_corpus()
     rng = np.random.default_rng(0)
     ref, _ = corpus.draw("none", 600, rng)
-    store.add(_records("stable", ref, NOW - 30 * 86400))
+    store.add(records("stable", ref, NOW - 30 * 86400))
     repo = bl.BaselineRepo(cfg.drift.baseline_dir)  # type: ignore[attr-defined]
     b = bl.build(store.samples("stable", until=NOW - 86400), emb, model="llama", source_version="stable",
                  since=None, until=NOW - 86400, created_by="test", created_at=NOW, max_samples=5000)
@@ -103,8 +88,8 @@ def test_drifted_canary_flagged_after_two_windows_stable_stays_quiet(setup) -> N
         clock.now = NOW + window * 3600
         _, stable_now = corpus.draw("none", 300, rng)
         _, canary_now = corpus.draw(corpus_scenario("language", 0.3), 300, rng)
-        store.add(_records("stable", stable_now, clock.now - 1800))
-        store.add(_records("canary", canary_now, clock.now - 1800))
+        store.add(records("stable", stable_now, clock.now - 1800))
+        store.add(records("canary", canary_now, clock.now - 1800))
         canary = component.runner.check_version("canary")
         stable = component.runner.check_version("stable")
         assert canary is not None and stable is not None
@@ -140,7 +125,7 @@ def corpus_scenario(name: str, fraction: float):  # type: ignore[no-untyped-def]
 def test_insufficient_data_and_no_baseline_are_statuses_not_verdicts(setup) -> None:  # type: ignore[no-untyped-def]
     component, store, _clock, corpus, rng, *_ = setup
     _, few = corpus.draw("none", 50, rng)
-    store.add(_records("quiet", few, NOW - 60))
+    store.add(records("quiet", few, NOW - 60))
     quiet = component.runner.check_version("quiet")
     assert quiet is not None and quiet.status == "insufficient_data"
     assert all(r.status == "insufficient_data" and not r.drift for r in quiet.results.values())
@@ -155,7 +140,7 @@ def test_insufficient_data_and_no_baseline_are_statuses_not_verdicts(setup) -> N
 def test_tampered_active_baseline_is_an_error_counted_not_a_comparison(setup) -> None:  # type: ignore[no-untyped-def]
     component, store, clock, corpus, rng, b, repo = setup
     _, now = corpus.draw("none", 200, rng)
-    store.add(_records("stable", now, NOW - 60))
+    store.add(records("stable", now, NOW - 60))
     path = Path(repo.root) / f"{b.hash}.npz"
     clock.now = NOW - 10
     good = component.runner.check_version("stable")
@@ -190,7 +175,7 @@ def test_disabled_drift_builds_nothing(tmp_path: Path) -> None:
 async def test_api_serves_the_latest_report(setup) -> None:  # type: ignore[no-untyped-def]
     component, store, _clock, corpus, rng, *_ = setup
     _, now = corpus.draw("none", 150, rng)
-    store.add(_records("stable", now, NOW - 60))
+    store.add(records("stable", now, NOW - 60))
     await component.runner.run_once()  # every non-retired version, in a worker thread
     app = FastAPI()
     errors.install(app)  # the one module mapping observer errors to HTTP, as the service's app does
@@ -245,13 +230,13 @@ def test_window_is_bounded_by_max_window_samples(tmp_path: Path) -> None:
     component.runner.embedder_factory = lambda: emb
     corpus = load_corpus()
     ref, cur = corpus.draw("none", 400, np.random.default_rng(3))
-    store.add(_records("stable", ref, NOW - 86400))
+    store.add(records("stable", ref, NOW - 86400))
     b = bl.build(store.samples("stable"), emb, model="llama", source_version="stable", since=None, until=None,
                  created_by="t", created_at=NOW, max_samples=5000)
     repo = bl.BaselineRepo(cfg.drift.baseline_dir)  # type: ignore[attr-defined]
     repo.save(b)
     repo.promote(b.hash, by="t", at=NOW)
-    store.add(_records("stable", cur, NOW - 600))
+    store.add(records("stable", cur, NOW - 600))
     before = emb.misses + emb.hits
     report = component.runner.check_version("stable")
     assert report is not None and report.results["prompts"].n_current == 120
@@ -279,11 +264,11 @@ def test_the_embedder_is_not_built_without_something_to_compare(setup) -> None: 
     component.runner.embedder_factory = counting
     component.runner.reset()
     _, few = corpus.draw("none", 50, rng)
-    store.add(_records("quiet", few, NOW - 60))
+    store.add(records("quiet", few, NOW - 60))
     assert component.runner.check_version("quiet").status == "insufficient_data"  # a baseline, too few samples
     assert component.runner.check_version("other").status == "no_baseline"
     assert built == []
     _, enough = corpus.draw("none", 150, rng)
-    store.add(_records("stable", enough, NOW - 60))
+    store.add(records("stable", enough, NOW - 60))
     assert component.runner.check_version("stable").status == "ok"
     assert built == ["embedder"]

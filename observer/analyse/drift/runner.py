@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from observer.analyse.drift.baseline import BaselineRepo
 from observer.analyse.drift.check import Checker
 from observer.analyse.drift.state import DriftReport, DriftState
+from observer.analyse.drift.stored import CheckFailed
 from observer.analyse.embed import CachedEmbedder, Embedder, EmbeddingError
 from observer.config.spec import ObserverConfig
 from observer.errors import BaselineError, MissingDependencyError, StoreError
@@ -67,30 +68,40 @@ class DriftRunner:
 
     def check_version(self, version: str) -> DriftReport | None:
         """Run and record one check; failures are counted by reason and logged, never raised."""
+        return self.record(self.compute(version))
+
+    def compute(self, version: str) -> DriftReport | CheckFailed:
+        """Run one check without recording it: the ungated report, or why it could not run (counted by
+        reason on this replica and logged)."""
         checker = self.checker()
         now = self.clock()
         if checker is None:
-            self._fail(version, "no_store", "the sample store is not available (sampling disabled?)", now)
-            return None
+            return self._failed(version, "no_store", "the sample store is not available (sampling disabled?)", now)
         try:
-            return self.state.record(checker.run(version, now=now))
+            return checker.run(version, now=now)
         except BaselineError as e:
-            self._fail(version, "baseline", str(e), now)
+            return self._failed(version, "baseline", str(e), now)
         except (EmbeddingError, MissingDependencyError) as e:
-            self._fail(version, "embedder", str(e), now)
+            return self._failed(version, "embedder", str(e), now)
         except StoreError as e:
-            self._fail(version, "store", str(e), now)
+            return self._failed(version, "store", str(e), now)
         except Exception as e:  # one version's failure must not stop the others
             log.exception("drift check of %s failed", version)
-            self._fail(version, "internal", f"{type(e).__name__}: {e}", now)
-        return None
+            return self._failed(version, "internal", f"{type(e).__name__}: {e}", now)
 
-    def _fail(self, version: str, reason: str, message: str, now: float) -> None:
-        self.errors[(version, reason)] += 1
-        log.error("could not check drift of version %s: %s", version, message)
+    def record(self, outcome: DriftReport | CheckFailed) -> DriftReport | None:
+        """Gate and keep a check's outcome (this replica's, or one read from the shared store)."""
+        if not isinstance(outcome, CheckFailed):
+            return self.state.record(outcome)
         # checked_at stays the last successful check's time, so the "drift check not run" alert still fires
         # while checks keep failing (0 = never succeeded: no timestamp is exported).
-        previous = self.state.report(version)
-        base = previous or DriftReport(version=version, model="", checked_at=0.0, status="error")
+        previous = self.state.report(outcome.version)
+        base = previous or DriftReport(version=outcome.version, model="", checked_at=0.0, status="error")
         results = {k: replace(r, status="error", drift=False, shifted=False) for k, r in base.results.items()}
-        self.state.record(replace(base, status="error", message=message, results=results))
+        self.state.record(replace(base, status="error", message=outcome.message, results=results))
+        return None
+
+    def _failed(self, version: str, reason: str, message: str, now: float) -> CheckFailed:
+        self.errors[(version, reason)] += 1
+        log.error("could not check drift of version %s: %s", version, message)
+        return CheckFailed(version=version, reason=reason, message=message, checked_at=now)

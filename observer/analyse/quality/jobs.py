@@ -152,8 +152,3 @@ class SharedJudging:
             return WorkResult()
         outcome = await self.live.judge_sample(found[0])
         return WorkResult(scores=[as_score(sid, scorer_name("judge", self.rubric.name), outcome)])
-
-
-async def refresh_counts(work: SharedWork, metrics: WorkMetrics) -> None:
-    """Count the queue's jobs by kind and state for /metrics."""
-    metrics.counts = await asyncio.to_thread(work.job_counts)
