@@ -17,6 +17,9 @@ Parts (all by default; `--only` picks some):
 - `parity`: one recorded window of a simulated fleet through the own and the Prometheus source (the default
   metrics and a paired one; tests/support/fleet_window.py, as the parity test reads it).
 - `budget`: two replicas sharing one store spend a judge budget of 40 calls; calls the judge received.
+- `drift`: drift checks as shared jobs on a real PostgreSQL: two replicas (own connection pools), three rounds
+  of both versions, one replica stalling on its claims in the last (its leases run out and the other redoes
+  them); jobs lost and done twice, checks per replica, and whether both replicas hold the same flagged state.
 
 Ends with one JSON line (keys named by the issue; a part not run gives null).
 """
@@ -215,15 +218,59 @@ def budget_part() -> dict[str, Any]:
             "judge_calls_over_budget": max(0, calls - budget)}
 
 
+def drift_part() -> dict[str, Any]:
+    import psycopg
+
+    from observer.analyse.embed import HashingEmbedder
+    from observer.store.postgres import PostgresStore
+    from observer_dev.pgserver import run_postgres
+    from tests.support.drift_replicas import Clock, config, drifted_windows, one_round, replica, seed_baseline, states
+
+    with tempfile.TemporaryDirectory() as tmp, run_postgres() as pg:
+        url = pg.database()
+        stores = [PostgresStore(url), PostgresStore(url)]
+        try:
+            cfg = config(Path(tmp), url)
+            clock, emb = Clock(), HashingEmbedder(dim=128, max_cache_entries=5000)
+            corpus, rng = seed_baseline(cfg, stores[0], emb)
+            a, b = (replica(cfg, s, clock, lambda: emb) for s in stores)
+
+            async def run() -> None:
+                await drifted_windows(a, b, stores[0], clock, corpus, rng)
+                clock.now += 600
+                assert a.shared is not None
+                await a.shared.enqueue()
+                stalled = stores[0].claim(worker="stalled", kinds=["drift"], limit=2, lease_seconds=0.0)
+                await one_round(a, [b], [a, b])  # b redoes the stalled claims; their late completions are refused
+                for job in stalled:
+                    stores[0].complete(job)
+
+            asyncio.run(run())
+            with psycopg.connect(url) as conn:
+                lost = int(conn.execute("SELECT COUNT(*) FROM jobs WHERE state <> 'done'").fetchone()[0])
+                twice = int(conn.execute("SELECT COUNT(*) FROM jobs WHERE done_count > 1").fetchone()[0])
+                reports = int(conn.execute("SELECT COUNT(*) FROM drift_reports").fetchone()[0])
+            sa, sb = states(a, b)
+            return {"jobs_lost": lost, "jobs_done_twice": twice, "drift_reports_stored": reports,
+                    "drift_checks_by_replica": [x.worker.metrics.attempts[("drift", "done")] if x.worker else 0
+                                                for x in (a, b)],
+                    "drift_leader_loaded_embedder": a.runner._checker is not None,
+                    "drift_states_equal": sa == sb, "drift_canary_flagged": sa["canary"][1]["prompts"][0]}
+        finally:
+            for s in stores:
+                s.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=6, help="refreshes timed per arm")
     ap.add_argument("--only", default="",
-                    help="comma-separated parts: dashboards, gameday, discovered, check_config, parity, budget")
+                    help="comma-separated parts: dashboards, gameday, discovered, check_config, parity, budget, "
+                         "drift")
     args = ap.parse_args()
     parts = {p.strip() for p in args.only.split(",") if p.strip()} or {
-        "dashboards", "gameday", "discovered", "check_config", "parity", "budget"}
+        "dashboards", "gameday", "discovered", "check_config", "parity", "budget", "drift"}
     out: dict[str, Any] = {"scenarios_total": None, "scenarios_same_verdict": None}
     if "gameday" in parts:
         r = gameday_part()
@@ -247,6 +294,12 @@ def main() -> None:
         r = budget_part()
         print(f"fleet-wide judge budget {r['judge_budget_per_hour']}/h, 2 replicas asking 100 times: "
               f"{r['judge_calls_made']} calls made")
+        out.update(r)
+    if "drift" in parts:
+        r = drift_part()
+        print(f"drift as shared jobs: {r['drift_reports_stored']} reports, checks per replica "
+              f"{r['drift_checks_by_replica']}, lost {r['jobs_lost']}, done twice {r['jobs_done_twice']}, same "
+              f"state on both: {r['drift_states_equal']}")
         out.update(r)
     if "dashboards" in parts:
         r = dashboards_part(args.pods, args.repeats)

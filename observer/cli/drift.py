@@ -16,7 +16,7 @@ from rich.table import Table
 
 from observer import jsonsafe
 from observer.cli.common import ConfigOption, fail, load
-from observer.errors import ObserverError
+from observer.errors import ConfigError, ObserverError
 
 if TYPE_CHECKING:
     from observer.analyse.drift.check import Checker
@@ -77,9 +77,12 @@ def _checker(cfg: ObserverConfig) -> Checker:
 
 
 def _known(cfg: ObserverConfig, version: str) -> None:
-    names = [v.name for v in cfg.fleet.versions]
-    if version not in names:
-        fail(f"unknown version {version!r}; configured: {', '.join(names) or 'none'}")
+    from observer.analyse.drift.pinning import known_version
+
+    try:
+        known_version(cfg, version)
+    except ConfigError as e:
+        fail(str(e))
 
 
 def _dump(obj: Any) -> None:

@@ -213,14 +213,12 @@ def _ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: 
     return len(batch)
 
 
-def _prepare_drift(fleet: Any, observer_url: str, *, ports: Mapping[str, int], plan: Plan, scenario: Scenario,
-                   workdir: Path) -> None:
-    """Ingest stable samples, pin and promote a baseline from them (as `observer baseline pin`), ingest canary
-    samples."""
+def _prepare_drift(fleet: Any, observer_url: str, cfg: ObserverConfig) -> None:
+    """Ingest stable samples, pin and promote a baseline from them (as `observer baseline pin`, with the
+    observer's config `cfg`: its store and baseline folder), ingest canary samples."""
     from observer.analyse.drift.pinning import pin_baseline
 
     n = _ingest(fleet, observer_url, "stable", want=1500, seconds=5.0)
-    cfg = parse_config(_config_yaml(ports, plan, scenario, workdir), source="gameday-drift.yaml")
     try:
         pin_baseline(cfg, "stable", now=time.time(), created_by="gameday", promote=True)
     except ObserverError as e:
@@ -313,7 +311,8 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                   what="golden-set results for both versions", every=0.5)
         if s.needs == "drift":
             assert workdir is not None
-            _prepare_drift(fleet, obs.url, ports=ports, plan=plan, scenario=s, workdir=workdir)
+            _prepare_drift(fleet, obs.url, parse_config(_config_yaml(ports, plan, s, workdir),
+                                                        source="gameday-drift.yaml"))
         exprs = alert_exprs(config) if s.alerts else {}
         if s.needs == "fingerprint":  # the hour before: both versions served the old system prompt
             for version in ("stable", "canary"):

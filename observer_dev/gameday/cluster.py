@@ -39,8 +39,9 @@ from rich.table import Table
 
 from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, GamedayError, Plan, Row, Scenario
 
-# The scenarios the cluster rig can play (no drift baselines, ingest timings, proxy or alert rules there yet).
-CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "idle", "restart", "costly")
+# The scenarios the cluster rig can play (no goodput ingest timings, proxy or alert rules there yet). `drifted`
+# embeds with the bundled model on both replicas: the full form only, as in the single-process game day.
+CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "idle", "restart", "costly", "drifted")
 PLAYABLE = CLUSTER_SCENARIOS  # what `--scenario` may name
 KILL_AFTER_LOOKS = 1
 PARTITION_AFTER_LOOKS = 3
@@ -168,7 +169,8 @@ def verdict(url: str, since: float) -> dict[str, Any]:
 def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Plan, prom_url: str,
                          pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path) -> ClusterRow:
     """One scenario on two fresh replicas and a fresh database, with the kill and the partition."""
-    from observer_dev.gameday import _profile
+    from observer.config import parse_config
+    from observer_dev.gameday import _ingest, _prepare_drift, _profile
     from observer_dev.gameday.looks import decided
     from observer_dev.relay import relay
 
@@ -202,6 +204,8 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                     fleet.advance("stable", 1.0)
                     fleet.advance("canary", 1.0)
                 time.sleep(1.0)
+        if s.needs == "drift":  # the baseline pinned from stable's mirrored samples in the shared store
+            _prepare_drift(fleet, a.url, parse_config(yaml.safe_dump(b_config), source="gameday-cluster-drift.yaml"))
         asked = a
         body: dict[str, Any] = {}
         partitioned_at: int | None = None
@@ -231,7 +235,14 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             for _ in range(int(plan.round_seconds)):
                 fleet.advance("stable", 1.0)
                 fleet.advance("canary", 1.0)
-            time.sleep(plan.scrape_interval * 2.0)
+            if s.needs == "drift":
+                # More mirrored canary samples each round (the drift test's power grows with the window); a
+                # mirror pauses while the replica it posts to is cut from the store, as it would on 503s.
+                if partitioned_at is None:
+                    _ingest(fleet, asked.url, "canary", want=250, seconds=5.0)
+                time.sleep(plan.scrape_interval * 5.0)  # a drift check is offered every 10 s
+            else:
+                time.sleep(plan.scrape_interval * 2.0)
             body = verdict(asked.url, since)
             row.verdicts.append(str(body["verdict"]))
             with trail.open("a") as f:  # every look's whole answer, for the one who reads a mismatch
@@ -249,11 +260,16 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
         ready = httpx.get(b.url + "/readyz", timeout=5).status_code == 200 if b.alive() else False
         row.faults.append("replica-b ready after the partition" if ready else "replica-b NOT ready after the partition")
         final = row.verdicts[-1] if row.verdicts else "none"
+        # A drifted canary is flagged, not gated: drift is advisory by default, so any verdict class goes.
         want = {"pass": ("pass",), "fail": ("fail",), "nodata": ("nodata", "inconclusive"),
-                "not-pass": ("fail", "nodata", "inconclusive")}.get(s.expect, (s.expect,))
+                "not-pass": ("fail", "nodata", "inconclusive"),
+                "drift": ("pass", "fail", "nodata", "inconclusive")}.get(s.expect, (s.expect,))
         problems = [] if final in want else [f"verdict {final}, expected {s.expect}: {body.get('reason', '')}"]
-        if "pass" in row.verdicts and s.expect != "pass":
+        if "pass" in row.verdicts and s.expect not in ("pass", "drift"):
             problems.append("a pass on the way")
+        drift = [body.get("metrics", {}).get(n, {}).get("result") for n in ("drift_prompts", "drift_outputs")]
+        if s.expect == "drift" and "fail" not in drift:
+            problems.append(f"drift not flagged (prompts {drift[0]}, outputs {drift[1]})")
         if not ready:
             problems.append("replica-b did not recover from the partition")
         cost = body.get("metrics", {}).get("cost_per_token", {})
@@ -284,6 +300,8 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
         raise GamedayError(f"scenario(s) {', '.join(unknown)} do not run in the cluster topology yet; it runs: "
                            f"{', '.join(PLAYABLE)}")
     chosen = [s for s in SCENARIOS if s.name in names]
+    if short and not only:
+        chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full form
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
              "dcgm": free_port(), "observer": free_port(), "observer_b": free_port(), "proxy": free_port()}
     base = _config(ports, plan, SCENARIOS[0])

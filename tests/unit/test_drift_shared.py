@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 
 from observer.analyse.drift import stored
+from observer.analyse.drift.pinning import known_version, pin_baseline
 from observer.analyse.drift.state import DriftReport, DriftResult
 from observer.analyse.embed import EmbeddingError, HashingEmbedder
+from observer.config.discovery import DiscoverySpec, KubernetesDiscovery
 from observer.config.fleet import VersionSpec
+from observer.errors import BaselineError, ConfigError
 from observer.fleetview import LiveFleet
 from observer.store.jobs import DriftReportRecord, JobSpec
 from observer.store.sqlite import SqliteStore
@@ -125,3 +128,15 @@ def test_stored_reports_keep_non_finite_statistics() -> None:
     assert math.isnan(r.statistic) and r.p_value == math.inf and r.n_baseline == 600
     with pytest.raises(ValueError, match="format"):
         stored.decode({"format": 0})
+
+
+def test_a_discovered_version_may_be_pinned_and_checked_by_name(tmp_path: Path) -> None:
+    """With Kubernetes discovery a revision's name (its pod-template hash) is in no list the CLI can read: any
+    name is accepted and its stored samples decide; without discovery an unknown name is refused."""
+    static = config(tmp_path)
+    with pytest.raises(ConfigError, match="unknown version '7d9f8c6b5'"):
+        known_version(static, "7d9f8c6b5")
+    discovering = static.model_copy(update={"discovery": DiscoverySpec(kubernetes=KubernetesDiscovery())})
+    known_version(discovering, "7d9f8c6b5")
+    with pytest.raises(BaselineError, match="no stored samples for version '7d9f8c6b5'"):
+        pin_baseline(discovering, "7d9f8c6b5", now=NOW, created_by="test")

@@ -33,17 +33,25 @@ def open_checker(cfg: ObserverConfig) -> Checker:
                    embedder_factory=lambda: make_embedder(cfg.drift.embedder))
 
 
+def known_version(cfg: ObserverConfig, version: str) -> None:
+    """ConfigError unless `version` may be checked or pinned: a configured version, or with Kubernetes
+    discovery on any version (a Rollout revision's pod-template hash is in no list a command can read
+    offline; its stored samples decide, and none gives a clear error where they are read)."""
+    names = [v.name for v in cfg.fleet.versions]
+    if version not in names and cfg.discovery.kubernetes is None:
+        raise ConfigError(f"unknown version {version!r}; configured: {', '.join(names) or 'none'}",
+                          path="fleet.versions")
+
+
 def pin_baseline(cfg: ObserverConfig, version: str, *, now: float, created_by: str, since: float | None = None,
                  until: float | None = None, source: str | None = None, model: str | None = None,
                  promote: bool = False, note: str = "", checker: Checker | None = None) -> Pinned:
     """Capture an immutable baseline of `version`'s stored samples in [since, until); optionally promote it.
 
-    Raises ConfigError for an unknown version or source, BaselineError/StoreError/EmbeddingError as the
+    Raises ConfigError for an unknown version (with Kubernetes discovery on, every version is known: its
+    samples decide) or source, BaselineError/StoreError/EmbeddingError as the
     repository, store and embedder do."""
-    names = [v.name for v in cfg.fleet.versions]
-    if version not in names:
-        raise ConfigError(f"unknown version {version!r}; configured: {', '.join(names) or 'none'}",
-                          path="fleet.versions")
+    known_version(cfg, version)
     if source is not None and source not in SOURCES:
         raise ConfigError(f"unknown source {source!r}; choose {', '.join(SOURCES)}")
     checker = checker or open_checker(cfg)
