@@ -35,10 +35,10 @@ from observer_dev.gameday.argo import Phase
 from observer_dev.gameday.looks import (
     ARGO_FAIL_LOOKS,
     alert_exprs,
+    alert_problems,
     alert_round,
     argo_checks,
     check_row,
-    firing,
     settled,
     verdict_body,
     web_phase,
@@ -363,9 +363,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                     and (s.restart_after is None or rnd > s.restart_after + 2):
                 break  # enough looks to show it never passes
         if s.expect == "alerts":
-            missing = [name for name in s.alerts if name not in row.prometheus]
-            problems = [p for p in (row.detail,) if p] + [f"{name} never fired" for name in missing]
-            problems += [f"the engine-side signals saw it: {q}" for q in s.blind if firing(prom_url, q, {})]
+            problems = alert_problems(s, row, prom_url)
             row.ok, row.detail = not problems, "; ".join(problems) or ", ".join(
                 f"{k} {v}" for k, v in row.prometheus.items())
             row.seconds = time.monotonic() - t0

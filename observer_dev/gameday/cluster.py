@@ -39,9 +39,12 @@ from rich.table import Table
 
 from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, GamedayError, Plan, Row, Scenario
 
-# The scenarios the cluster rig can play (no goodput ingest timings, proxy or alert rules there yet). `drifted`
-# embeds with the bundled model on both replicas: the full form only, as in the single-process game day.
-CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "idle", "restart", "costly", "drifted")
+# The scenarios the cluster rig can play (not yet: goodput's ingest timings, the proxy of `shed`, the
+# fingerprinted ingest of `template-rollback`, the HTML page of `html`). `drifted` embeds with the bundled
+# model on both replicas: the full form only, as in the single-process game day. The alert scenarios evaluate
+# the generated alert expressions against the Prometheus that scrapes both replicas.
+CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "idle", "restart", "costly", "drifted",
+                     "slow-replica", "gpu-ecc")
 PLAYABLE = CLUSTER_SCENARIOS  # what `--scenario` may name
 KILL_AFTER_LOOKS = 1
 PARTITION_AFTER_LOOKS = 3
@@ -171,7 +174,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
     """One scenario on two fresh replicas and a fresh database, with the kill and the partition."""
     from observer.config import parse_config
     from observer_dev.gameday import _ingest, _prepare_drift, _profile
-    from observer_dev.gameday.looks import decided
+    from observer_dev.gameday.looks import alert_exprs, alert_problems, alert_round, decided
     from observer_dev.relay import relay
 
     t0 = time.monotonic()
@@ -206,9 +209,12 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 time.sleep(1.0)
         if s.needs == "drift":  # the baseline pinned from stable's mirrored samples in the shared store
             _prepare_drift(fleet, a.url, parse_config(yaml.safe_dump(b_config), source="gameday-cluster-drift.yaml"))
+        exprs = alert_exprs(parse_config(yaml.safe_dump(b_config), source="gameday-cluster.yaml")) if s.alerts else {}
         asked = a
         body: dict[str, Any] = {}
         partitioned_at: int | None = None
+        faults_over = PARTITION_AFTER_LOOKS + PARTITION_LOOKS + (s.restart_after or 0) + (
+            2 if s.restart_after is not None else 0)
         for look in range(max(plan.max_rounds, s.min_rounds)):
             if s.change_after is not None and look == s.change_after and s.change:
                 fleet.set_profile(s.change_version, replica=s.replica, **dict(s.change))
@@ -239,16 +245,23 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 # More mirrored canary samples each round (the drift test's power grows with the window); a
                 # mirror pauses while the replica it posts to is cut from the store, as it would on 503s.
                 if partitioned_at is None:
-                    _ingest(fleet, asked.url, "canary", want=250, seconds=5.0)
+                    try:
+                        _ingest(fleet, asked.url, "canary", want=250, seconds=5.0)
+                    except GamedayError as e:  # 503 while the store reconnects: the mirror drops this round
+                        if "HTTP 503" not in str(e):
+                            raise
+                        row.faults.append(f"look {look}: ingest answered 503 (store not ready); round skipped")
                 time.sleep(plan.scrape_interval * 5.0)  # a drift check is offered every 10 s
             else:
                 time.sleep(plan.scrape_interval * 2.0)
+            if s.expect == "alerts":  # every one must fire after the change, none before; faults all played
+                if alert_round(s, row, look, exprs, prom_url) and look > faults_over:
+                    break
+                continue
             body = verdict(asked.url, since)
             row.verdicts.append(str(body["verdict"]))
             with trail.open("a") as f:  # every look's whole answer, for the one who reads a mismatch
                 f.write(json.dumps({"look": look, "replica": asked.name, "body": body}) + "\n")
-            faults_over = PARTITION_AFTER_LOOKS + PARTITION_LOOKS + (s.restart_after or 0) + (
-                2 if s.restart_after is not None else 0)
             done = look > faults_over and decided(s.expect, row.verdicts[-1], body)
             if s.change_after is not None and look <= s.change_after + 2:
                 done = False
@@ -259,6 +272,14 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             link.restore()
         ready = httpx.get(b.url + "/readyz", timeout=5).status_code == 200 if b.alive() else False
         row.faults.append("replica-b ready after the partition" if ready else "replica-b NOT ready after the partition")
+        if s.expect == "alerts":
+            problems = alert_problems(s, row, prom_url)
+            if not ready:
+                problems.append("replica-b did not recover from the partition")
+            row.ok = not problems
+            row.detail = "; ".join(problems or [*row.faults, *(f"{k} {v}" for k, v in row.prometheus.items())])
+            row.seconds = time.monotonic() - t0
+            return row
         final = row.verdicts[-1] if row.verdicts else "none"
         # A drifted canary is flagged, not gated: drift is advisory by default, so any verdict class goes.
         want = {"pass": ("pass",), "fail": ("fail",), "nodata": ("nodata", "inconclusive"),

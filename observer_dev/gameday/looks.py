@@ -187,6 +187,14 @@ def firing(prom_url: str, expr: str, labels: Mapping[str, str]) -> bool:
     return any(all(x["metric"].get(k) == v for k, v in labels.items()) for x in r["data"]["result"])
 
 
+def alert_problems(s: Scenario, row: Row, prom_url: str) -> list[str]:
+    """What is wrong with an alert scenario's row at its end: an alert that fired before the change (already in
+    `row.detail`), one that never fired, an engine-side signal that saw what only the observer should."""
+    missing = [name for name in s.alerts if name not in row.prometheus]
+    problems = [p for p in (row.detail,) if p] + [f"{name} never fired" for name in missing]
+    return problems + [f"the engine-side signals saw it: {q}" for q in s.blind if firing(prom_url, q, {})]
+
+
 def alert_round(s: Scenario, row: Row, rnd: int, exprs: Mapping[str, str], prom_url: str) -> bool:
     """Evaluate the scenario's alerts after round `rnd`; True once every one fires after the change."""
     fired = {name: firing(prom_url, exprs[name], {**s.alert_labels, **s.alert_labels_of.get(name, {})})
