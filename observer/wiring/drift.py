@@ -14,6 +14,7 @@ from observer.analyse.drift.jobs import DRIFT_JOB, DRIFT_LOOK_SECONDS, DriftSync
 from observer.analyse.drift.runner import DriftRunner
 from observer.analyse.drift.state import DriftState
 from observer.analyse.embed import Embedder
+from observer.analyse.rounds import Rounds
 from observer.export import drift_api
 from observer.store.base import ManagedStore
 from observer.store.work import Worker
@@ -75,7 +76,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
     if store is None:
         return DriftComponent(runner=runner, interval_seconds=spec.interval_seconds, guard=guard)
     work_spec = ctx.config.sampling.store.work
-    shared = SharedDrift(store, runner, ctx.fleet, spec.interval_seconds, ctx.clock, work_spec, ctx.work)
+    shared = SharedDrift(store, runner, ctx.fleet, Rounds(spec.interval_seconds, ctx.clock), work_spec, ctx.work)
     # One check at a time per replica: each holds an embedder and a permutation test in memory.
     worker = Worker(store, DRIFT_JOB, shared.check, work_spec, ctx.work, limit=1)
     ctx.work.kinds = (*ctx.work.kinds, DRIFT_JOB)

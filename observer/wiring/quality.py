@@ -26,7 +26,6 @@ from observer.analyse.quality.jobs import (
     GOLDEN_LOOK_SECONDS,
     GOLDEN_PARALLEL_VERSIONS,
     LocalGolden,
-    Rounds,
     SharedGolden,
     SharedJudging,
     replayed,
@@ -42,6 +41,7 @@ from observer.analyse.quality.shadow import FleetShadowPairs, ShadowCollector, S
 from observer.analyse.quality.similarity import Embedder, load_default_embedder
 from observer.analyse.quality.state import QualityState
 from observer.analyse.quality.sync import QualitySync
+from observer.analyse.rounds import Rounds
 from observer.config.fleet import VersionSpec
 from observer.config.quality import QualitySpec
 from observer.export import quality_api
@@ -117,7 +117,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
     if judge is not None and judging is not None and judging.anchors is not None:
         reliability = JudgeReliability(judge, rubrics, judging.anchors, spec=spec.reliability, clock=ctx.clock)
     golden_on = bool(golden)
-    rounds = Rounds(spec.interval_seconds, ctx.clock, run_at_start=spec.run_at_start)
+    rounds = Rounds(spec.interval_seconds, ctx.clock, run_at_start=spec.run_at_start, select=replayed)
     look = min(spec.interval_seconds, GOLDEN_LOOK_SECONDS)
     jobs: list[Job] = []
     workers: list[Worker] = []

@@ -207,9 +207,10 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                     fleet.advance("stable", 1.0)
                     fleet.advance("canary", 1.0)
                 time.sleep(1.0)
+        replica_config = parse_config(yaml.safe_dump(b_config), source="gameday-cluster.yaml")
         if s.needs == "drift":  # the baseline pinned from stable's mirrored samples in the shared store
-            _prepare_drift(fleet, a.url, parse_config(yaml.safe_dump(b_config), source="gameday-cluster-drift.yaml"))
-        exprs = alert_exprs(parse_config(yaml.safe_dump(b_config), source="gameday-cluster.yaml")) if s.alerts else {}
+            _prepare_drift(fleet, a.url, replica_config)
+        exprs = alert_exprs(replica_config) if s.alerts else {}
         asked = a
         body: dict[str, Any] = {}
         partitioned_at: int | None = None

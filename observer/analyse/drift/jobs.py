@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from observer.analyse.drift import stored
 from observer.analyse.drift.runner import DriftRunner
+from observer.analyse.rounds import Rounds
 from observer.config.sampling import WorkSpec
 from observer.fleetview import FleetView
 from observer.store.jobs import ClaimedJob, DriftReportRecord, JobSpec, SharedWork
@@ -34,25 +34,20 @@ class SharedDrift:
     work: SharedWork
     runner: DriftRunner
     fleet: FleetView
-    interval_seconds: float
-    clock: Callable[[], float]
+    rounds: Rounds  # one check per live version and interval slot
     work_spec: WorkSpec
     metrics: WorkMetrics
-    _done: dict[str, int] = field(default_factory=dict)  # version → last slot enqueued (bounded by the fleet)
 
     async def enqueue(self) -> None:
         """Offer a check of every live version not yet offered in this slot; keyed by slot, so a leader that
         changes mid-interval enqueues nothing twice (the new one's offers count as duplicates)."""
-        slot = int(self.clock() // self.interval_seconds)
-        live = [v.name for v in self.fleet.versions() if not v.retired]
-        for gone in [n for n in self._done if n not in live]:
-            del self._done[gone]
-        due = [v for v in live if self._done.get(v) != slot]
+        slot, due = self.rounds.due(self.fleet.versions())
         if due:
-            await enqueue(self.work, [JobSpec(kind=DRIFT_JOB, key=f"drift:{v}:{slot}", payload={"version": v},
-                                              max_attempts=self.work_spec.max_attempts) for v in due],
-                          spec=self.work_spec, metrics=self.metrics)
-        self._done.update((v, slot) for v in due)
+            await enqueue(self.work, [JobSpec(kind=DRIFT_JOB, key=f"drift:{v.name}:{slot}",
+                                              payload={"version": v.name}, max_attempts=self.work_spec.max_attempts)
+                                      for v in due], spec=self.work_spec, metrics=self.metrics)
+        for v in due:
+            self.rounds.done(v.name, slot)
 
     async def check(self, job: ClaimedJob) -> WorkResult:
         """Check one version; the outcome (a report, or why the check could not run) is stored."""

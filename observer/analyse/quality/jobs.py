@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from observer.analyse.quality.golden import GoldenSet
 from observer.analyse.quality.live import LiveScorer, as_score
@@ -18,6 +18,7 @@ from observer.analyse.quality.model import GoldenRunResult, encode_run, scorer_n
 from observer.analyse.quality.prompts import Rubric
 from observer.analyse.quality.runner import GoldenRunner
 from observer.analyse.quality.state import QualityState
+from observer.analyse.rounds import Rounds
 from observer.config.fleet import VersionSpec
 from observer.config.sampling import WorkSpec
 from observer.fleetview import FleetView
@@ -39,34 +40,6 @@ def replayed(versions: Sequence[VersionSpec]) -> list[VersionSpec]:
 # How often the golden job looks for due versions: a round per interval, and a version discovered
 # mid-interval is replayed at the next look instead of at the next interval.
 GOLDEN_LOOK_SECONDS = 15.0
-
-
-@dataclass
-class Rounds:
-    """Which versions are due a golden round: one round per interval slot per version, so a version that
-    appears mid-interval is replayed at once and one that stays is replayed once per interval."""
-
-    interval_seconds: float
-    clock: Callable[[], float]
-    run_at_start: bool = True  # False: the versions there at the first look wait for the next slot
-    _done: dict[str, int] = field(default_factory=dict)  # version → last slot replayed (bounded by the fleet)
-    _looked: bool = False
-
-    def due(self, versions: Sequence[VersionSpec]) -> tuple[int, list[VersionSpec]]:
-        """(this slot, the replayed versions not yet replayed in it)."""
-        slot = int(self.clock() // self.interval_seconds)
-        now = replayed(versions)
-        if not self._looked:
-            self._looked = True
-            if not self.run_at_start:
-                self._done.update((v.name, slot) for v in now)
-        names = {v.name for v in now}
-        for gone in [n for n in self._done if n not in names]:
-            del self._done[gone]
-        return slot, [v for v in now if self._done.get(v.name) != slot]
-
-    def done(self, version: str, slot: int) -> None:
-        self._done[version] = slot
 
 
 def _logged(result: GoldenRunResult) -> GoldenRunResult:
