@@ -114,9 +114,10 @@ def default_metrics() -> list[CanaryMetricSpec]:
         m(name="truncations", kind="ratio", finished_reasons=["length"], base_rate=0.05, group="errors"),
         m(name="ttft", kind="latency", family="ttft", critical=True, base_rate=0.05, group="latency"),
         m(name="e2e", kind="latency", family="e2e", base_rate=0.05, group="latency"),
-        # Inter-token latency is one observation per decode step: correlated within a request, so the
-        # per-event test is not exact for it; it is shown, not scored.
-        m(name="itl", kind="latency", family="itl", base_rate=0.05, advisory=True, group="latency"),
+        # Decode speed, which users feel as much as TTFT. Inter-token latency is one observation per decode
+        # step, correlated within a request and a batch: the slice tests treat each minute as the unit, so
+        # that dependence shows up in the design effect instead of in false fails.
+        m(name="itl", kind="latency", family="itl", critical=True, base_rate=0.05, group="latency"),
         # Goodput on sampled requests (the exact joint of TTFT, TPOT and success per request). Not critical by
         # default: it needs the sampling proxy's timings, and a critical metric without data holds every
         # canary inconclusive. Make it critical where the proxy samples both arms.

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from observer.conventions.vllm import REQUEST_EDGES, TTFT_EDGES
+from observer.conventions.vllm import ITL_EDGES, REQUEST_EDGES, TTFT_EDGES
 
 REASONS: tuple[str, ...] = ("stop", "length", "abort", "error")
 
@@ -67,17 +67,20 @@ class Regression:
 
     ttft_scale: float = 1.0
     error_rate: float = 0.01
+    itl_scale: float = 1.0
 
 
 @dataclass(frozen=True)
 class ArmCounts:
     """Per-second counts of one arm: requests, finished reasons (REASONS order), TTFT and e2e buckets
-    (finite edges then +Inf, non-cumulative), and prefix-cache hits/queries."""
+    (finite edges then +Inf, non-cumulative), inter-token buckets (one observation per generated token, at
+    the request's arrival second), and prefix-cache hits/queries."""
 
     requests: np.ndarray  # (T,)
     reasons: np.ndarray  # (T, 4)
     ttft: np.ndarray  # (T, len(TTFT_EDGES) + 1)
     e2e: np.ndarray  # (T, len(REQUEST_EDGES) + 1)
+    itl: np.ndarray  # (T, len(ITL_EDGES) + 1)
     prefix_hits: np.ndarray  # (T,)
     prefix_queries: np.ndarray  # (T,)
     pods: int
@@ -192,6 +195,7 @@ def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, 
     inflight = np.cumsum(per_pod, axis=0)
     inflight[4:] = inflight[4:] - inflight[:-4]
     itl = _DECODE_S_PER_TOKEN * (1.0 + 0.08 * inflight[t_req, pod]) * np.where(stall_left[t_req, pod] > 0, 5, 1)
+    itl = np.where(is_canary[pod], itl * reg_c.itl_scale, itl)
     e2e = ttft + output * itl
 
     err_rate = np.where(is_canary[pod], reg_c.error_rate, 0.01)
@@ -205,10 +209,10 @@ def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, 
 
     def arm(mask: np.ndarray, n_pods: int) -> ArmCounts:
         ts = t_req[mask]
-        def binned(values: np.ndarray, edges: tuple[float, ...]) -> np.ndarray:
+        def binned(values: np.ndarray, edges: tuple[float, ...], weights: np.ndarray | None = None) -> np.ndarray:
             idx = np.searchsorted(np.asarray(edges), values, side="left")  # le is inclusive
             out = np.zeros((seconds, len(edges) + 1), dtype=np.int64)
-            np.add.at(out, (ts, idx), 1)
+            np.add.at(out, (ts, idx), 1 if weights is None else weights)
             return out
         reasons = np.zeros((seconds, len(REASONS)), dtype=np.int64)
         np.add.at(reasons, (ts, reason[mask]), 1)
@@ -218,6 +222,7 @@ def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, 
         np.add.at(hits, ts, prompt[mask] * hit[mask])
         return ArmCounts(requests=np.bincount(ts, minlength=seconds), reasons=reasons,
                          ttft=binned(ttft[mask], TTFT_EDGES), e2e=binned(e2e[mask], REQUEST_EDGES),
+                         itl=binned(itl[mask], ITL_EDGES, np.maximum(np.round(output[mask]), 1).astype(np.int64)),
                          prefix_hits=hits, prefix_queries=queries, pods=n_pods)
 
     in_canary = is_canary[pod]

@@ -52,16 +52,26 @@ class Exporter:
         self.http = Counter(names.HTTP_RESPONSES, "vLLM generation responses", [names.VERSION,
                                                                                 names.HTTP_STATUS_CLASS],
                             registry=self.registry)
+        self.checks = Counter(names.LIVE_CHECKS, "live checks", [names.VERSION, names.CHECK], registry=self.registry)
+        self.check_failures = Counter(names.LIVE_CHECK_FAILURES, "live check failures", [names.VERSION, names.CHECK],
+                                      registry=self.registry)
         self.rng = np.random.default_rng(4)
         for v in ("stable", "canary"):
             for r in ("stop", "error"):
                 self.requests.labels(v, r).inc(0)
+            self.checks.labels(v, "refusal").inc(0)
+            self.check_failures.labels(v, "refusal").inc(0)
             for status in ("2xx", "5xx"):
                 self.http.labels(v, status).inc(0)
             self.ttft.labels(v)
 
-    def traffic(self, version: str, n: int, *, error_rate: float, ttft_median: float, legacy: bool = False) -> None:
-        """`n` requests; with `legacy` (vLLM < 0.13) the failures have no `error` finish reason, only a 500."""
+    def traffic(self, version: str, n: int, *, error_rate: float, ttft_median: float, legacy: bool = False,
+                refusal_rate: float = 0.02) -> None:
+        """`n` requests (a tenth of them sampled and checked for refusals); with `legacy` (vLLM < 0.13) the
+        failures have no `error` finish reason, only a 500."""
+        sampled = n // 10
+        self.checks.labels(version, "refusal").inc(sampled)
+        self.check_failures.labels(version, "refusal").inc(int(self.rng.binomial(sampled, refusal_rate)))
         errors = int(self.rng.binomial(n, error_rate))
         if not legacy:
             self.requests.labels(version, "error").inc(errors)
@@ -186,3 +196,25 @@ async def test_two_observer_replicas_are_counted_once_with_replica_labels() -> N
     # Each replica's increase() is extrapolated from its own scrape times, so the sum is about twice one.
     assert 1.7 * totals[1] <= totals[0] <= 2.05 * totals[1]
     assert 450 <= totals[1] <= 800  # 600 requests seen, increase() extrapolated over the window
+
+
+async def test_live_checks_are_read_per_slice(rig: tuple[Exporter, str]) -> None:
+    """The live checks come per slice too (the test is cluster-robust on them), and the slices add up to the
+    window; a canary refusing 5× as often fails `refusals` on its slices."""
+    exp, url = rig
+    since = time.time()
+    for _ in range(24):
+        exp.traffic("stable", 600, error_rate=0.01, ttft_median=0.3)
+        exp.traffic("canary", 200, error_rate=0.01, ttft_median=0.3, refusal_rate=0.25)
+        time.sleep(1.0)
+    service, v = await _judge_until(url, since=since, want="fail")
+    refusals = v.metric("refusals")  # type: ignore[attr-defined]
+    assert refusals.outcome.value == "fail" and refusals.slices is not None and refusals.slices >= 10, refusals
+    assert "slices" in refusals.detail
+    async with httpx.AsyncClient() as http:
+        src = PrometheusSource(url=url, http=http, slice_seconds=2.0)
+        now = time.time()
+        arm = await src.arm("canary", service.spec.metrics, since=since, now=now, with_drift=False)
+    per_slice = [s.live_checks.get("refusal", (0, 0)) for s in arm.slices]
+    assert sum(t for _, t in per_slice) > 0.8 * arm.live_checks["refusal"][1]
+    assert all(0 <= f <= t for f, t in per_slice)

@@ -3,7 +3,7 @@
 Two traffic models feed the same per-second arrays: `simulate_step` is the `iid` one (every request an
 independent draw: Poisson arrivals, log-normal latencies), `pod_step` the dependent ones of
 observer_dev.sim.pods (per-pod queues, bursts, stalls, restarts, a ramp). Requests, finished reasons and
-TTFT / end-to-end latencies are binned on vLLM's default bucket edges; the judge sees them exactly as it
+TTFT / inter-token / end-to-end latencies are binned on vLLM's default bucket edges; the judge sees them exactly as it
 sees the observer's windowed deltas (ArmData with one-minute slices), so A/A false-fail rates measured
 here are the judge's own, with no simulator or scraper in between.
 """
@@ -27,6 +27,7 @@ SLICE_SECONDS = 60
 
 TTFT_EDGES: tuple[float, ...] = vllm.TTFT_EDGES
 E2E_EDGES: tuple[float, ...] = vllm.REQUEST_EDGES
+ITL_EDGES: tuple[float, ...] = vllm.ITL_EDGES
 REASONS: tuple[str, ...] = pods.REASONS
 
 
@@ -41,6 +42,9 @@ class ArmProfile:
     ttft_sigma: float = 0.5
     e2e_median: float = 3.0
     e2e_sigma: float = 0.6
+    itl_median: float = 0.025
+    itl_sigma: float = 0.3
+    output_tokens_median: float = 150.0
 
     def bucket_probs(self, edges: tuple[float, ...], median: float, sigma: float) -> np.ndarray:
         """Probability of each bucket (finite edges, then +Inf) for a log-normal latency."""
@@ -63,6 +67,7 @@ class ArmStream:
     reasons: np.ndarray  # (T, 4) in REASONS order
     ttft: np.ndarray  # (T, len(TTFT_EDGES)+1)
     e2e: np.ndarray  # (T, len(E2E_EDGES)+1)
+    itl: np.ndarray | None = None  # (T, len(ITL_EDGES)+1): one observation per generated token
     pods: int | None = None
     prefix_hits: np.ndarray | None = None
     prefix_queries: np.ndarray | None = None
@@ -73,10 +78,12 @@ class ArmStream:
         key = (start, end)
         if key not in self._cache:
             r = self.reasons[start:end].sum(axis=0)
-            self._cache[key] = ArmData(
-                requests={k: float(v) for k, v in zip(REASONS, r, strict=True)},
-                histograms={"ttft": to_histogram(self.ttft[start:end].sum(axis=0), TTFT_EDGES),
-                            "e2e": to_histogram(self.e2e[start:end].sum(axis=0), E2E_EDGES)})
+            hists = {"ttft": to_histogram(self.ttft[start:end].sum(axis=0), TTFT_EDGES),
+                     "e2e": to_histogram(self.e2e[start:end].sum(axis=0), E2E_EDGES)}
+            if self.itl is not None:
+                hists["itl"] = to_histogram(self.itl[start:end].sum(axis=0), ITL_EDGES)
+            self._cache[key] = ArmData(requests={k: float(v) for k, v in zip(REASONS, r, strict=True)},
+                                       histograms=hists)
         return self._cache[key]
 
     def window(self, start: int, end: int, *, slice_seconds: int | None = SLICE_SECONDS) -> ArmData:
@@ -101,14 +108,27 @@ def to_histogram(counts: np.ndarray, edges: tuple[float, ...]) -> Histogram:
                      le_labels=tuple(repr(e) for e in edges))
 
 
-def draw(rng: np.random.Generator, requests: np.ndarray, profile: ArmProfile, *, ttft_scale: float = 1.0
-         ) -> ArmStream:
+def token_binned(seconds: np.ndarray, itl: np.ndarray, tokens: np.ndarray, horizon: int) -> np.ndarray:
+    """Per-second inter-token buckets: every token of a request observed at the request's own ITL (the
+    strongest within-request dependence: a slow request is slow on every token), at its arrival second."""
+    idx = np.searchsorted(np.asarray(ITL_EDGES), itl, side="left")  # le is inclusive
+    out = np.zeros((horizon, len(ITL_EDGES) + 1), dtype=np.int64)
+    np.add.at(out, (seconds, idx), np.maximum(np.round(tokens), 1).astype(np.int64))
+    return out
+
+
+def draw(rng: np.random.Generator, requests: np.ndarray, profile: ArmProfile, *, ttft_scale: float = 1.0,
+         itl_scale: float = 1.0) -> ArmStream:
     """Draw finished reasons and latency buckets for `requests` per second."""
     reasons = rng.multinomial(requests, profile.reason_probs())
     ttft = rng.multinomial(requests, profile.bucket_probs(TTFT_EDGES, profile.ttft_median * ttft_scale,
                                                           profile.ttft_sigma))
     e2e = rng.multinomial(requests, profile.bucket_probs(E2E_EDGES, profile.e2e_median, profile.e2e_sigma))
-    return ArmStream(requests=requests, reasons=reasons, ttft=ttft, e2e=e2e)
+    total = int(requests.sum())
+    itl = rng.lognormal(math.log(profile.itl_median * itl_scale), profile.itl_sigma, total)
+    tokens = np.minimum(rng.lognormal(math.log(profile.output_tokens_median), 0.7, total), 2048.0)
+    itl_buckets = token_binned(np.repeat(np.arange(len(requests)), requests), itl, tokens, len(requests))
+    return ArmStream(requests=requests, reasons=reasons, ttft=ttft, e2e=e2e, itl=itl_buckets)
 
 
 @dataclass(frozen=True)
@@ -133,7 +153,7 @@ class Step:
 
 def simulate_step(*, seed: int, seconds: int, total_rps: float, weight: float,
                   baseline: ArmProfile | None = None, canary: ArmProfile | None = None,
-                  canary_ttft_scale: float = 1.0) -> Step:
+                  canary_ttft_scale: float = 1.0, canary_itl_scale: float = 1.0) -> Step:
     """Simulate one canary step of `seconds` at `total_rps` with the canary taking `weight` of traffic."""
     if not 0 < weight < 1:
         raise ValueError(f"weight must be in (0, 1), got {weight}")
@@ -142,7 +162,7 @@ def simulate_step(*, seed: int, seconds: int, total_rps: float, weight: float,
     n_c = rng.binomial(total, weight)
     n_b = total - n_c
     base = baseline or ArmProfile()
-    return Step(canary=draw(rng, n_c, canary or base, ttft_scale=canary_ttft_scale),
+    return Step(canary=draw(rng, n_c, canary or base, ttft_scale=canary_ttft_scale, itl_scale=canary_itl_scale),
                 baseline=draw(rng, n_b, base), seconds=seconds)
 
 
@@ -152,24 +172,27 @@ def lognormal_quantile(q: float, median: float, sigma: float) -> float:
 
 
 def pod_step(*, seed: int, model: str | pods.TrafficModel, seconds: int, total_rps: float, weight: float,
-             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01) -> Step:
+             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01, canary_itl_scale: float = 1.0) -> Step:
     """One step on the dependent traffic model `model` (a name in observer_dev.sim.pods.MODELS, or one)."""
     tm = pods.MODELS[model] if isinstance(model, str) else model
     s = pods.simulate(seed=seed, model=tm, seconds=seconds, total_rps=total_rps, weight=weight,
-                      canary=pods.Regression(ttft_scale=canary_ttft_scale, error_rate=canary_error_rate))
+                      canary=pods.Regression(ttft_scale=canary_ttft_scale, error_rate=canary_error_rate,
+                                             itl_scale=canary_itl_scale))
 
     def arm(a: pods.ArmCounts) -> ArmStream:
-        return ArmStream(requests=a.requests, reasons=a.reasons, ttft=a.ttft, e2e=a.e2e, pods=a.pods,
+        return ArmStream(requests=a.requests, reasons=a.reasons, ttft=a.ttft, e2e=a.e2e, itl=a.itl, pods=a.pods,
                          prefix_hits=a.prefix_hits, prefix_queries=a.prefix_queries)
 
     return Step(canary=arm(s.canary), baseline=arm(s.baseline), seconds=seconds)
 
 
 def any_step(*, seed: int, model: str, seconds: int, total_rps: float, weight: float,
-             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01) -> Step:
+             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01, canary_itl_scale: float = 1.0) -> Step:
     """A step on traffic model `model`: `iid` or one of observer_dev.sim.pods.MODELS."""
     if model == "iid":
         return simulate_step(seed=seed, seconds=seconds, total_rps=total_rps, weight=weight,
-                             canary=ArmProfile(error_rate=canary_error_rate), canary_ttft_scale=canary_ttft_scale)
+                             canary=ArmProfile(error_rate=canary_error_rate), canary_ttft_scale=canary_ttft_scale,
+                             canary_itl_scale=canary_itl_scale)
     return pod_step(seed=seed, model=model, seconds=seconds, total_rps=total_rps, weight=weight,
-                    canary_ttft_scale=canary_ttft_scale, canary_error_rate=canary_error_rate)
+                    canary_ttft_scale=canary_ttft_scale, canary_error_rate=canary_error_rate,
+                    canary_itl_scale=canary_itl_scale)

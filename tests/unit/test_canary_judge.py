@@ -124,8 +124,9 @@ def test_aa_false_fail_rate_at_most_one_percent() -> None:
 
 def test_one_non_critical_failure_cannot_fail_the_verdict_alone() -> None:
     """Issue #19's case: 5% weight, early in a step, e2e alone regressed, ttft passing, every other group
-    undecided: the score is 50 < marginal 75, yet one non-critical metric tested at α/k must not fail."""
-    spec = CanarySpec()
+    undecided: the score (latency's group alone) is below marginal 75, yet one non-critical metric tested at
+    α/k must not fail."""
+    spec = CanarySpec(metrics=[m for m in CanarySpec().metrics if m.name in ("errors", "ttft", "e2e", "golden")])
     seen = None
     for seed in range(40):
         st = simulate_step(seed=seed, seconds=900, total_rps=20, weight=0.05,
@@ -141,7 +142,7 @@ def test_one_non_critical_failure_cannot_fail_the_verdict_alone() -> None:
         if seen is not None:
             break
     assert seen is not None, "the situation was not built"
-    assert seen.score == pytest.approx(50.0)
+    assert seen.score < spec.marginal_score
     assert seen.verdict is Outcome.INCONCLUSIVE and not seen.critical_failed
     assert "one non-critical failure" in seen.reason
 

@@ -36,6 +36,11 @@ t-test needs ≥ 5, the pooled ratio test 10), so Pass would be a pass by constr
 DEFF_PRIOR_SLICES = 10
 """Slices' worth of weight on "no dependence" (design effect 1) when the sample size is inflated."""
 
+WAIT_SLICES = stats.PLANNED_SLICES
+"""How long (window slices) the verdict waits for a sliced metric to reach MIN_SLICES_TO_PASS slices with
+data before it may pass without it: a metric that could still fail holds the pass until it could have failed,
+but one too sparse to get there within a step must not hold a healthy canary forever."""
+
 SCORE_FAILURES_TO_FAIL = 2
 """Non-critical metrics fail the canary only through the score *and* only when at least this many failed."""
 
@@ -65,15 +70,26 @@ def _ratio_outcome(m: CanaryMetricSpec, bad_c: int, n_c: int, bad_b: int, n_b: i
     t = stats.ratio_test(bad_c, n_c, bad_b, n_b, alpha=alpha, effect_ratio=m.effect_ratio)
     min_n = stats.ratio_sample_size(base_rate=max(t.rate_baseline, m.base_rate), effect_ratio=m.effect_ratio,
                                     alpha=alpha, power=power, allocation=n_b / n_c)
+    bound = stats.noninferior(bad_c, n_c, bad_b, n_b, effect_ratio=m.effect_ratio, alpha=1.0 - power,
+                              base_rate=m.base_rate)
     if t.reject:
         outcome = Outcome.FAIL
-    elif n_c >= min_n:
+    elif bound.accept:
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
-    detail = str(extra.pop("detail", ""))
+    detail = "; ".join(p for p in (str(extra.pop("detail", "")), _shown(m, bound, n_c, min_n)) if p)
     return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=min_n, canary=t.rate_canary,
                  baseline=t.rate_baseline, ratio=t.ratio, p_value=t.p_value, detail=detail, **extra)
+
+
+def _shown(m: CanaryMetricSpec, bound: stats.BoundTest, n_c: int, needed: int) -> str:
+    """Why a metric that has not failed passed (or what a pass still needs)."""
+    if bound.accept:
+        return f"shown less than {m.effect_ratio:g}× worse (p={bound.p_value:.2g})"
+    if n_c >= needed:
+        return ""
+    return f"not yet shown less than {m.effect_ratio:g}× worse (p={bound.p_value:.2g})"
 
 
 def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm: np.ndarray, *,
@@ -92,13 +108,19 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
     # The sample size grows with the design effect, shrunk towards 1 while few slices measure it.
     needed = math.ceil(min_n * (1.0 + (deff - 1.0) * t.slices / (t.slices + DEFF_PRIOR_SLICES)))
     p_value = t.p_value if shift is None else min(1.0, 2.0 * min(t.p_value, shift.p_value))
+    # The pass side: the data show the canary less than effect_ratio× worse, at 1 − power (a canary that
+    # bad passes this way at most that often, at any number of looks), or the planned sample is in.
+    bound = stats.noninferior(bad_c, n_c, bad_b, n_b, effect_ratio=m.effect_ratio, alpha=1.0 - power,
+                              design_effect=deff, base_rate=m.base_rate)
     if t.reject or (shift is not None and shift.reject):
         outcome = Outcome.FAIL
-    elif n_c >= needed and t.slices >= MIN_SLICES_TO_PASS:
+    elif bound.accept and t.slices >= MIN_SLICES_TO_PASS:
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
     parts = [p for p in (detail, f"{t.slices} slices, design effect {deff:.3g}") if p]
+    if outcome is not Outcome.FAIL:
+        parts.append(_shown(m, bound, n_c, needed))
     if outcome is Outcome.INCONCLUSIVE and t.slices < MIN_SLICES_TO_PASS:
         parts.append(f"a pass needs {MIN_SLICES_TO_PASS} slices")
     if t.reject and t.start_slice > 0:
@@ -109,7 +131,7 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
             parts.append(f"shifted since slice {shift.start_slice}")
     return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=needed, canary=rate_c, baseline=rate_b,
                  ratio=rate_c / rate_b if rate_b > 0 else None, p_value=p_value, detail="; ".join(parts),
-                 design_effect=t.design_effect)
+                 design_effect=t.design_effect, slices=t.slices)
 
 
 def _sliced(c: ArmData, b: ArmData) -> list[tuple[ArmData, ArmData]] | None:
@@ -132,12 +154,25 @@ def _bad(m: CanaryMetricSpec, a: ArmData) -> tuple[float, float]:
     return bad, total
 
 
+def _checked(a: ArmData, check: str) -> tuple[float, float]:
+    failures, total = a.live_checks.get(check, (0, 0))
+    return float(failures), float(total)
+
+
 def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
     if m.live_check is not None:
         cc, bc = c.live_checks.get(m.live_check), b.live_checks.get(m.live_check)
         if cc is None or bc is None:
             return _base(m, Outcome.NODATA, detail=f"no live check {m.live_check!r} results")
-        return _ratio_outcome(m, cc[0], cc[1], bc[0], bc[1], alpha=alpha, power=power)
+        pairs = _sliced(c, b)
+        if pairs is not None and any(m.live_check in sc.live_checks for sc, _ in pairs):
+            # Samples of one session or one minute share a prompt mix and a pod: the slices are the unit.
+            counts = np.array([(*_checked(sc, m.live_check), *_checked(sb, m.live_check)) for sc, sb in pairs]
+                              ).reshape(-1, 4)
+            return _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], alpha=alpha,
+                                  power=power, pooled=True, detail="sampled requests")
+        return _ratio_outcome(m, cc[0], cc[1], bc[0], bc[1], alpha=alpha, power=power,
+                              detail="samples assumed independent (no slices)")
     if c.requests is None or b.requests is None:
         return _base(m, Outcome.NODATA, detail="no request counters")
     pairs = _sliced(c, b)
@@ -397,12 +432,27 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
     if undecided_critical:
         return verdict(Outcome.INCONCLUSIVE, results, "critical metric(s) not decided yet: "
                        + _pending(undecided_critical), score_value=value, share=share)
+    waiting = _waiting(scored, len(canary_data.slices))
+    if waiting:
+        return verdict(Outcome.INCONCLUSIVE, results, "waiting for metric(s) that could still fail: "
+                       + ", ".join(f"{r.name} {r.slices}/{MIN_SLICES_TO_PASS} slices" for r in waiting),
+                       score_value=value, share=share)
     if value >= spec.pass_score:
         return verdict(Outcome.PASS, results, f"score {value:.0f} ≥ {spec.pass_score:.0f}; "
                        f"{decided} metric(s) decided", score_value=value, share=share)
     return verdict(Outcome.INCONCLUSIVE, results, f"marginal score {value:.0f}: "
                    + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
                    score_value=value, share=share)
+
+
+def _waiting(scored: Sequence[MetricResult], window_slices: int) -> list[MetricResult]:
+    """Scored sliced metrics with data that are undecided and have too few slices to have failed yet (the
+    slice tests cannot reject before POOLED_MIN_SLICES / five slices): a pass now would be a pass by
+    construction for them. Only while the window is shorter than WAIT_SLICES."""
+    if window_slices >= WAIT_SLICES:
+        return []
+    return [r for r in scored if r.outcome is Outcome.INCONCLUSIVE and r.slices is not None
+            and r.slices < MIN_SLICES_TO_PASS]
 
 
 def _muted(results: Sequence[MetricResult]) -> list[MetricResult]:

@@ -77,7 +77,7 @@ class ArmData:
     note: str = ""
     """Why data is missing (e.g. the source was unreachable), shown in the reason."""
     slices: tuple[ArmData, ...] = ()
-    """The same window cut into consecutive time slices (requests and histograms only), oldest first.
+    """The same window cut into consecutive time slices (requests, histograms and live checks), oldest first.
     With slices the bad-event tests are cluster-robust (stats.slice_test); without, they assume every
     request is an independent draw, which dependent traffic breaks (docs/canary.md)."""
     replicas: int | None = None
@@ -126,6 +126,8 @@ class MetricResult:
     detail: str = ""
     design_effect: float | None = None
     """Slice variance ÷ binomial variance: how much the dependence in the traffic inflates the noise."""
+    slices: int | None = None
+    """Slices with data in both arms behind a sliced test (None: the metric is not tested on slices)."""
     evidence: Mapping[str, int] | None = None
     """paired: wins, losses, ties, position-inconsistent pairs and errors behind the outcome."""
 

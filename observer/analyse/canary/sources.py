@@ -51,7 +51,8 @@ class QualityReader(Protocol):
 
     def golden_totals(self, version: str, *, since: float, golden_set: str | None = None) -> tuple[int, int]: ...
 
-    def live_check_totals(self, version: str, check: str, *, since: float) -> tuple[int, int]: ...
+    def live_check_totals(self, version: str, check: str, *, since: float, until: float | None = None
+                          ) -> tuple[int, int]: ...
 
 
 class PairsReader(Protocol):
@@ -140,7 +141,8 @@ class OwnSource:
         """Read `version`'s window from the in-process services."""
         return await asyncio.to_thread(self._arm, version, metrics, since, with_drift, now)
 
-    def _slices(self, version: str, families: set[LatencyId], since: float, now: float) -> tuple[ArmData, ...]:
+    def _slices(self, version: str, families: set[LatencyId], checks: set[str], since: float, now: float
+                ) -> tuple[ArmData, ...]:
         assert self.signals is not None
         raw = self.signals.slices(version, since=since, until=now, step=self.slice_seconds,
                                   histograms=[LATENCY[f].vllm for f in sorted(families)],
@@ -148,10 +150,13 @@ class OwnSource:
         out = []
         for st in raw or ():
             req, http = st.labelled.get(vllm.REQUEST_SUCCESS), st.labelled.get(vllm.HTTP_STATUS)
+            live = {} if self.quality is None else {
+                c: self.quality.live_check_totals(version, c, since=st.start, until=st.end) for c in sorted(checks)}
             out.append(ArmData(requests=None if req is None else {str(k): float(x) for k, x in req.items()},
                                http_status=None if http is None else {str(k): float(x) for k, x in http.items()},
                                histograms={f: st.histograms[LATENCY[f].vllm] for f in sorted(families)
-                                           if LATENCY[f].vllm in st.histograms}))
+                                           if LATENCY[f].vllm in st.histograms},
+                               live_checks=live))
         return tuple(out)
 
     def _arm(self, version: str, metrics: Sequence[CanaryMetricSpec], since: float, with_drift: bool,
@@ -184,7 +189,7 @@ class OwnSource:
                                                   p_value=_num(r.p_value), statistic=_num(r.statistic),
                                                   n_current=int(r.n_current))
         latest = self.signals.latest(version)
-        slices = self._slices(version, families, since, now) if now > since else ()
+        slices = self._slices(version, families, checks, since, now) if now > since else ()
         cost = None
         if self.cost is not None and any(m.kind == "cost" for m in metrics):
             cost = self.cost.cost_per_million_tokens(version, since=since)
@@ -262,14 +267,15 @@ class PrometheusSource:
         except PromQLError as e:
             raise SourceError(str(e)) from e
 
-    async def _slices(self, v: str, families: set[LatencyId], since: float, now: float, *, http: bool = False
-                      ) -> tuple[ArmData, ...]:
+    async def _slices(self, v: str, families: set[LatencyId], since: float, now: float, *, http: bool = False,
+                      checks: set[str] | None = None) -> tuple[ArmData, ...]:
         """One-slice increases ending at since+Δ, since+2Δ, … ≤ now; with `http`, also vLLM's generation
-        responses by status class. Each slice is the counter's last value at its end minus the one at its start
-        (`x - x offset Δ`): consecutive slices then add up to the window exactly. `increase(x[Δ])` would not:
-        it extrapolates from the two or three samples inside each Δ and drops what falls between them, noise
-        that makes the sliced tests read dependence where there is none (a TTFT ×1.5 canary stayed
-        inconclusive). A counter reset in a slice gives 0 for that series there, not a negative count."""
+        responses by status class; with `checks`, the live checks' failures and totals. Each slice is the
+        counter's last value at its end minus the one at its start (`x - x offset Δ`): consecutive slices
+        then add up to the window exactly. `increase(x[Δ])` would not: it extrapolates from the two or three
+        samples inside each Δ and drops what falls between them, noise that makes the sliced tests read
+        dependence where there is none (a TTFT ×1.5 canary stayed inconclusive). A counter reset in a slice
+        gives 0 for that series there, not a negative count."""
         step = self.slice_seconds
         first = since + step
         if first > now:
@@ -306,7 +312,26 @@ class PrometheusSource:
                 h = histogram_from_vector(vector)
                 if h is not None:
                     hists.setdefault(i, {})[fam] = h
-        return tuple(ArmData(requests=requests.get(i), histograms=hists.get(i, {}), http_status=statuses.get(i))
+        live: dict[int, dict[str, tuple[int, int]]] = {}
+        if checks:
+            both: list[dict[int, dict[str, float]]] = []
+            for family in (names.LIVE_CHECK_FAILURES, names.LIVE_CHECKS):
+                res = await self.query_range(
+                    f"sum by ({names.CHECK}) ({self._delta(f'{family}_total{v}', rng)})",
+                    start=first, end=ends[-1], step=step)
+                per: dict[int, dict[str, float]] = {}
+                for series in res:
+                    check = str(series["metric"].get(names.CHECK, ""))
+                    if check in checks:
+                        for ts, value in series.get("values", []):
+                            per.setdefault(round((float(ts) - first) / step), {})[check] = _finite(value)
+                both.append(per)
+            failures, totals = both
+            for i, by_check in totals.items():
+                live[i] = {c: (min(round(failures.get(i, {}).get(c, 0.0)), round(n)), round(n))
+                           for c, n in by_check.items()}
+        return tuple(ArmData(requests=requests.get(i), histograms=hists.get(i, {}), http_status=statuses.get(i),
+                             live_checks=live.get(i, {}))
                      for i in range(len(ends)))
 
     async def query(self, promql: str, *, at: float) -> list[dict[str, Any]]:
@@ -376,7 +401,7 @@ class PrometheusSource:
                     continue
                 p = await self._scalar(f"min({names.DRIFT_P_VALUE}{sel})", now)
                 drift[f] = DriftObservation(drift=detected >= 1, status="ok", p_value=p)
-        slices = await self._slices(v, families, since, now, http=http)
+        slices = await self._slices(v, families, since, now, http=http, checks=checks)
         cost = None
         if any(m.kind == "cost" for m in metrics):
             unpriced = await self._scalar(f"sum({self._inc(f'{names.UNPRICED_GPU_SECONDS}_total{v}', rng)})", now)

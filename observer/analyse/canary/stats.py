@@ -455,6 +455,57 @@ def _deflated_ratio(bad_c: float, n_c: float, bad_b: float, n_b: float, *, deff:
     return (1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda))), log_lambda >= math.log(1.0 / alpha)
 
 
+NONINFERIOR_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.65, 0.8)
+"""No-worse-than ratios the pass test's mixture weighs, as fractions of the effect ratio (at effect 2: 0.5,
+1.0, 1.3 and 1.6). Each gets equal weight: a healthy canary (ratio 1) pays log 4 in evidence."""
+
+
+@dataclass(frozen=True)
+class BoundTest:
+    """"The canary is worse by less than `effect_ratio`": the other side of the fail test, for a pass."""
+
+    p_value: float
+    """Always-valid p-value of "canary ÷ baseline ≥ effect_ratio" (1 / mixture likelihood ratio, ≤ 1)."""
+    accept: bool
+    """The canary is shown to be less than effect_ratio× worse at the test's level: it may pass."""
+
+
+def noninferior(bad_canary: float, n_canary: float, bad_baseline: float, n_baseline: float, *,
+                effect_ratio: float, alpha: float, design_effect: float = 1.0, base_rate: float = 0.0
+                ) -> BoundTest:
+    """Sequential test of "the canary's bad-event rate is at least `effect_ratio` × the baseline's" on counts
+    (÷ `design_effect`: events per independent cluster), rejected for a canary the data show to be better
+    than that. Conditional on the bad events of both arms, a bad event is the canary's with probability
+    p(r) = p0·r/(p0·r + 1 − p0) for a canary r× worse; the likelihood ratio of a mixture over ratios below
+    `effect_ratio` against p(effect_ratio) is a non-negative supermartingale for any canary at least that
+    bad, so by Ville's inequality a canary that bad is accepted at some look with probability ≤ α.
+
+    Where the baseline's rate is below `base_rate` (few or no bad events: the conditional test has nothing
+    to condition on), rates below `base_rate` are taken as equally fine and the canary alone is tested
+    against effect_ratio × base_rate, by the same mixture on its Bernoulli counts."""
+    if n_canary <= 0 or n_baseline <= 0 or design_effect <= 0:
+        return BoundTest(1.0, False)
+    xc, xb = max(bad_canary, 0.0) / design_effect, max(bad_baseline, 0.0) / design_effect
+    if bad_baseline / n_baseline < base_rate:
+        q0 = min(effect_ratio * base_rate, 0.999)
+        q1 = np.asarray([q0 * f for f in NONINFERIOR_FRACTIONS])
+        nc = n_canary / design_effect
+        log_lr = xc * np.log(q1 / q0) + (nc - xc) * np.log((1.0 - q1) / (1.0 - q0))
+        log_lambda = _logsumexp(log_lr) - math.log(len(q1))
+        return BoundTest(1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda)),
+                         log_lambda >= math.log(1.0 / alpha))
+    if xc + xb <= 0:
+        return BoundTest(1.0, False)
+    p0 = n_canary / (n_canary + n_baseline)
+    pr = p0 * effect_ratio / (p0 * effect_ratio + 1.0 - p0)
+    r = np.asarray([effect_ratio * f for f in NONINFERIOR_FRACTIONS])
+    p1 = p0 * r / (p0 * r + 1.0 - p0)
+    log_lr = xc * np.log(p1 / pr) + xb * np.log((1.0 - p1) / (1.0 - pr))
+    log_lambda = _logsumexp(log_lr) - math.log(len(r))
+    p = 1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda))
+    return BoundTest(p, log_lambda >= math.log(1.0 / alpha))
+
+
 def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.ndarray, n_baseline: np.ndarray,
                *, alpha: float, restart_every: int = RESTART_EVERY_SLICES, planned: int = PLANNED_SLICES,
                pooled: bool = False) -> SliceTest:

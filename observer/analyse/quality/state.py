@@ -6,6 +6,7 @@ holds one lock, and every history is bounded.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter, deque
 from collections.abc import Collection, Iterable, Sequence
@@ -136,13 +137,15 @@ class QualityState:
                         scored += r.scored
         return passed, scored
 
-    def live_check_totals(self, version: str, check: str, *, since: float) -> tuple[int, int]:
-        """(failures, total) of live check `check` on samples of `version` timestamped at or after `since`."""
+    def live_check_totals(self, version: str, check: str, *, since: float, until: float | None = None
+                          ) -> tuple[int, int]:
+        """(failures, total) of live check `check` on samples of `version` timestamped in [since, until)."""
+        end = math.inf if until is None else until
         with self._lock:
             totals = self._live.get((version, check))
             if totals is None:
                 return 0, 0
-            window = [failed for ts, failed in totals.events if ts >= since]
+            window = [failed for ts, failed in totals.events if since <= ts < end]
         return sum(window), len(window)
 
     def snapshot(self, *, live_since: float) -> Snapshot:
