@@ -20,6 +20,15 @@ and p < 0.01. Calibrated, per traffic model, weight and metric, each anchor's th
 loosest at which at most 1% of that model's A/A steps fail (from the A/A steps of this run): the matched
 comparison the issue asks for. The observer is never tuned.
 
+The verdict with every kind (tests.support.quality_streams): the default config plus a paired judge metric,
+fed latency, errors, 5xx-free request counters, live checks on every sampled request, goodput, golden rounds,
+shadow pairs, drift and cost, on the seven models plus `session` (pod_queues latency, quality outcomes in runs
+of related prompts that stick to one arm). Per model and weight: the verdict's A/A false-fail rate over
+30-minute steps (a fail at any look; Argo keeps looking after a pass), the minutes until a healthy canary
+first passes, and on their own at α 0.01 (one critical metric's budget) the live checks, golden and goodput
+A/A rates, sliced and, for comparison, as if samples were independent. Decode-speed regressions (ITL ×1.5,
+TTFT and errors unchanged) measure whether the default verdict fails them within the step.
+
     .venv/bin/python bench/canary.py            # 200 A/A steps per model and weight, 20 runs per regression
     .venv/bin/python bench/canary.py --quick    # smoke run
 """
@@ -42,10 +51,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from observer import jsonsafe
 from observer.analyse import histogram
-from observer.analyse.canary.judge import Outcome, judge
-from observer.config.canary import CanarySpec
+from observer.analyse.canary.judge import ArmData, Outcome, judge, judge_metric
+from observer.config.canary import CanaryMetricSpec, CanarySpec
 from observer_dev.sim import pods
 from tests.support.canary_streams import TTFT_EDGES, ArmProfile, Step, any_step, lognormal_quantile, to_histogram
+from tests.support.quality_streams import quality_step
 
 LOOK_SECONDS = 60
 FIXED_INTERVAL = 120
@@ -57,6 +67,13 @@ WEIGHTS = (0.05, 0.25)
 KINDS = ("ttft", "errors")
 MATCHED_MODELS = ("iid", "pod_queues")
 SPEC = CanarySpec()
+VERDICT_MODELS = (*MODELS, "session")
+FULL_SPEC = CanarySpec(metrics=[*SPEC.metrics, CanaryMetricSpec(name="paired_judge", kind="paired",
+                                                                 group="quality")])
+ALONE_ALPHA = 0.01
+LIVE = [m for m in SPEC.metrics if m.live_check in ("refusal", "empty", "invalid_json")]
+GOODPUT = next(m for m in SPEC.metrics if m.live_check == "goodput")
+GOLDEN = next(m for m in SPEC.metrics if m.kind == "quality")
 
 
 def scenario_name(kind: str, weight: float) -> str:
@@ -171,6 +188,55 @@ def simulate(task: tuple[str, float, str, int, int, float]) -> Run:
                canary_requests=[int(cum[t - 1]) for t in range(60, seconds + 1, 60)])
 
 
+@dataclass
+class VerdictRun:
+    """One step with every kind on: when the verdict first failed and first passed, and which metrics failed
+    on their own at ALONE_ALPHA (live checks sliced and unsliced, golden, goodput)."""
+
+    model: str
+    weight: float
+    kind: str  # aa | decode
+    first_fail: int | None
+    first_pass: int | None
+    failed_metrics: tuple[str, ...]
+    alone: dict[str, bool]
+
+
+def _flat(a: ArmData) -> ArmData:
+    return ArmData(requests=a.requests, live_checks=a.live_checks)
+
+
+def verdict_simulate(task: tuple[str, float, str, int, int, float]) -> VerdictRun:
+    model, weight, kind, seed, seconds, rps = task
+    latency = "pod_queues" if model == "session" else model
+    step = any_step(seed=seed, model=latency, seconds=seconds, total_rps=rps, weight=weight,
+                    canary_itl_scale=1.5 if kind == "decode" else 1.0)
+    q = quality_step(step, seed=seed, model="session" if model == "session" else "iid")
+    first_fail = first_pass = None
+    failed: tuple[str, ...] = ()
+    alone = {"live_sliced": False, "live_flat": False, "golden": False, "goodput": False}
+    for t, c, b in step.looks(LOOK_SECONDS):
+        cq, bq = q.arm("canary", c, t), q.arm("baseline", b, t)
+        v = judge(FULL_SPEC, canary="canary", baseline="stable", canary_data=cq, baseline_data=bq,
+                  expected_share=weight, now=float(t))
+        if v.verdict is Outcome.FAIL and first_fail is None:
+            first_fail, failed = t, tuple(r.name for r in v.metrics if r.outcome is Outcome.FAIL and not r.advisory)
+        if v.verdict is Outcome.PASS and first_pass is None:
+            first_pass = t
+        if kind != "aa":
+            if first_fail is not None:
+                break
+            continue
+        for m in LIVE:
+            alone["live_sliced"] |= judge_metric(m, cq, bq, alpha=ALONE_ALPHA, power=SPEC.power).outcome is Outcome.FAIL
+            alone["live_flat"] |= judge_metric(m, _flat(cq), _flat(bq), alpha=ALONE_ALPHA,
+                                               power=SPEC.power).outcome is Outcome.FAIL
+        alone["golden"] |= judge_metric(GOLDEN, cq, bq, alpha=ALONE_ALPHA, power=SPEC.power).outcome is Outcome.FAIL
+        alone["goodput"] |= judge_metric(GOODPUT, cq, bq, alpha=ALONE_ALPHA, power=SPEC.power).outcome is Outcome.FAIL
+    return VerdictRun(model=model, weight=weight, kind=kind, first_fail=first_fail, first_pass=first_pass,
+                      failed_metrics=failed, alone=alone)
+
+
 def median_or_none(hits: list[int], runs: int) -> float | None:
     return float(statistics.median(hits)) if hits and len(hits) * 2 >= runs else None
 
@@ -195,9 +261,14 @@ def main() -> None:
                 for m in MODELS for w in WEIGHTS for i in range(args.aa_runs)]
     reg_tasks = [(m, w, k, 1000 + i, args.horizon_min * 60, args.rps)
                  for m in MODELS for k in KINDS for w in WEIGHTS for i in range(args.runs)]
+    verdict_tasks = [(m, w, "aa", 50_000 + i, args.step_min * 60, args.rps)
+                     for m in VERDICT_MODELS for w in WEIGHTS for i in range(args.aa_runs)]
+    verdict_tasks += [(m, w, "decode", 3000 + i, args.step_min * 60, args.rps)
+                      for m in VERDICT_MODELS for w in WEIGHTS for i in range(args.runs)]
     with mp.Pool(args.workers) as pool:
         aa_runs = pool.map(simulate, aa_tasks, chunksize=8)
         reg_runs = pool.map(simulate, reg_tasks, chunksize=2)
+        verdict_runs = pool.map(verdict_simulate, verdict_tasks, chunksize=8)
     allowed = math.floor(0.01 * args.aa_runs)
 
     # --- A/A and calibration --------------------------------------------------------------------------
@@ -263,6 +334,35 @@ def main() -> None:
                         hits = [r.requests_at(t) for r, t in zip(runs, ts, strict=True) if t is not None]
                         requests_uncal[x][sc] = median_or_none(hits, len(runs))
                         detected_uncal[x][sc] = len(hits) / len(runs)
+    # --- the verdict with every kind ---------------------------------------------------------------------
+    verdict_aa: dict[str, dict[str, float]] = {}
+    verdict_failed_by: dict[str, dict[str, dict[str, int]]] = {}
+    to_pass: dict[str, dict[str, dict[str, float | None]]] = {}
+    goodput_aa: dict[str, dict[str, float]] = {}
+    decode_power: dict[str, dict[str, float]] = {}
+    alone_session: dict[str, float] = {}
+    for m in VERDICT_MODELS:
+        verdict_aa[m], verdict_failed_by[m], to_pass[m], goodput_aa[m], decode_power[m] = {}, {}, {}, {}, {}
+        for w in WEIGHTS:
+            key = f"{int(w * 100)}pct"
+            runs = [r for r in verdict_runs if r.model == m and r.weight == w and r.kind == "aa"]
+            verdict_aa[m][key] = sum(r.first_fail is not None for r in runs) / len(runs)
+            by: dict[str, int] = {}
+            for r in runs:
+                for name in r.failed_metrics:
+                    by[name] = by.get(name, 0) + 1
+            verdict_failed_by[m][key] = by
+            passed = [r.first_pass / 60 for r in runs if r.first_pass is not None]
+            to_pass[m][key] = {"median_minutes": statistics.median(passed) if passed else None,
+                               "passed_within_step": len(passed) / len(runs)}
+            goodput_aa[m][key] = sum(r.alone["goodput"] for r in runs) / len(runs)
+            dec = [r for r in verdict_runs if r.model == m and r.weight == w and r.kind == "decode"]
+            decode_power[m][key] = sum(r.first_fail is not None for r in dec) / len(dec)
+            if m == "session":
+                for k in ("live_sliced", "live_flat", "golden"):
+                    alone_session[f"{k}@{key}"] = sum(r.alone[k] for r in runs) / len(runs)
+    live_session = max(alone_session[f"live_sliced@{int(w * 100)}pct"] for w in WEIGHTS)
+    golden_session = max(alone_session[f"golden@{int(w * 100)}pct"] for w in WEIGHTS)
     elapsed = time.monotonic() - t0
 
     print(f"canary judges: {args.rps:g} req/s total, {args.aa_runs} A/A steps of {args.step_min} min per "
@@ -293,6 +393,18 @@ def main() -> None:
         print(f"  {m:<14}" + "  ".join(
             f"{s}: {p['observer']:.0%}/{p['fixed_threshold']:.0%}/{p['kayenta_style']:.0%}"
             for s, p in power_by_model[m].items()))
+    print("\nverdict with every kind on: A/A false-fail rate | healthy canary passed within the step "
+          "(median minutes) | decode ×1.5 failed within the step")
+    for m in VERDICT_MODELS:
+        cells = []
+        for k in ("5pct", "25pct"):
+            med = to_pass[m][k]["median_minutes"]
+            cells.append(f"{verdict_aa[m][k]:.1%} | {to_pass[m][k]['passed_within_step']:.0%} "
+                         f"({'—' if med is None else round(med)}) | {decode_power[m][k]:.0%}")
+        print(f"  {m:<14} 5%: {cells[0]:<26} 25%: {cells[1]}")
+    print(f"\nsession traffic, each alone at α {ALONE_ALPHA}: "
+          + ", ".join(f"{k} {v:.1%}" for k, v in alone_session.items()))
+    print("goodput alone at α 0.01: " + ", ".join(f"{m} {max(goodput_aa[m].values()):.1%}" for m in VERDICT_MODELS))
     print(jsonsafe.dumps({
         "aa_false_fail_rate": aa_by_model["iid"]["5pct"] / 2 + aa_by_model["iid"]["25pct"] / 2,
         "aa_false_fail_rates": {"observer": aa_by_model["iid"]["5pct"] / 2 + aa_by_model["iid"]["25pct"] / 2,
@@ -306,6 +418,14 @@ def main() -> None:
         "detected_share_matched": matched_detected,
         "power_by_model": power_by_model,
         "calibration": calibration,
+        "verdict_aa_false_fail_by_model": verdict_aa,
+        "verdict_aa_failed_metrics": verdict_failed_by,
+        "live_check_aa_false_fail_session": live_session,
+        "golden_aa_false_fail_session": golden_session,
+        "quality_alone_session": alone_session,
+        "goodput_aa_false_fail_by_model": goodput_aa,
+        "healthy_minutes_to_pass_by_model": to_pass,
+        "decode_itl_1.5x_failed_within_step": decode_power,
         "matched_wins": wins,
         "matched_scenarios": len(scen),
         "runs": args.runs,

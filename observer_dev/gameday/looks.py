@@ -112,9 +112,13 @@ def settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any]) -> boo
     Argo keeps measuring through a step (the web gate's `count`), and one Failed measurement aborts it:
     a `pass` looked at before a mid-step regression's evidence has accumulated is not a promotion. So
     after a change the game day keeps looking, like the analysis would, until the expected verdict comes
-    or POST_CHANGE_LOOKS looks have passed; the last verdict is the one checked."""
+    or POST_CHANGE_LOOKS looks have passed; the last verdict is the one checked. A scenario whose
+    `must_fail` metrics have not failed yet keeps looking too (up to its rounds)."""
     if not decided(s.expect, verdict, body):
         return False
+    metrics = body.get("metrics", {})
+    if any(metrics.get(name, {}).get("result") != "fail" for name in s.must_fail):
+        return False  # the verdict failed on another metric first: keep looking, as Argo would
     if s.change_after is None:
         return True
     if rnd <= s.change_after:

@@ -62,6 +62,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              canary={"gpus_per_replica": 2}, costly=True),
     Scenario("goodput", "same cost, time per output token ×3: worse goodput", "fail", canary={"itl_scale": 3.0},
              dimension="quality", needs="goodput", must_fail=("goodput",), min_rounds=30),
+    Scenario("decode", "decode slower: time per output token ×1.5, TTFT and errors unchanged", "fail",
+             canary={"itl_scale": 1.5}, dimension="latency", must_fail=("itl",)),
     Scenario("template-rollback", "weights rolled back, the new system prompt kept", "alerts", change_after=2,
              needs="fingerprint", alerts=(names.ALERT_FINGERPRINT_CHANGED, names.ALERT_FINGERPRINT_MISMATCH),
              alert_labels={names.VERSION: "canary", names.PART: "template"}),

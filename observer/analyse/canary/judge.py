@@ -166,11 +166,14 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
             return _base(m, Outcome.NODATA, detail=f"no live check {m.live_check!r} results")
         pairs = _sliced(c, b)
         if pairs is not None and any(m.live_check in sc.live_checks for sc, _ in pairs):
-            # Samples of one session or one minute share a prompt mix and a pod: the slices are the unit.
+            # Samples of one session or one minute share a prompt mix and a pod: the slices are the unit. The
+            # t-test on slices, not the pooled test: sessions outlast a slice and goodput inherits latency's
+            # bursts, and the pooled test's design effect, estimated from a few slices, then runs low (A/A
+            # 6.5% on session traffic, 8.5% for goodput on bursts, at α 0.01; the t-test 0–1%).
             counts = np.array([(*_checked(sc, m.live_check), *_checked(sb, m.live_check)) for sc, sb in pairs]
                               ).reshape(-1, 4)
             return _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], alpha=alpha,
-                                  power=power, pooled=True, detail="sampled requests")
+                                  power=power, pooled=False, detail="sampled requests")
         return _ratio_outcome(m, cc[0], cc[1], bc[0], bc[1], alpha=alpha, power=power,
                               detail="samples assumed independent (no slices)")
     if c.requests is None or b.requests is None:

@@ -284,7 +284,8 @@ class SliceTest:
     """Σ (X_j − θ̂·h_j)²/h_j (h_j the slice's size share, mean 1; equal slices: Σ (X_j − X̄)²): the slices'
     own (cluster-robust) spread around the fitted excess."""
     design_effect: float | None
-    """Slice-to-slice variance ÷ the binomial variance of independent requests (≥ 1)."""
+    """Kish's design effect (≥ 1): the slices' spread of canary bad events around the fitted rate ratio ÷ the
+    binomial variance of independent requests. None with fewer than 2 slices or no bad events."""
     p_value: float
     """Always-valid p-value over all starts (1 / e-value, α-share adjusted, capped at 1)."""
     start_slice: int
@@ -542,13 +543,14 @@ def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.nd
     hn = h / h.mean() if j else h
     theta = total_s / float(hn.sum()) if j else 0.0
     centred = float(np.sum((xs - theta * hn) ** 2 / hn)) if j else 0.0
-    b = float(np.sum(p0 * (1.0 - p0) * k))
-    deff = max(1.0, centred * j / max(j - 1, 1) / b) if b > 0 and j >= 2 else None
+    # One design effect for everything that deflates counts (the pooled test, the pass bound) and for what
+    # is shown: the spread of the canary's bad events around the fitted rate ratio ÷ binomial.
+    deff = _fitted_deff(x, n, y, m) if j >= 2 and float(k.sum()) > 0 else None
     if pooled:
         best_p, best_start, reject = 1.0, 0, False
         if deff is not None and j >= POOLED_MIN_SLICES:
             best_p, reject = _deflated_ratio(float(x.sum()), float(n.sum()), float(y.sum()), float(m.sum()),
-                                             deff=_fitted_deff(x, n, y, m), alpha=alpha)
+                                             deff=deff, alpha=alpha)
     else:
         best_p, best_start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned,
                                                 sizes=h) if j else (1.0, 0, False)
