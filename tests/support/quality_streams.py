@@ -12,9 +12,10 @@ rates). Two ways their outcomes are drawn:
                time. Same means as ``iid``; the failures come in runs.
 
 Goodput is bad when the sample's TTFT (drawn from its arm's requests of the same seconds) is above the
-baseline's q95 edge: it inherits the latency model's dependence (queues, stalls). Golden sets: both arms answer the same 50 items (fixed difficulty) every 15 min
-from the step start. Paired: ~0.2 shadow pairs per second, a third decided, each a fair coin in an A/A step.
-Drift and cost (advisory by default) are present with A/A values.
+baseline's q95 edge: it inherits the latency model's dependence (queues, stalls). Golden sets: both arms
+answer the same 50 items (fixed difficulty) every 15 min from the step start. Paired: ~0.2 shadow pairs per
+second, a third decided, each a fair coin in an A/A step. Drift and cost (advisory by default) are present
+with A/A values.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from observer.analyse.signals.model import SliceTotals
 from observer.config.canary import CanaryMetricSpec, CanarySpec
 from observer.conventions import vllm
 from tests.support.canary_streams import any_step
+from tests.support.quality_streams import quality_step
 
 
 def _looks(rate_c: float, rate_b: float, *, seed: int, looks: int = 30, per_look: int = 60, weight: float = 0.25
@@ -151,3 +152,21 @@ def test_the_own_source_cuts_live_checks_on_the_request_slices() -> None:
     arm = asyncio.run(src.arm("canary", CanarySpec().metrics, since=0.0, now=180.0, with_drift=False))
     assert [s.live_checks["refusal"] for s in arm.slices] == [(1, 2), (2, 2), (0, 1)]
     assert arm.live_checks["refusal"] == (4, 6)  # the window's totals keep what came after the last slice
+
+
+def test_session_traffic_live_checks_hold_their_false_fail_rate_on_slices() -> None:
+    """A/A steps whose refusals come in sessions of related prompts that stick to one arm: as independent
+    samples the refusal test false-fails often at α 0.01; on slices it stays within its budget."""
+    live = [m for m in CanarySpec().metrics if m.live_check in ("refusal", "empty", "invalid_json")]
+    sliced = flat = 0
+    for seed in range(60):
+        step = any_step(seed=seed, model="iid", seconds=1800, total_rps=20, weight=0.25)
+        q = quality_step(step, seed=seed, model="session")
+        looks = [(q.arm("canary", c, t), q.arm("baseline", b, t)) for t, c, b in step.looks(60)]
+        sliced += any(judge_metric(m, c, b, alpha=0.01, power=0.8).outcome is Outcome.FAIL
+                      for c, b in looks for m in live)
+        flat += any(judge_metric(m, ArmData(requests=c.requests, live_checks=c.live_checks),
+                                 ArmData(requests=b.requests, live_checks=b.live_checks), alpha=0.01,
+                                 power=0.8).outcome is Outcome.FAIL for c, b in looks for m in live)
+    assert flat >= 3, flat  # the dependence is real: the per-sample test is fooled by it
+    assert sliced <= 1, sliced

@@ -78,17 +78,16 @@ def _ratio_outcome(m: CanaryMetricSpec, bad_c: int, n_c: int, bad_b: int, n_b: i
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
-    detail = "; ".join(p for p in (str(extra.pop("detail", "")), _shown(m, bound, n_c, min_n)) if p)
+    shown = "" if outcome is Outcome.FAIL else _shown(m, bound)
+    detail = "; ".join(p for p in (str(extra.pop("detail", "")), shown) if p)
     return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=min_n, canary=t.rate_canary,
                  baseline=t.rate_baseline, ratio=t.ratio, p_value=t.p_value, detail=detail, **extra)
 
 
-def _shown(m: CanaryMetricSpec, bound: stats.BoundTest, n_c: int, needed: int) -> str:
+def _shown(m: CanaryMetricSpec, bound: stats.BoundTest) -> str:
     """Why a metric that has not failed passed (or what a pass still needs)."""
     if bound.accept:
         return f"shown less than {m.effect_ratio:g}× worse (p={bound.p_value:.2g})"
-    if n_c >= needed:
-        return ""
     return f"not yet shown less than {m.effect_ratio:g}× worse (p={bound.p_value:.2g})"
 
 
@@ -120,7 +119,7 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
         outcome = Outcome.INCONCLUSIVE
     parts = [p for p in (detail, f"{t.slices} slices, design effect {deff:.3g}") if p]
     if outcome is not Outcome.FAIL:
-        parts.append(_shown(m, bound, n_c, needed))
+        parts.append(_shown(m, bound))
     if outcome is Outcome.INCONCLUSIVE and t.slices < MIN_SLICES_TO_PASS:
         parts.append(f"a pass needs {MIN_SLICES_TO_PASS} slices")
     if t.reject and t.start_slice > 0:
