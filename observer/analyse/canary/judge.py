@@ -108,7 +108,7 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
     needed = math.ceil(min_n * (1.0 + (deff - 1.0) * t.slices / (t.slices + DEFF_PRIOR_SLICES)))
     p_value = t.p_value if shift is None else min(1.0, 2.0 * min(t.p_value, shift.p_value))
     # The pass side: the data show the canary less than effect_ratio× worse, at 1 − power (a canary that
-    # bad passes this way at most that often, at any number of looks), or the planned sample is in.
+    # bad passes at most that often, at any number of looks). `needed` is only shown: the planned sample.
     bound = stats.noninferior(bad_c, n_c, bad_b, n_b, effect_ratio=m.effect_ratio, alpha=1.0 - power,
                               design_effect=deff, base_rate=m.base_rate)
     if t.reject or (shift is not None and shift.reject):
