@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from typer.testing import CliRunner
 
 from observer import conventions as names
+from observer.analyse.canary.judge import judge_metric
 from observer.analyse.canary.service import CanaryService
 from observer.analyse.canary.sources import PrometheusSource
 from observer.cli.main import app
@@ -55,8 +56,15 @@ class Exporter:
         self.checks = Counter(names.LIVE_CHECKS, "live checks", [names.VERSION, names.CHECK], registry=self.registry)
         self.check_failures = Counter(names.LIVE_CHECK_FAILURES, "live check failures", [names.VERSION, names.CHECK],
                                       registry=self.registry)
+        golden = [names.VERSION, names.GOLDEN_SET]
+        self.golden_items = Counter(names.GOLDEN_ITEMS, "golden items", golden, registry=self.registry)
+        self.golden_passed = Counter(names.GOLDEN_ITEMS_PASSED, "golden passed", golden, registry=self.registry)
+        self.golden_judge_errors = Counter(names.GOLDEN_JUDGE_ERRORS, "golden judge errors", golden,
+                                           registry=self.registry)
         self.rng = np.random.default_rng(4)
         for v in ("stable", "canary"):
+            for c in (self.golden_items, self.golden_passed, self.golden_judge_errors):
+                c.labels(v, "factual").inc(0)
             for r in ("stop", "error"):
                 self.requests.labels(v, r).inc(0)
             self.checks.labels(v, "refusal").inc(0)
@@ -218,3 +226,33 @@ async def test_live_checks_are_read_per_slice(rig: tuple[Exporter, str]) -> None
     per_slice = [s.live_checks.get("refusal", (0, 0)) for s in arm.slices]
     assert sum(t for _, t in per_slice) > 0.8 * arm.live_checks["refusal"][1]
     assert all(0 <= f <= t for f, t in per_slice)
+
+
+async def test_golden_judge_errors_are_read_from_prometheus(rig: tuple[Exporter, str]) -> None:
+    """The judge failing on golden items mid-step reaches the judge through Prometheus: golden cannot pass."""
+    exp, url = rig
+    since = time.time()
+    time.sleep(2.0)
+    for v, errors in (("stable", 0), ("canary", 40)):
+        exp.golden_items.labels(v, "factual").inc(100)
+        exp.golden_passed.labels(v, "factual").inc(90)
+        exp.golden_judge_errors.labels(v, "factual").inc(errors)
+    deadline = time.monotonic() + 20
+    async with httpx.AsyncClient() as http:
+        src = PrometheusSource(url=url, http=http, slice_seconds=2.0)
+        spec = parse_config(CONFIG % url, environ={}).canary
+        while True:
+            now = time.time()
+            arm = await src.arm("canary", spec.metrics, since=since, now=now, with_drift=False)
+            base = await src.arm("stable", spec.metrics, since=since, now=now, with_drift=False)
+            if arm.golden_judge_errors.get("", 0) >= 40 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+    # increase() extrapolates over the range: the counts are the increments scaled alike, not exact.
+    passed, scored = arm.golden[""]
+    assert abs(passed / scored - 0.9) < 0.02, arm.golden
+    errors = arm.golden_judge_errors[""]
+    assert scored >= 100 and abs(errors / scored - 0.4) < 0.02 and base.golden_judge_errors[""] == 0, arm
+    golden = next(m for m in spec.metrics if m.name == "golden")
+    r = judge_metric(golden, arm, base, alpha=0.01, power=0.8)
+    assert r.outcome.value != "pass" and "the judge failed on" in r.detail, r

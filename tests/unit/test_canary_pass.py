@@ -170,3 +170,31 @@ def test_session_traffic_live_checks_hold_their_false_fail_rate_on_slices() -> N
                                  power=0.8).outcome is Outcome.FAIL for c, b in looks for m in live)
     assert flat >= 3, flat  # the dependence is real: the per-sample test is fooled by it
     assert sliced <= 1, sliced
+
+
+GOLDEN = CanaryMetricSpec(name="golden", kind="quality", critical=True)
+
+
+def test_a_judge_failing_mid_step_keeps_golden_from_passing() -> None:
+    """Golden passes on 3,000 scored items a side; the same window with the judge failing on 800 more items
+    is inconclusive, never pass: what it still scored is not the sample the step planned."""
+    ok_c, ok_b = ArmData(golden={"": (2700, 3000)}), ArmData(golden={"": (2700, 3000)})
+    assert judge_metric(GOLDEN, ok_c, ok_b, alpha=0.005, power=0.8).outcome is Outcome.PASS
+    broken = ArmData(golden={"": (2700, 3000)}, golden_judge_errors={"": 800})
+    r = judge_metric(GOLDEN, broken, ok_b, alpha=0.005, power=0.8)
+    assert r.outcome is Outcome.INCONCLUSIVE and "judge failed on 800" in r.detail
+    worse = ArmData(golden={"": (1500, 3000)}, golden_judge_errors={"": 800})
+    assert judge_metric(GOLDEN, worse, ok_b, alpha=0.005, power=0.8).outcome is Outcome.FAIL  # evidence stands
+
+
+def test_the_own_source_reads_golden_judge_errors_per_window() -> None:
+    from tests.unit.test_quality_export import item, run
+
+    state = QualityState(versions=["canary"], golden_sets=["factual"], live_checks=[])
+    state.record_golden(run("canary", [item(0, passed=True), item(1, passed=None, judge_error=True)], started=50.0))
+    state.record_golden(run("canary", [item(0, passed=True), item(1, passed=None, judge_error=True),
+                                       item(2, passed=None, judge_error=True)], started=150.0))
+    assert state.golden_judge_errors("canary", since=100.0) == 2
+    src = OwnSource(signals=_Slices(), quality=state)
+    arm = asyncio.run(src.arm("canary", CanarySpec().metrics, since=0.0, now=180.0, with_drift=False))
+    assert arm.golden[""] == (2, 2) and arm.golden_judge_errors[""] == 3

@@ -41,6 +41,9 @@ WAIT_SLICES = stats.PLANNED_SLICES
 data before it may pass without it: a metric that could still fail holds the pass until it could have failed,
 but one too sparse to get there within a step must not hold a healthy canary forever."""
 
+JUDGE_ERROR_SHARE = 0.1
+"""Golden items the judge failed to score, as a share of the window's items, above which golden cannot pass."""
+
 SCORE_FAILURES_TO_FAIL = 2
 """Non-critical metrics fail the canary only through the score *and* only when at least this many failed."""
 
@@ -265,15 +268,21 @@ def _judge_quality(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
     rate = pb / nb if 0 < pb < nb else m.expected_pass_rate
     min_n = stats.noninferiority_sample_size(pass_rate=rate, margin=m.margin, alpha=alpha, power=power,
                                              allocation=nb / nc)
+    # A judge that failed on many items mid-step leaves the rest a biased sample (the hard answers are the
+    # long ones it times out on): no pass on what it did score.
+    errors = c.golden_judge_errors.get(key, 0) + b.golden_judge_errors.get(key, 0)
+    failing_judge = errors > JUDGE_ERROR_SHARE * (errors + nc + nb)
+    detail = f"pass-rate difference, non-inferiority margin {m.margin}"
     if ci.high < 0:
         outcome = Outcome.FAIL
-    elif ci.low > -m.margin and nc >= min_n:
+    elif ci.low > -m.margin and nc >= min_n and not failing_judge:
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
+    if failing_judge:
+        detail += f"; the judge failed on {errors} of {errors + nc + nb} items in the window: no pass"
     return _base(m, outcome, n_canary=nc, n_baseline=nb, min_n=min_n, canary=pc / nc, baseline=pb / nb,
-                 ratio=None, ci_low=ci.low, ci_high=ci.high,
-                 detail=f"pass-rate difference, non-inferiority margin {m.margin}")
+                 ratio=None, ci_low=ci.low, ci_high=ci.high, detail=detail)
 
 
 def _judge_drift(m: CanaryMetricSpec, c: ArmData) -> MetricResult:

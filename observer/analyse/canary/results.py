@@ -71,6 +71,8 @@ class ArmData:
     """Histogram increase over the window by family (ttft, itl, e2e, queue)."""
     golden: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """(passed, scored) golden items by golden set ("" = all sets)."""
+    golden_judge_errors: Mapping[str, int] = field(default_factory=dict)
+    """Golden items the judge failed to score over the window, by golden set ("" = all sets)."""
     live_checks: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """(failures, total) by live-check name."""
     drift: Mapping[str, DriftObservation] = field(default_factory=dict)

@@ -51,6 +51,8 @@ class QualityReader(Protocol):
 
     def golden_totals(self, version: str, *, since: float, golden_set: str | None = None) -> tuple[int, int]: ...
 
+    def golden_judge_errors(self, version: str, *, since: float, golden_set: str | None = None) -> int: ...
+
     def live_check_totals(self, version: str, check: str, *, since: float, until: float | None = None
                           ) -> tuple[int, int]: ...
 
@@ -173,11 +175,13 @@ class OwnSource:
             if h is not None:
                 hists[fam] = h
         golden: dict[str, tuple[int, int]] = {}
+        golden_errors: dict[str, int] = {}
         live: dict[str, tuple[int, int]] = {}
         if self.quality is not None:
             for gs in sorted(golden_sets):
                 passed, scored = self.quality.golden_totals(version, since=since, golden_set=gs or None)
                 golden[gs] = (int(passed), int(scored))
+                golden_errors[gs] = int(self.quality.golden_judge_errors(version, since=since, golden_set=gs or None))
             for check in sorted(checks):
                 failures, total = self.quality.live_check_totals(version, check, since=since)
                 live[check] = (int(failures), int(total))
@@ -202,6 +206,7 @@ class OwnSource:
             outcomes, note, identity = self.pairs.paired_outcomes(version, since=since)
             paired = paired_counts(outcomes, paired_checks)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
+                       golden_judge_errors=golden_errors,
                        http_status=None if http is None else {str(k): float(v) for k, v in http.items()},
                        slices=slices, replicas=None if latest is None else latest.replicas_up,
                        prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,
@@ -379,12 +384,15 @@ class PrometheusSource:
             if h is not None:
                 hists[fam] = h
         golden: dict[str, tuple[int, int]] = {}
+        golden_errors: dict[str, int] = {}
         for gs in sorted(golden_sets):
             sel = selector("", {names.VERSION: version, **({names.GOLDEN_SET: gs} if gs else {})})
             passed = await self._scalar(f"sum({self._inc(f'{names.GOLDEN_ITEMS_PASSED}_total{sel}', rng)})", now)
             scored = await self._scalar(f"sum({self._inc(f'{names.GOLDEN_ITEMS}_total{sel}', rng)})", now)
             if passed is not None and scored is not None:
                 golden[gs] = (round(passed), round(scored))
+                errors = await self._scalar(f"sum({self._inc(f'{names.GOLDEN_JUDGE_ERRORS}_total{sel}', rng)})", now)
+                golden_errors[gs] = round(errors or 0.0)
         live: dict[str, tuple[int, int]] = {}
         for check in sorted(checks):
             sel = selector("", {names.VERSION: version, names.CHECK: check})
@@ -420,6 +428,7 @@ class PrometheusSource:
         replicas = await self._scalar(f"max({names.REPLICAS}{v})", now)
         prefix = await self._scalar(f"max({names.WIN_PREFIX_CACHE_HIT_RATIO}{v})", now)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
+                       golden_judge_errors=golden_errors,
                        slices=slices, cost_per_million_tokens=cost, paired=paired, paired_note=note,
                        judge_identity=identity, http_status=statuses,
                        replicas=None if replicas is None else round(replicas), prefix_cache_hit_ratio=prefix,

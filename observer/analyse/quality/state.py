@@ -25,6 +25,7 @@ class RunSummary:
     started: float
     passed: int
     scored: int
+    judge_errors: int = 0
 
 
 @dataclass
@@ -108,7 +109,7 @@ class QualityState:
             if result.completed:
                 self._latest[key] = result
                 runs = self._runs.setdefault(key, deque(maxlen=MAX_RUNS_KEPT))
-                runs.append(RunSummary(result.started, result.passed, result.scored))
+                runs.append(RunSummary(result.started, result.passed, result.scored, result.judge_errors))
 
     def record_live(self, version: str, check: str, events: Iterable[tuple[float, bool]]) -> None:
         """Add live-check results as (sample timestamp, failed) pairs."""
@@ -136,6 +137,12 @@ class QualityState:
                         passed += r.passed
                         scored += r.scored
         return passed, scored
+
+    def golden_judge_errors(self, version: str, *, since: float, golden_set: str | None = None) -> int:
+        """Items the judge failed to score in the completed runs of `version` started at or after `since`."""
+        with self._lock:
+            return sum(r.judge_errors for (v, g), runs in self._runs.items()
+                       if v == version and (golden_set is None or g == golden_set) for r in runs if r.started >= since)
 
     def live_check_totals(self, version: str, check: str, *, since: float, until: float | None = None
                           ) -> tuple[int, int]:
