@@ -39,6 +39,7 @@ from observer_dev.gameday.looks import (
     alert_round,
     argo_checks,
     check_row,
+    must_fail_streak,
     settled,
     verdict_body,
     web_phase,
@@ -304,6 +305,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
     config = _config(ports, plan, s, workdir)
     obs = start_observer(config)
     body: dict[str, Any] = {}
+    streak = 0
     try:
         _ready(obs, "the observer's first scrape")
         if s.needs == "quality":
@@ -357,7 +359,8 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 continue
             body = verdict_body(obs.url)
             row.verdicts.append(str(body["verdict"]))
-            if settled(s, rnd, row.verdicts[-1], body):
+            streak = must_fail_streak(s, body, streak)
+            if settled(s, rnd, row.verdicts[-1], body, streak):
                 break
             if s.expect in ("nodata", "not-pass") and rnd + 1 >= plan.max_rounds // 2 \
                     and (s.restart_after is None or rnd > s.restart_after + 2):

@@ -43,8 +43,8 @@ from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, 
 # fingerprinted ingest of `template-rollback`, the HTML page of `html`). `drifted` embeds with the bundled
 # model on both replicas: the full form only, as in the single-process game day. The alert scenarios evaluate
 # the generated alert expressions against the Prometheus that scrapes both replicas.
-CLUSTER_SCENARIOS = ("healthy", "slow", "decode", "errors", "errors-5xx", "worse", "idle", "restart", "costly",
-                     "drifted", "slow-replica", "gpu-ecc")
+CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "drifted", "idle", "restart", "costly",
+                     "decode", "slow-replica", "gpu-ecc")  # in SCENARIOS' order, the order they are played in
 PLAYABLE = CLUSTER_SCENARIOS  # what `--scenario` may name
 KILL_AFTER_LOOKS = 1
 PARTITION_AFTER_LOOKS = 3

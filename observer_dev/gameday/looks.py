@@ -106,19 +106,32 @@ score at the marginal line) can go from fail to inconclusive between two evaluat
 takes up to this many measurements, one scrape interval apart, and every check reads the same one."""
 
 
-def settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any]) -> bool:
+MUST_FAIL_LOOKS = 3
+"""Consecutive looks a scenario's `must_fail` metrics must have failed at before it stops looking."""
+
+
+def must_fail_streak(s: Scenario, body: Mapping[str, Any], streak: int) -> int:
+    """`streak` + 1 when every `must_fail` metric of `s` failed in `body`, else 0."""
+    metrics = body.get("metrics", {})
+    return streak + 1 if all(metrics.get(n, {}).get("result") == "fail" for n in s.must_fail) else 0
+
+
+def settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any], streak: int = MUST_FAIL_LOOKS
+            ) -> bool:
     """Whether the scenario can stop looking after round `rnd`.
 
     Argo keeps measuring through a step (the web gate's `count`), and one Failed measurement aborts it:
     a `pass` looked at before a mid-step regression's evidence has accumulated is not a promotion. So
     after a change the game day keeps looking, like the analysis would, until the expected verdict comes
     or POST_CHANGE_LOOKS looks have passed; the last verdict is the one checked. A scenario whose
-    `must_fail` metrics have not failed yet keeps looking too (up to its rounds)."""
+    `must_fail` metrics have not failed at the last MUST_FAIL_LOOKS looks (`streak`) keeps looking too."""
     if not decided(s.expect, verdict, body):
         return False
-    metrics = body.get("metrics", {})
-    if any(metrics.get(name, {}).get("result") != "fail" for name in s.must_fail):
-        return False  # the verdict failed on another metric first: keep looking, as Argo would
+    # The verdict failed on another metric first: keep looking, as Argo would, until the must-fail metrics
+    # have failed at MUST_FAIL_LOOKS looks in a row (`streak`): a sequential test at its boundary can fail,
+    # then not, as the next slice comes in, and the checks after the loop read the verdict again.
+    if s.must_fail and streak < MUST_FAIL_LOOKS:
+        return False
     if s.change_after is None:
         return True
     if rnd <= s.change_after:
