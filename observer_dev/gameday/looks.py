@@ -116,8 +116,7 @@ def must_fail_streak(s: Scenario, body: Mapping[str, Any], streak: int) -> int:
     return streak + 1 if all(metrics.get(n, {}).get("result") == "fail" for n in s.must_fail) else 0
 
 
-def settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any], streak: int = MUST_FAIL_LOOKS
-            ) -> bool:
+def settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any], streak: int) -> bool:
     """Whether the scenario can stop looking after round `rnd`.
 
     Argo keeps measuring through a step (the web gate's `count`), and one Failed measurement aborts it:

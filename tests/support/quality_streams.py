@@ -62,8 +62,9 @@ def _sessions(rng: np.random.Generator, requests: np.ndarray) -> tuple[np.ndarra
 
 
 def draw_arm(rng: np.random.Generator, stream_requests: np.ndarray, ttft: np.ndarray, edge: int, *, model: str,
-             refusal_scale: float = 1.0) -> ArmQuality:
-    """One arm's quality outcomes; `edge` is the TTFT bucket index above which a sample misses goodput."""
+             refusal_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """One arm's live-check (failures, totals) per second; `edge` is the TTFT bucket index above which a
+    sample misses goodput."""
     seconds = len(stream_requests)
     if model == "session":
         t, sid = _sessions(rng, stream_requests)
@@ -98,7 +99,7 @@ def draw_arm(rng: np.random.Generator, stream_requests: np.ndarray, ttft: np.nda
         mask = np.ones(n, dtype=bool) if counted is None else counted
         np.add.at(totals[:, j], t[mask], 1)
         np.add.at(fails[:, j], t[mask & bad], 1)
-    return ArmQuality(fails=fails, totals=totals, golden=())
+    return fails, totals
 
 
 def _golden(rng: np.random.Generator, seconds: int, difficulty: np.ndarray, accuracy: float = 1.0
@@ -154,8 +155,8 @@ def quality_step(step: Step, *, seed: int, model: str, refusal_scale: float = 1.
     base = step.baseline.ttft.sum(axis=0)
     cdf = np.cumsum(base) / max(float(base.sum()), 1.0)
     edge = min(int(np.searchsorted(cdf, 0.95)), len(TTFT_EDGES) - 1)
-    c = draw_arm(rng, step.canary.requests, step.canary.ttft, edge, model=model, refusal_scale=refusal_scale)
-    b = draw_arm(rng, step.baseline.requests, step.baseline.ttft, edge, model=model)
+    live_c = draw_arm(rng, step.canary.requests, step.canary.ttft, edge, model=model, refusal_scale=refusal_scale)
+    live_b = draw_arm(rng, step.baseline.requests, step.baseline.ttft, edge, model=model)
     difficulty = rng.beta(4.0, 1.0, GOLDEN_ITEMS)
     pairs = np.zeros((step.seconds, 3), dtype=np.int64)
     n_pairs = rng.poisson(PAIRS_PER_SECOND, step.seconds)
@@ -163,9 +164,8 @@ def quality_step(step: Step, *, seed: int, model: str, refusal_scale: float = 1.
     pairs[:, 0] = rng.binomial(decided, 0.5)
     pairs[:, 1] = decided - pairs[:, 0]
     pairs[:, 2] = n_pairs - decided
-    c = ArmQuality(fails=c.fails, totals=c.totals, golden=_golden(rng, step.seconds, difficulty, accuracy),
-                   pairs=pairs)
-    b = ArmQuality(fails=b.fails, totals=b.totals, golden=_golden(rng, step.seconds, difficulty))
+    c = ArmQuality(*live_c, golden=_golden(rng, step.seconds, difficulty, accuracy), pairs=pairs)
+    b = ArmQuality(*live_b, golden=_golden(rng, step.seconds, difficulty))
     drift_flags = rng.random(step.seconds // 300 + 1) < 0.01
     price = 2.0 * np.exp(rng.normal(0.0, 0.02, 2))
     return QualityStep(canary=c, baseline=b, drift_flags=drift_flags, cost=(float(price[0]), float(price[1])))

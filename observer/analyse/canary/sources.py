@@ -53,8 +53,9 @@ class QualityReader(Protocol):
 
     def golden_judge_errors(self, version: str, *, since: float, golden_set: str | None = None) -> int: ...
 
-    def live_check_totals(self, version: str, check: str, *, since: float, until: float | None = None
-                          ) -> tuple[int, int]: ...
+    def live_check_totals(self, version: str, check: str, *, since: float) -> tuple[int, int]: ...
+
+    def live_check_slices(self, version: str, check: str, *, edges: Sequence[float]) -> list[tuple[int, int]]: ...
 
 
 class PairsReader(Protocol):
@@ -149,11 +150,14 @@ class OwnSource:
         raw = self.signals.slices(version, since=since, until=now, step=self.slice_seconds,
                                   histograms=[LATENCY[f].vllm for f in sorted(families)],
                                   labelled=[vllm.REQUEST_SUCCESS, vllm.HTTP_STATUS])
+        raw = raw or ()
+        edges = [st.start for st in raw] + [raw[-1].end] if raw else []  # consecutive slices
+        per_check = {} if self.quality is None else {
+            c: self.quality.live_check_slices(version, c, edges=edges) for c in sorted(checks)}
         out = []
-        for st in raw or ():
+        for i, st in enumerate(raw):
             req, http = st.labelled.get(vllm.REQUEST_SUCCESS), st.labelled.get(vllm.HTTP_STATUS)
-            live = {} if self.quality is None else {
-                c: self.quality.live_check_totals(version, c, since=st.start, until=st.end) for c in sorted(checks)}
+            live = {c: counts[i] for c, counts in per_check.items()}
             out.append(ArmData(requests=None if req is None else {str(k): float(x) for k, x in req.items()},
                                http_status=None if http is None else {str(k): float(x) for k, x in http.items()},
                                histograms={f: st.histograms[LATENCY[f].vllm] for f in sorted(families)
@@ -287,23 +291,20 @@ class PrometheusSource:
             return ()
         rng = f"{round(step)}s"
         ends = [first + i * step for i in range(int((now - first) // step) + 1)]
-        res = await self.query_range(
-            f"sum by ({names.FINISHED_REASON}) ({self._delta(f'{names.REQUESTS}_total{v}', rng)})",
-            start=first, end=ends[-1], step=step)
-        requests: dict[int, dict[str, float]] = {}
-        for series in res:
-            reason = str(series["metric"].get(names.FINISHED_REASON, ""))
-            for ts, value in series.get("values", []):
-                requests.setdefault(round((float(ts) - first) / step), {})[reason] = _finite(value)
-        statuses: dict[int, dict[str, float]] = {}
-        if http:
-            res = await self.query_range(
-                f"sum by ({names.HTTP_STATUS_CLASS}) ({self._delta(f'{names.HTTP_RESPONSES}_total{v}', rng)})",
-                start=first, end=ends[-1], step=step)
+
+        async def by_label(counter: str, label: str) -> dict[int, dict[str, float]]:
+            """slice index → label value → the counter's increase over that slice."""
+            res = await self.query_range(f"sum by ({label}) ({self._delta(f'{counter}_total{v}', rng)})",
+                                         start=first, end=ends[-1], step=step)
+            out: dict[int, dict[str, float]] = {}
             for series in res:
-                status = str(series["metric"].get(names.HTTP_STATUS_CLASS, ""))
+                key = str(series["metric"].get(label, ""))
                 for ts, value in series.get("values", []):
-                    statuses.setdefault(round((float(ts) - first) / step), {})[status] = _finite(value)
+                    out.setdefault(round((float(ts) - first) / step), {})[key] = _finite(value)
+            return out
+
+        requests = await by_label(names.REQUESTS, names.FINISHED_REASON)
+        statuses = await by_label(names.HTTP_RESPONSES, names.HTTP_STATUS_CLASS) if http else {}
         hists: dict[int, dict[str, Histogram]] = {}
         for fam in sorted(families):
             res = await self.query_range(f"sum by (le) ({self._delta(f'{LATENCY[fam].exported}_bucket{v}', rng)})",
@@ -319,22 +320,10 @@ class PrometheusSource:
                     hists.setdefault(i, {})[fam] = h
         live: dict[int, dict[str, tuple[int, int]]] = {}
         if checks:
-            both: list[dict[int, dict[str, float]]] = []
-            for family in (names.LIVE_CHECK_FAILURES, names.LIVE_CHECKS):
-                res = await self.query_range(
-                    f"sum by ({names.CHECK}) ({self._delta(f'{family}_total{v}', rng)})",
-                    start=first, end=ends[-1], step=step)
-                per: dict[int, dict[str, float]] = {}
-                for series in res:
-                    check = str(series["metric"].get(names.CHECK, ""))
-                    if check in checks:
-                        for ts, value in series.get("values", []):
-                            per.setdefault(round((float(ts) - first) / step), {})[check] = _finite(value)
-                both.append(per)
-            failures, totals = both
-            for i, by_check in totals.items():
+            failures = await by_label(names.LIVE_CHECK_FAILURES, names.CHECK)
+            for i, by_check in (await by_label(names.LIVE_CHECKS, names.CHECK)).items():
                 live[i] = {c: (min(round(failures.get(i, {}).get(c, 0.0)), round(n)), round(n))
-                           for c, n in by_check.items()}
+                           for c, n in by_check.items() if c in checks}
         return tuple(ArmData(requests=requests.get(i), histograms=hists.get(i, {}), http_status=statuses.get(i),
                              live_checks=live.get(i, {}))
                      for i in range(len(ends)))

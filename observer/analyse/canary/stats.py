@@ -75,6 +75,11 @@ def _log_mixture_lr(bad_canary: float, bad_baseline: float, p0: float, grid: Seq
     return _logsumexp(log_lr) - math.log(len(r))
 
 
+def _always_valid(log_lambda: float, alpha: float) -> tuple[float, bool]:
+    """(always-valid p-value, reject at α) of a mixture likelihood ratio given as its log."""
+    return (1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda))), log_lambda >= math.log(1.0 / alpha)
+
+
 def ratio_test(bad_canary: int, n_canary: int, bad_baseline: int, n_baseline: int, *, alpha: float,
                effect_ratio: float | None = None) -> RatioTest:
     """Test "canary bad-event rate > baseline's" on counts, valid under repeated looks and unequal splits."""
@@ -93,11 +98,10 @@ def ratio_test(bad_canary: int, n_canary: int, bad_baseline: int, n_baseline: in
         return RatioTest(bad_canary, n_canary, bad_baseline, n_baseline, rate_c, rate_b, ratio, 1.0, 1.0, False)
     p0 = n_canary / (n_canary + n_baseline)
     grid = sorted({*RATIO_GRID, *(() if effect_ratio is None else (effect_ratio,))})
-    log_lambda = _log_mixture_lr(bad_canary, bad_baseline, p0, grid)
-    p_av = 1.0 if log_lambda <= 0 else math.exp(-log_lambda)
+    p_av, reject = _always_valid(_log_mixture_lr(bad_canary, bad_baseline, p0, grid), alpha)
     p_fixed = 1.0 if bad_canary == 0 else float(special.bdtrc(bad_canary - 1, events, p0))
     return RatioTest(bad_canary, n_canary, bad_baseline, n_baseline, rate_c, rate_b, ratio,
-                     min(1.0, p_av), min(1.0, p_fixed), log_lambda >= math.log(1.0 / alpha))
+                     p_av, min(1.0, p_fixed), reject)
 
 
 @dataclass(frozen=True)
@@ -132,9 +136,7 @@ def paired_test(losses: int, wins: int, *, alpha: float, effect_share: float | N
     if losses + wins == 0:
         return PairedTest(losses, wins, 1.0, False)
     grid = sorted({*RATIO_GRID, *(() if effect_share is None else (effect_share / (1.0 - effect_share),))})
-    log_lambda = _log_mixture_lr(losses, wins, 0.5, grid)
-    p_av = 1.0 if log_lambda <= 0 else math.exp(-log_lambda)
-    return PairedTest(losses, wins, min(1.0, p_av), log_lambda >= math.log(1.0 / alpha))
+    return PairedTest(losses, wins, *_always_valid(_log_mixture_lr(losses, wins, 0.5, grid), alpha))
 
 
 @functools.lru_cache(maxsize=256)
@@ -452,8 +454,7 @@ def _deflated_ratio(bad_c: float, n_c: float, bad_b: float, n_b: float, *, deff:
     events = bad_c + bad_b
     if n_c <= 0 or n_b <= 0 or events <= 0:
         return 1.0, False
-    log_lambda = _log_mixture_lr(bad_c / deff, bad_b / deff, n_c / (n_c + n_b), RATIO_GRID)
-    return (1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda))), log_lambda >= math.log(1.0 / alpha)
+    return _always_valid(_log_mixture_lr(bad_c / deff, bad_b / deff, n_c / (n_c + n_b), RATIO_GRID), alpha)
 
 
 NONINFERIOR_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.65, 0.8)
@@ -492,19 +493,13 @@ def noninferior(bad_canary: float, n_canary: float, bad_baseline: float, n_basel
         q1 = np.asarray([q0 * f for f in NONINFERIOR_FRACTIONS])
         nc = n_canary / design_effect
         log_lr = xc * np.log(q1 / q0) + (nc - xc) * np.log((1.0 - q1) / (1.0 - q0))
-        log_lambda = _logsumexp(log_lr) - math.log(len(q1))
-        return BoundTest(1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda)),
-                         log_lambda >= math.log(1.0 / alpha))
+        return BoundTest(*_always_valid(_logsumexp(log_lr) - math.log(len(q1)), alpha))
     if xc + xb <= 0:
         return BoundTest(1.0, False)
     p0 = n_canary / (n_canary + n_baseline)
     pr = p0 * effect_ratio / (p0 * effect_ratio + 1.0 - p0)
-    r = np.asarray([effect_ratio * f for f in NONINFERIOR_FRACTIONS])
-    p1 = p0 * r / (p0 * r + 1.0 - p0)
-    log_lr = xc * np.log(p1 / pr) + xb * np.log((1.0 - p1) / (1.0 - pr))
-    log_lambda = _logsumexp(log_lr) - math.log(len(r))
-    p = 1.0 if log_lambda <= 0 else min(1.0, math.exp(-log_lambda))
-    return BoundTest(p, log_lambda >= math.log(1.0 / alpha))
+    # p(effect_ratio·f) is p(effect_ratio) with its odds scaled by f: the fail test's mixture, centred on pr.
+    return BoundTest(*_always_valid(_log_mixture_lr(xc, xb, pr, NONINFERIOR_FRACTIONS), alpha))
 
 
 def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.ndarray, n_baseline: np.ndarray,

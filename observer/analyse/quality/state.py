@@ -6,7 +6,7 @@ holds one lock, and every history is bounded.
 
 from __future__ import annotations
 
-import math
+import bisect
 import threading
 from collections import Counter, deque
 from collections.abc import Collection, Iterable, Sequence
@@ -144,16 +144,28 @@ class QualityState:
             return sum(r.judge_errors for (v, g), runs in self._runs.items()
                        if v == version and (golden_set is None or g == golden_set) for r in runs if r.started >= since)
 
-    def live_check_totals(self, version: str, check: str, *, since: float, until: float | None = None
-                          ) -> tuple[int, int]:
-        """(failures, total) of live check `check` on samples of `version` timestamped in [since, until)."""
-        end = math.inf if until is None else until
+    def live_check_totals(self, version: str, check: str, *, since: float) -> tuple[int, int]:
+        """(failures, total) of live check `check` on samples of `version` timestamped at or after `since`."""
         with self._lock:
             totals = self._live.get((version, check))
             if totals is None:
                 return 0, 0
-            window = [failed for ts, failed in totals.events if since <= ts < end]
+            window = [failed for ts, failed in totals.events if ts >= since]
         return sum(window), len(window)
+
+    def live_check_slices(self, version: str, check: str, *, edges: Sequence[float]) -> list[tuple[int, int]]:
+        """(failures, total) of live check `check` per slice [edges[i], edges[i+1]), in one pass over the
+        events (the canary judge asks for every slice of its window at every look)."""
+        out = [[0, 0] for _ in range(max(len(edges) - 1, 0))]
+        with self._lock:
+            totals = self._live.get((version, check))
+            events = () if totals is None or not out else totals.events
+            for ts, failed in events:
+                i = bisect.bisect_right(edges, ts) - 1
+                if 0 <= i < len(out):
+                    out[i][0] += int(failed)
+                    out[i][1] += 1
+        return [(f, n) for f, n in out]
 
     def snapshot(self, *, live_since: float) -> Snapshot:
         """Copy everything the collector exports; live window ratios count samples since `live_since`."""
