@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from observer.analyse.quality.judge import JudgeClient, JudgeStats
+from observer.analyse.quality.judge import REPLY_RETRY_REASONS, JudgeClient, JudgeStats
 from observer.analyse.quality.prompts import VERDICT_SCHEMA, load_prompt, load_rubrics
 from observer.errors import JudgeError
 from tests.support.judge_server import JudgeServer, Reply, run_judge_server
@@ -116,15 +116,30 @@ async def test_nonce_differs_per_call_and_blocks_are_tagged(server: JudgeServer)
     pytest.param(Reply(raw_body='[1, 2]'), "unparseable", id="body-not-object"),
 ])
 async def test_bad_replies_are_judge_errors(server: JudgeServer, reply: Reply, reason: str) -> None:
-    server.script(reply)
+    server.script(reply, reply)
     async with httpx.AsyncClient() as http:
         c, sleeps = client(http, server)
         with pytest.raises(JudgeError) as info:
             await judge_once(c)
     assert info.value.reason == reason
-    assert c.stats.calls[reason] == 1 and c.stats.calls["ok"] == 0
-    assert sleeps == []  # content problems are not retried
-    assert len(server.requests) == 1
+    asked = 2 if reason in REPLY_RETRY_REASONS else 1  # an unusable reply is asked once more, a refusal never
+    assert c.stats.calls[reason] == asked and c.stats.calls["ok"] == 0
+    assert sleeps == []  # no back-off: the judge answered, only not usably
+    assert len(server.requests) == asked
+
+
+async def test_an_unusable_reply_is_asked_once_more_with_fresh_text_at_temperature_0(server: JudgeServer) -> None:
+    """A small judge loops to max_tokens on one exact text now and then: the second ask renders a new nonce
+    (another text, so greedy decoding takes another path) and its verdict counts; both calls are counted."""
+    server.script(Reply(content='{"verdict": "pass", "sco', finish_reason="length"))
+    async with httpx.AsyncClient() as http:
+        c, sleeps = client(http, server)
+        v = await judge_once(c)
+    assert v.attempts == 2 and sleeps == []
+    assert c.stats.calls["length"] == 1 and c.stats.calls["ok"] == 1
+    first, second = (r["messages"] for r in server.requests)
+    assert first != second and [m["role"] for m in first] == [m["role"] for m in second]
+    assert all(r["temperature"] == 0.0 for r in server.requests)
 
 
 async def test_retries_429_and_500_with_backoff_then_succeeds(server: JudgeServer) -> None:

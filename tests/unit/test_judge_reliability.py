@@ -61,7 +61,7 @@ async def test_a_judge_that_passes_everything_has_kappa_zero_and_is_exported(ser
         judge = JudgeClient(http, base_url=server.url, model="lenient", prompt=PROMPT, max_retries=0,
                             budget_per_hour=500)
         server.script(*[Reply(content=json.dumps({"reasoning": "ok", "score": 5, "verdict": "pass"}))] * 11,
-                      Reply(content="not json"))
+                      Reply(content="not json"), Reply(content="not json"))  # unusable twice: an error
         rel = JudgeReliability(judge, RUBRICS, ITEMS, spec=ReliabilitySpec())
         grade = await rel.run_once()
         assert grade is not None and grade.agreement.kappa == pytest.approx(0.0) and grade.agreement.errors == 1
@@ -73,7 +73,7 @@ async def test_a_judge_that_passes_everything_has_kappa_zero_and_is_exported(ser
     assert 'observer_judge_agreement_errors{judge="lenient"} 1.0' in text
     assert 'observer_judge_position_consistency{judge="lenient"} 0.9' in text
     assert 'observer_judge_budget_per_hour{judge="lenient"} 500.0' in text
-    assert 'observer_judge_budget_remaining{judge="lenient"} 488.0' in text  # 12 calls spent
+    assert 'observer_judge_budget_remaining{judge="lenient"} 487.0' in text  # 13 calls spent
 
 
 def test_no_grade_yet_exports_no_kappa_never_nan() -> None:

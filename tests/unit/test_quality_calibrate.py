@@ -74,7 +74,13 @@ def judge_server() -> Iterator[JudgeServer]:
 
 async def test_calibrate_counts_judge_errors_beside_the_matrix(judge_server: JudgeServer) -> None:
     items = load_labels(ANCHORS)[:10]
-    judge_server.script(Reply(content="garbage"))
+    # The judge answers garbage on one anchor, twice (an unusable reply is asked once more): one error.
+    assert all(items[0].output not in x.output for x in items[1:])
+
+    def on_first(user: str) -> bool:
+        return items[0].output in user
+
+    judge_server.script(*[Reply(content="garbage", when=on_first)] * 2)
     async with httpx.AsyncClient() as http:
         judge = JudgeClient(http, base_url=judge_server.url, model="scripted", concurrency=1, max_retries=0,
                             prompt=load_prompt(ROOT / "evals" / "judge_prompt.yaml"))

@@ -91,14 +91,18 @@ def judge_server() -> Iterator[JudgeServer]:
 async def test_judge_on_a_fraction_records_verdicts_and_errors(store: SqliteStore, judge_server: JudgeServer) -> None:
     st = state()
     rubric = load_rubrics(ROOT / "evals" / "rubrics")["helpfulness"]
-    judge_server.script(Reply(), Reply(), Reply(finish_reason="length"))
+    # The judge truncates its reply on one sample twice (asked once more, as every unusable reply is): an error.
+    def on_paris(user: str) -> bool:
+        return "Paris." in user
+
+    judge_server.script(*[Reply(finish_reason="length", when=on_paris)] * 2)
     async with httpx.AsyncClient() as http:
         judge = JudgeClient(http, base_url=judge_server.url, model="scripted", concurrency=1, max_retries=0,
                             prompt=load_prompt(ROOT / "evals" / "judge_prompt.yaml"))
         scorer = LiveScorer(store=store, state=st, spec=LiveSpec(judge_fraction=1.0), judge=judge, rubric=rubric)
         await scorer.run_once(["canary"])
     judged = [s.scores["judge:helpfulness"] for s in store.samples("canary")]
-    assert len(judged) == 6 and len(judge_server.requests) == 6
+    assert len(judged) == 6 and len(judge_server.requests) == 7
     errors = [s for s in judged if s.passed is None]
     assert len(errors) == 1 and errors[0].meta["error"] is True and "length" in errors[0].reason
     ok = [s for s in judged if s.passed is not None]

@@ -123,7 +123,7 @@ async def test_judge_verdicts_and_errors_flow_into_items(items: list[GoldenItem]
         scorer = Scorer(judge=judge, rubrics=load_rubrics(ROOT / "evals" / "rubrics"))
         answers = [Answer("It is Paris.", "stop", 0.1, 0.2), Answer("Lyon", "stop", 0.1, 0.2)]
         good, bad = await scorer.score([items[1], items[1]], answers)
-        judge_server.script(Reply(content="not json"))
+        judge_server.script(Reply(content="not json"), Reply(content="not json"))  # unusable twice: an error
         (errored,) = await scorer.score([items[1]], [answers[0]])
     r_good = ItemResult("judged", "factual", answers[0], good)
     r_bad = ItemResult("judged", "factual", answers[1], bad)

@@ -117,6 +117,10 @@ class SharedBudget(Protocol):
     def spend(self, budget: str, *, limit: int, window_seconds: float) -> bool: ...
 
 
+REPLY_RETRIES = 1
+"""Unusable replies asked again per answer (see JudgeClient.ask)."""
+REPLY_RETRY_REASONS = frozenset({"length", "unparseable", "schema"})
+
 JUDGE_BUDGET = "judge_calls"  # the ledger's name of the judge's hourly call budget
 
 
@@ -181,28 +185,48 @@ class JudgeClient:
         }
 
     async def ask(self, system: str, user: str, *, schema: dict[str, Any], name: str,
-                  temperature: float = 0.0) -> tuple[dict[str, Any], int]:
+                  temperature: float = 0.0,
+                  rerender: Callable[[], tuple[str, str]] | None = None) -> tuple[dict[str, Any], int]:
         """One structured judge answer conforming to `schema` (budget, retries and outcome counts as for
-        verdicts) and the attempts it took, or JudgeError."""
-        payload = self._request(system, user, schema=schema, name=name, temperature=temperature)
+        verdicts) and the HTTP calls it took, or JudgeError.
+
+        A reply that came back unusable (truncated, not one JSON object, off the schema) is asked once more,
+        at temperature 0 and with `rerender`'s fresh prompt text (a new nonce): a small judge that loops to
+        `max_tokens` does so on one exact text, and greedy decoding of another text takes another path. A
+        second unusable reply is the error; a refusal is never asked again."""
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        async with self._slots:
-            body, attempts = await self._post(payload, headers)
-        try:
-            answer = parse_structured(body, schema)
-        except JudgeError as e:
-            self.stats.count(e.reason)
-            raise
-        self.stats.count("ok")
-        self.stats.last_success = self.wall_clock()
-        return answer, attempts
+        calls = 0
+        for reply in range(1 + REPLY_RETRIES):
+            payload = self._request(system, user, schema=schema, name=name, temperature=temperature)
+            posted = False
+            try:
+                async with self._slots:
+                    body, attempts = await self._post(payload, headers)  # counts its own outcomes
+                calls, posted = calls + attempts, True
+                answer = parse_structured(body, schema)
+            except JudgeError as e:
+                if posted:
+                    self.stats.count(e.reason)
+                if reply < REPLY_RETRIES and e.reason in REPLY_RETRY_REASONS:
+                    temperature = 0.0
+                    if rerender is not None:
+                        system, user = rerender()
+                    continue
+                raise
+            self.stats.count("ok")
+            self.stats.last_success = self.wall_clock()
+            return answer, calls
+        raise AssertionError("unreachable: the last reply returns or raises")
 
     async def judge(self, *, rubric: Rubric, prompt: str, output: str, reference: str | None = None) -> Verdict:
         """Return one verdict on `output`, or raise JudgeError (never a pass or a fail by default)."""
-        system, user = render(self.prompt, rubric, nonce=secrets.token_hex(12), judged_prompt=prompt,
-                              output=output, reference=reference)
+        def rendered() -> tuple[str, str]:
+            return render(self.prompt, rubric, nonce=secrets.token_hex(12), judged_prompt=prompt, output=output,
+                          reference=reference)
+
+        system, user = rendered()
         started = self.clock()
-        verdict, attempts = await self.ask(system, user, schema=VERDICT_SCHEMA, name="verdict")
+        verdict, attempts = await self.ask(system, user, schema=VERDICT_SCHEMA, name="verdict", rerender=rendered)
         return Verdict(passed=verdict["verdict"] == "pass", score=int(verdict["score"]),
                        reasoning=str(verdict["reasoning"]), judge_model=self.model, rubric=rubric.name,
                        rubric_hash=rubric.hash, prompt_version=self.prompt.version, attempts=attempts,

@@ -97,11 +97,15 @@ class PairwiseJudge:
 
     async def _order(self, prompt: str, first: str, second: str, reference: str | None) -> tuple[str, int]:
         """The majority of `votes` answers for one order: "1", "2" or "tie"."""
-        system, user = render_pair(self.prompt, self.rubric, nonce=secrets.token_hex(12), judged_prompt=prompt,
-                                   first=first, second=second, reference=reference)
+        def rendered() -> tuple[str, str]:
+            return render_pair(self.prompt, self.rubric, nonce=secrets.token_hex(12), judged_prompt=prompt,
+                               first=first, second=second, reference=reference)
+
+        system, user = rendered()
         temperature = self.temperature if self.votes > 1 else 0.0
         answers = await asyncio.gather(*(self.client.ask(system, user, schema=PAIR_SCHEMA, name="preference",
-                                                         temperature=temperature) for _ in range(self.votes)))
+                                                         temperature=temperature, rerender=rendered)
+                                         for _ in range(self.votes)))
         return majority([str(a["better"]) for a, _ in answers]), sum(n for _, n in answers)
 
     async def compare(self, *, prompt: str, baseline: str, canary: str, reference: str | None = None
