@@ -61,6 +61,11 @@ class CanaryMetricSpec(Spec):
         False, description="ratio: also count the generation 5xx responses of vLLM's HTTP server beyond the "
                            "`error` finishes (vLLM < 0.13 has no `error` finish reason; a request refused before "
                            "the engine has none).")
+    http_4xx: bool = Field(
+        False, description="ratio: count the generation 4xx responses of vLLM's HTTP server as the bad requests "
+                           "(refused before the engine: a prompt over --max-model-len, a parameter the build "
+                           "rejects). Both arms serve the same clients, so a canary refusing more of the same "
+                           "traffic is the canary's doing.")
     live_check: str | None = Field(
         None, description="ratio: a quality live-check name (failures over total) instead of finished_reasons.")
     family: LatencyId | None = Field(None, description="latency: which histogram.")
@@ -91,8 +96,9 @@ class CanaryMetricSpec(Spec):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> CanaryMetricSpec:
-        if self.kind == "ratio" and bool(self.finished_reasons) == (self.live_check is not None):
-            raise ValueError(f"ratio metric {self.name!r} needs exactly one of finished_reasons or live_check")
+        if self.kind == "ratio" and bool(self.finished_reasons) + (self.live_check is not None) + self.http_4xx != 1:
+            raise ValueError(f"ratio metric {self.name!r} needs exactly one of finished_reasons, live_check or "
+                             f"http_4xx")
         if self.kind == "latency" and self.family is None:
             raise ValueError(f"latency metric {self.name!r} needs family (ttft, itl, e2e or queue)")
         if self.kind == "drift" and self.field is None:
@@ -112,6 +118,9 @@ def default_metrics() -> list[CanaryMetricSpec]:
         m(name="errors", kind="ratio", finished_reasons=["error"], http_5xx=True, critical=True, group="errors"),
         m(name="aborts", kind="ratio", finished_reasons=["abort"], group="errors"),
         m(name="truncations", kind="ratio", finished_reasons=["length"], base_rate=0.05, group="errors"),
+        # Requests the canary refuses that stable serves (a lower --max-model-len, a stricter validator): users
+        # see an error, the engine's counters never see the request.
+        m(name="rejections", kind="ratio", http_4xx=True, group="errors"),
         m(name="ttft", kind="latency", family="ttft", critical=True, base_rate=0.05, group="latency"),
         m(name="e2e", kind="latency", family="e2e", base_rate=0.05, group="latency"),
         # Decode speed, which users feel as much as TTFT. Inter-token latency is one observation per decode

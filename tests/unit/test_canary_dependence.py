@@ -89,6 +89,22 @@ def test_one_slice_never_fails_however_many_bad_events() -> None:
         stats.slice_test(np.array([6]), np.array([5]), np.array([1]), np.array([5]), alpha=0.01)
 
 
+def test_a_consistent_excess_against_a_zero_baseline_is_not_taken_for_dependence() -> None:
+    """A canary refusing 6 of 40 requests in every slice against none on stable (a lower --max-model-len)
+    fails once the pooled test trusts its design effect: the excess itself is not overdispersion (with θ = 1
+    it weighed as ~one event per slice: 72 refusals, not rejected). A burst of 40 errors in one slice
+    against none stays one dependent cluster, and one split over three slices too."""
+    j = stats.POOLED_MIN_SLICES + 2
+    n = np.full(j, 40.0)
+    steady = stats.slice_test(np.full(j, 6.0), n, np.zeros(j), n, alpha=0.002, pooled=True)
+    assert steady.reject and steady.design_effect is not None and steady.design_effect < 1.5, steady
+    burst = np.zeros(j)
+    burst[3] = 40.0
+    assert not stats.slice_test(burst, n, np.zeros(j), n, alpha=0.002, pooled=True).reject
+    burst[3], burst[5], burst[8] = 14.0, 13.0, 13.0
+    assert not stats.slice_test(burst, n, np.zeros(j), n, alpha=0.002, pooled=True).reject
+
+
 def test_the_shift_test_sees_a_slower_distribution_and_not_an_equal_one() -> None:
     rng = np.random.default_rng(4)
     edges = 20

@@ -143,10 +143,14 @@ def _sliced(c: ArmData, b: ArmData) -> list[tuple[ArmData, ArmData]] | None:
 
 
 def _bad(m: CanaryMetricSpec, a: ArmData) -> tuple[float, float]:
-    """(bad, total) requests of one arm (or slice). With `http_5xx`, 5xx responses beyond the finished
+    """(bad, total) requests of one arm (or slice). With `http_4xx`, the refused requests of all requests.
+    With `http_5xx`, 5xx responses beyond the finished
     errors count as bad requests the engine never finished (vLLM < 0.13 has no `error` finish reason;
     a request refused before the engine has none either): max(5xx − errors, 0) is added to both, so a
     failed request seen as both an `error` finish and a 500 is counted once."""
+    if m.http_4xx:  # refused before the engine: in no finished-request count, so added to the total
+        refused = float((a.http_status or {}).get("4xx", 0.0))
+        return refused, float(sum((a.requests or {}).values())) + refused
     if a.requests is None:
         return 0.0, 0.0
     bad, total = float(sum(a.requests.get(r, 0.0) for r in m.finished_reasons)), float(sum(a.requests.values()))
@@ -180,6 +184,8 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
                               detail="samples assumed independent (no slices)")
     if c.requests is None or b.requests is None:
         return _base(m, Outcome.NODATA, detail="no request counters")
+    if m.http_4xx and (c.http_status is None or b.http_status is None):  # unseen refusals are not zero
+        return _base(m, Outcome.NODATA, detail="no HTTP status counters (vLLM's http_requests_total) in both arms")
     pairs = _sliced(c, b)
     if pairs is not None:
         counts = np.array([(*_bad(m, sc), *_bad(m, sb)) for sc, sb in pairs]).reshape(-1, 4)

@@ -359,7 +359,7 @@ class PrometheusSource:
                                at=now)
         requests = {str(s["metric"].get(names.FINISHED_REASON, "")): _finite(s["value"][1]) for s in res} \
             if res else None
-        http = any(m.http_5xx for m in metrics)
+        http = any(m.http_5xx or m.http_4xx for m in metrics)
         statuses: dict[str, float] | None = None
         if http:
             res = await self.query(f"sum by ({names.HTTP_STATUS_CLASS}) "

@@ -435,8 +435,15 @@ POOLED_MIN_SLICES = 10
 
 
 def _fitted_deff(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray) -> float:
-    """Design effect around the fitted rate ratio θ̂ (≥ 1): residual x − p(θ̂)·k over slices ÷ binomial."""
+    """Design effect around the fitted rate ratio θ̂ (≥ 1): residual x − p(θ̂)·k over slices ÷ binomial.
+
+    With one arm at zero, θ̂ is at its boundary (0 or ∞) and says nothing about clustering; taking θ = 1
+    there would count the effect itself as overdispersion (a canary refusing 15 % of every slice against
+    none would weigh as one event per slice). Then the arm with the events is measured around its own rate:
+    a consistent excess spread over the slices has a design effect near 1, a burst in one slice a large one."""
     bx, by = float(x.sum()), float(y.sum())
+    if (bx > 0) != (by > 0):
+        return _single_arm_deff(x, n) if bx > 0 else _single_arm_deff(y, m)
     theta = (bx / float(n.sum())) / (by / float(m.sum())) if bx > 0 and by > 0 else 1.0
     p0 = n / (n + m)
     p = p0 * theta / (p0 * theta + 1.0 - p0)
@@ -446,6 +453,19 @@ def _fitted_deff(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray) -> 
     if binom <= 0 or j < 2:
         return 1.0
     return max(1.0, float(np.sum((x - p * k) ** 2)) * j / (j - 1) / binom)
+
+
+def _single_arm_deff(x: np.ndarray, n: np.ndarray) -> float:
+    """Kish's design effect (≥ 1) of one arm's bad events over slices around its pooled rate."""
+    total = float(n.sum())
+    j = int(np.count_nonzero(n))
+    if total <= 0 or j < 2:
+        return 1.0
+    rate = float(x.sum()) / total
+    binom = rate * (1.0 - rate) * total
+    if binom <= 0:
+        return 1.0
+    return max(1.0, float(np.sum((x - rate * n) ** 2)) * j / (j - 1) / binom)
 
 
 def _deflated_ratio(bad_c: float, n_c: float, bad_b: float, n_b: float, *, deff: float, alpha: float
