@@ -348,9 +348,11 @@ class RemoteEmbedder(CachedEmbedder):
     def __init__(self, *, base_url: str, model: str, api_key: str | None = None, dim: int | None = None,
                  timeout_seconds: float = 30.0, batch_size: int = 64, cache_dir: Path | str | None = None,
                  max_cache_entries: int = DEFAULT_MAX_CACHE_ENTRIES,
-                 client: httpx.Client | None = None) -> None:
+                 client: httpx.Client | None = None, truncate_tokens: int | None = None) -> None:
         self.model_id = f"remote:{model}"
-        self.revision = base_url.rstrip("/")
+        # Cut texts are other vectors: the cut is part of the embedder's identity (cache, baselines).
+        self.revision = base_url.rstrip("/") + ("" if truncate_tokens is None else f"#truncate={truncate_tokens}")
+        self.truncate_tokens = truncate_tokens
         super().__init__(cache=make_cache(self.model_id, cache_dir=cache_dir, max_entries=max_cache_entries),
                          batch_size=batch_size)
         self.model = model
@@ -368,12 +370,19 @@ class RemoteEmbedder(CachedEmbedder):
 
     def _request(self, texts: list[str]) -> Matrix:
         try:
-            r = self._client.post(self.url, json={"model": self.model, "input": texts})
+            body: dict[str, Any] = {"model": self.model, "input": texts}
+            if self.truncate_tokens is not None:
+                body["truncate_prompt_tokens"] = self.truncate_tokens  # vLLM's extension of the OpenAI API
+            r = self._client.post(self.url, json=body)
         except httpx.HTTPError as e:
             raise EmbeddingError(f"could not embed {len(texts)} texts at {self.url}: {e}") from e
         if r.status_code != 200:
+            hint = ""
+            if "context length" in r.text and self.truncate_tokens is None:
+                hint = (" (a text is longer than the embedding model's context: set drift.embedder.truncate_tokens "
+                        "to -1, or the model's limit, to cut texts there as the local model does)")
             raise EmbeddingError(f"could not embed {len(texts)} texts at {self.url}: HTTP {r.status_code} "
-                                 f"{r.text[:200]!r}")
+                                 f"{r.text[:200]!r}{hint}")
         try:
             data = sorted(r.json()["data"], key=lambda d: int(d["index"]))
             vecs = np.asarray([d["embedding"] for d in data], dtype=np.float32)

@@ -36,6 +36,11 @@ class EmbedderSpec(Spec):
     api_key_env: str | None = Field(None, description="Name of the environment variable holding its API key.")
     dim: int | None = Field(None, ge=1, description="Remote embedding dimension (default: probed once).")
     timeout_seconds: float = Field(30.0, gt=0, le=600, description="Remote request timeout.")
+    truncate_tokens: int | None = Field(
+        None, ge=-1, description="Remote: send vLLM's `truncate_prompt_tokens`, so a text longer than the embedding "
+                                 "model's context is cut (-1: at the served model's limit) instead of failing its "
+                                 "whole batch with HTTP 400, as the local model cuts at 256 word pieces. Unset for "
+                                 "endpoints that reject parameters they do not know.")
     batch_size: int = Field(64, ge=1, le=4096, description="Texts per model batch or remote request.")
     cache_dir: str | None = Field(
         "observer-embed-cache", description="Directory of the on-disk embedding cache (null: memory only)."

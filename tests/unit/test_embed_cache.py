@@ -99,6 +99,7 @@ class _Embeddings(BaseHTTPRequestHandler):
     """A scripted OpenAI-compatible /v1/embeddings server (deterministic vectors, configurable faults)."""
 
     mode = "ok"
+    context = 64  # "tokens" are characters here
     calls: ClassVar[list[list[str]]] = []
 
     def do_POST(self) -> None:
@@ -108,6 +109,12 @@ class _Embeddings(BaseHTTPRequestHandler):
         if self.path != "/v1/embeddings" or type(self).mode == "500":
             self._reply(500, {"error": "boom"})
             return
+        cut = body.get("truncate_prompt_tokens")
+        if cut is None and any(len(t) > self.context for t in texts):  # as vLLM answers a text over its context
+            self._reply(400, {"error": {"message": f"This model's maximum context length is {self.context} tokens."}})
+            return
+        if cut is not None:
+            texts = [t[:self.context if cut == -1 else cut] for t in texts]
         if type(self).mode == "short":
             texts = texts[:-1]
         data = [{"index": i, "object": "embedding",
@@ -168,6 +175,21 @@ def test_remote_embedder_errors_are_precise(server: str, mode: str, message: str
     with pytest.raises(EmbeddingError, match=message):
         emb.embed(["x", "y"])
     emb.close()
+
+
+def test_a_text_over_the_embedders_context_fails_with_a_hint_or_is_cut_when_configured(server: str) -> None:
+    """Production prompts outgrow a small embedding model's context: vLLM refuses the whole batch (400), and
+    the error says which setting cuts them; with truncate_tokens the server cuts them, as the local model does,
+    and the cut is part of the embedder's identity (its cache and baselines)."""
+    long = "x" * 100
+    plain = RemoteEmbedder(base_url=server, model="e5", dim=3)
+    with pytest.raises(EmbeddingError, match=r"drift\.embedder\.truncate_tokens"):
+        plain.embed([long])
+    cut = RemoteEmbedder(base_url=server, model="e5", dim=3, truncate_tokens=-1)
+    np.testing.assert_allclose(cut.embed([long]), cut.embed(["x" * 64]))
+    assert cut.revision != plain.revision
+    plain.close()
+    cut.close()
 
 
 def test_remote_embedder_unreachable() -> None:

@@ -17,6 +17,7 @@ def make_embedder(spec: EmbedderSpec, *, environ: Mapping[str, str] | None = Non
         key = source.get(spec.api_key_env) if spec.api_key_env else None
         return RemoteEmbedder(base_url=spec.url, model=spec.model, api_key=key, dim=spec.dim,
                               timeout_seconds=spec.timeout_seconds, batch_size=spec.batch_size,
-                              cache_dir=spec.cache_dir, max_cache_entries=spec.max_cache_entries)
+                              cache_dir=spec.cache_dir, max_cache_entries=spec.max_cache_entries,
+                              truncate_tokens=spec.truncate_tokens)
     return load_local_embedder(cache_dir=spec.cache_dir, max_cache_entries=spec.max_cache_entries,
                                batch_size=spec.batch_size)
