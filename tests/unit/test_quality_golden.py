@@ -83,6 +83,17 @@ items:
     assert a.line == 2 and b.line == 3 and gs.name == "s"
 
 
+def test_an_item_whose_start_is_all_that_counts_gets_no_truncation_check(tmp_path: Path) -> None:
+    gs = load_golden_set(write(tmp_path, "s.yaml", """
+items:
+  - {id: a, prompt: "Repeat: walrus", truncation_ok: true, assertions: [{type: contains, values: [walrus]}]}
+  - {id: b, prompt: "Repeat: walrus", assertions: [{type: contains, values: [walrus]}]}
+""".lstrip()))
+    a, b = gs.items
+    assert [x.type for x in a.assertions] == ["contains"]
+    assert [x.type for x in b.assertions] == ["contains", "not_truncated"]
+
+
 @pytest.mark.parametrize(("name", "text", "line", "fragment"), [
     ("bad-key.yaml", "items:\n  - id: a\n    prompt: q\n    reference: r\n    refrence: typo\n", 5,
      "unknown key 'refrence'"),

@@ -43,6 +43,9 @@ class _ItemSpec(BaseModel):
     rubric: str | None = Field(None, pattern=r"^[a-z0-9_-]{1,64}$")
     assertions: list[Assertion] = Field(default_factory=list)
     max_tokens: int | None = Field(None, ge=1, le=65536)
+    # Only the start of the answer is checked (a label, an echoed word) and the limit is cut short on purpose:
+    # no not_truncated check is added. Base models without a stop token need it too.
+    truncation_ok: bool = False
     tags: list[str] = Field(default_factory=list)
     wrong: list[str] = Field(default_factory=list)  # plausible wrong answers; only the simulator reads them
 
@@ -147,8 +150,8 @@ def _to_item(spec: _ItemSpec, line: int | None) -> GoldenItem:
             from observer.analyse.quality.assertions import Judge
 
             assertions.append(Judge(type="judge"))
-    # A golden answer cut off by the token limit is never a good answer.
-    if not any(a.type == "not_truncated" for a in assertions):
+    # A golden answer cut off by the token limit is never a good answer, unless the item says only its start counts.
+    if not spec.truncation_ok and not any(a.type == "not_truncated" for a in assertions):
         assertions.append(NotTruncated(type="not_truncated"))
     return GoldenItem(id=spec.id, category=spec.category, messages=messages, reference=spec.reference,
                       rubric=spec.rubric, assertions=tuple(assertions), max_tokens=spec.max_tokens, line=line)
