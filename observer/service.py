@@ -79,6 +79,7 @@ class Service:
     job_metrics: JobMetrics
     scheduler: AsyncIOScheduler | None = None
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _stopping: bool = False
 
     @classmethod
     def build(cls, config: ObserverConfig, *, http: httpx.AsyncClient | None = None, clock: Clock = time.time,
@@ -133,6 +134,10 @@ class Service:
             with self.tracer.start_as_current_span(f"job {job.name}") as span:
                 try:
                     await job.func()
+                except asyncio.CancelledError:
+                    if self._stopping:  # cut short by the stop: not a failure, and no traceback in the log
+                        return
+                    raise
                 except Exception as e:  # a failing job must not kill the service
                     span.record_exception(e)
                     span.set_status(trace.Status(trace.StatusCode.ERROR, str(e)))
@@ -156,6 +161,7 @@ class Service:
 
     async def stop(self) -> None:
         """Stop the scheduler and components, then close the HTTP client."""
+        self._stopping = True
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
             self.scheduler = None
