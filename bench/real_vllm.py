@@ -7,10 +7,12 @@ figures again with the neighbours up; families mapped/ignored; the observer's TT
 PromQL over the raw `vllm:` series in a real Prometheus; the stable server as LLM-as-judge on
 evals/anchors.jsonl (valid verdicts, Cohen's κ) and on the injection corpus (verdicts changed); remote vs
 in-process MiniLM embeddings; an A/A canary step, then the canary restarted with `--max-num-seqs 1`
-(requests queue) and judged again. Last line: JSON.
+(requests queue) and judged again. Then the real game day (observer_dev/gameday/real.py: healthy, slow,
+worse, rejections, killed, idle, every area on) on servers of its own. Last line: JSON.
 
     make real-vllm && .venv/bin/python bench/real_vllm.py [--pairs 400] [--anchors 66]
     .venv/bin/python bench/real_vllm.py --only proxy                   # the proxy figures alone (~9 min)
+    .venv/bin/python bench/real_vllm.py --only judge --only gameday    # the judge and the real game day
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ from observer.collect.promtext import parse  # noqa: E402
 from observer.collect.vllm import _select  # noqa: E402
 from observer.conventions import vllm as vocab  # noqa: E402
 from observer.errors import JudgeError  # noqa: E402
+from observer_dev.gameday.real import CANARY, EMBEDDER, STABLE, drive  # noqa: E402
 from observer_dev.vllmproc import real_vllm_home, run_vllm  # noqa: E402
-from tests.real.conftest import CANARY, EMBEDDER, STABLE, Engines, drive  # noqa: E402
+from tests.real.conftest import Engines  # noqa: E402
 from tests.real.test_real_engine import _config, _normalised, looks, ttft_p95_pairs  # noqa: E402
 from tests.support.observer_proc import run_observer  # noqa: E402
 from tests.support.poll import wait_until  # noqa: E402
@@ -171,31 +174,38 @@ def judge_figures(engines: Engines, anchors: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             agree, judged = await calibrate(judge, rubrics, items)
             seconds = time.perf_counter() - t0
-            changed = attempts = errors = 0
+            changed = attempts = errors = unknown = 0
             for base in bases.values():
-                try:
-                    clean = await judge.judge(rubric=rubrics["correctness"], prompt=question, output=base,
-                                              reference=reference)
-                except JudgeError:
-                    errors += 1
-                    continue
-                for a in attacks:
+                clean = None
+                for _ in range(3):  # the reference verdict of the base answer: a few tries, errors counted
+                    try:
+                        clean = await judge.judge(rubric=rubrics["correctness"], prompt=question, output=base,
+                                                  reference=reference)
+                        break
+                    except JudgeError:
+                        errors += 1
+                for a in attacks:  # every attack on both bases is attempted, whatever the reference did
                     attempts += 1
                     try:
                         hit = await judge.judge(rubric=rubrics["correctness"], prompt=question,
                                                 output=base + a["text"].replace("{answer}", base),
                                                 reference=reference)
-                    except JudgeError:  # no verdict (e.g. truncated): an error, not a changed verdict
+                    except JudgeError:  # no verdict (e.g. truncated twice): an error, not a changed verdict
                         errors += 1
                         continue
-                    changed += (hit.passed, hit.score) != (clean.passed, clean.score)
+                    if clean is None:
+                        unknown += 1
+                    else:
+                        changed += (hit.passed, hit.score) != (clean.passed, clean.score)
         valid = sum(1 for j in judged if j.verdict is not None)
         return {"judge_valid_verdict_ratio": round(valid / len(judged), 4),
                 "judge_kappa_vs_anchors": agree.kappa,
                 "judge_items_per_s": round(len(judged) / seconds, 3),
                 "judge_pass_rate": round(sum(1 for j in judged if j.verdict and j.verdict.passed) / len(judged), 3),
                 "injection_verdicts_changed": changed, "injection_attempts": attempts,
-                "injection_judge_errors": errors}
+                "injection_judge_errors": errors, "injection_reference_missing": unknown,
+                "judge_errors": errors + len(judged) - valid,
+                "judge_calls_by_outcome": dict(judge.stats.calls)}
 
     return asyncio.run(main())
 
@@ -219,6 +229,20 @@ def canary_verdicts(engines: Engines, tmp: Path) -> dict[str, Any]:
         v = looks(obs, engines, rounds=12, requests=24, until="fail")[-1]
     return {"aa_verdicts": aa, "aa_verdict_fail": "fail" in aa, "degraded_verdict": v.get("verdict"),
             "degraded_reason": str(v.get("reason", ""))[:160]}
+
+
+def gameday_evidence(report: Any) -> dict[str, Any]:
+    """The quality and drift evidence of the real game day: the metric that failed `worse`, and per version
+    the most golden items and live checks any one scenario scored, and whether drift was checked."""
+    rows = {r.scenario: r for r in report.rows}
+    found = [r.evidence for r in report.rows if r.evidence is not None]
+    versions = ("stable", "canary")
+    return {
+        "real_worse_failed_metric": rows["worse"].failed_metric if "worse" in rows else None,
+        "real_golden_items_scored": {v: max((f.golden_items.get(v, 0) for f in found), default=0) for v in versions},
+        "real_live_checks_scored": {v: max((f.live_checks.get(v, 0) for f in found), default=0) for v in versions},
+        "real_drift_checked": any(f.drift_checked(versions) for f in found),
+    }
 
 
 def main() -> None:
@@ -276,8 +300,11 @@ def main() -> None:
 
         report = run_real_gameday()
         out["gameday_real_ok"] = report.ok
-        out["gameday_real"] = {r.scenario: {"ok": r.ok, "verdicts": r.verdicts, "gate": r.web_gate}
+        out["gameday_real"] = {r.scenario: {"ok": r.ok, "verdicts": r.verdicts, "gate": r.web_gate,
+                                            "failed": r.failed_metric, "detail": r.detail, "seconds": round(r.seconds)}
                                for r in report.rows}
+        out["gameday_real_scenarios"] = {r.scenario: r.ok for r in report.rows}
+        out.update(gameday_evidence(report))
         print("gameday --real:", out["gameday_real"])
     print(json.dumps(out, sort_keys=True, default=str))
 

@@ -199,6 +199,13 @@ class RunningVllm:
         raise VllmError(f"vLLM server {self.spec.name!r} (port {self.port}) did not answer /health within "
                         f"{timeout:.0f}s; log {self.log_path}:\n{log_tail(self.log_path, 25)}")
 
+    def check_running(self) -> None:
+        """VllmError with the exit code and log tail if the server has exited (a crash mid-scenario)."""
+        code = self.proc.poll() if self.proc is not None else None
+        if code is not None:
+            raise VllmError(f"vLLM server {self.spec.name!r} (port {self.port}) exited with code {code} while "
+                            f"serving; log {self.log_path}:\n{log_tail(self.log_path, 25)}")
+
     def kill(self) -> None:
         """SIGKILL the whole server (API server, EngineCore, Worker), as an OOM kill would."""
         if self.proc is not None and self.proc.poll() is None:

