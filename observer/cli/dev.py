@@ -6,6 +6,7 @@ The dev package is imported inside the commands only, so `observer serve` and `o
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
 from typing import Annotated
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
                                                            help="Run only these scenarios.")] = None,
         seed: Annotated[int, typer.Option(help="Simulator seed.")] = 7,
         real: Annotated[bool, typer.Option("--real", help="On real vLLM servers (make real-vllm): healthy, "
-                                                          "slow, killed, idle.")] = False,
+                                                          "slow, worse, rejections, killed, idle.")] = False,
         cluster: Annotated[bool, typer.Option(
             "--cluster", help="In the cluster topology: versions discovered from a scripted Argo rollout, two "
                               "`observer serve` replicas on PostgreSQL, the judge reading Prometheus; one replica "
@@ -93,6 +94,7 @@ def register(app: typer.Typer) -> None:
             if real:
                 from observer_dev.gameday.real import run_real_gameday
 
+                sigterm_stops()  # the servers it starts are stopped by the finally blocks a SIGTERM skips
                 report = run_real_gameday(only=scenario or None)
             else:
                 report = run_gameday(short=short, only=scenario or None, seed=seed)
@@ -100,3 +102,13 @@ def register(app: typer.Typer) -> None:
             fail(str(e))
         print_report(report, Console(width=max(Console().width, 180)))
         raise typer.Exit(0 if report.ok else 1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def sigterm_stops() -> None:
+    """Make SIGTERM stop the process as Ctrl-C does (cleanup runs), when called on the main thread."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)

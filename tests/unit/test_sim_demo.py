@@ -32,3 +32,31 @@ def test_a_bad_config_fails_with_its_reason(tmp_path: Path, capsys: pytest.Captu
     path.write_text("fleet:\n  versions:\n    - name: Stable!\n")
     assert demo.run(["--config", str(path), "--duration", "1"]) == 1
     assert "fleet.versions.0.name" in capsys.readouterr().err
+
+
+def test_a_sigterm_stops_the_real_game_day_as_ctrl_c_does() -> None:
+    """`observer gameday --real` starts vLLM servers that only `finally` blocks stop; Python's default SIGTERM
+    skips them, so the command maps SIGTERM to KeyboardInterrupt first."""
+    import os
+    import signal
+
+    from observer.cli.dev import sigterm_stops
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        sigterm_stops()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0)  # let the handler run before the block ends
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_the_demo_takes_all_three_running_servers_or_none() -> None:
+    assert demo._given_servers([]) == {}
+    given = demo._given_servers(["stable=http://127.0.0.1:1/", "canary=http://127.0.0.1:2", "embedder=http://x:3"])
+    assert given["stable"].url == "http://127.0.0.1:1"
+    with pytest.raises(demo.DemoError, match="exactly stable, canary and embedder"):
+        demo._given_servers(["stable=http://127.0.0.1:1"])
+    with pytest.raises(demo.DemoError, match="NAME=URL"):
+        demo._given_servers(["stable"])
