@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from observer.errors import ObserverError
 from observer_dev.promserver import PrometheusError, free_port, log_tail, port_free, run_prometheus, stop_process
 from observer_dev.sim.fleet import FleetHandle, run_fleet
 from observer_dev.sim.profile import parse_profile_args
+from observer_dev.vllmproc import sigterm_stops
 
 TTFT_P95_QUERY = 'histogram_quantile(0.95, sum by (version, le) (rate(observer_ttft_seconds_bucket[1m])))'
 WINDOW_TTFT_P95_QUERY = 'observer_window_ttft_seconds{quantile="0.95"}'
@@ -173,9 +173,8 @@ def run(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(message, flush=True)
 
-    if threading.current_thread() is threading.main_thread():
-        # `kill` (SIGTERM) stops the demo like Ctrl-C, so the observer and Prometheus are stopped too.
-        signal.signal(signal.SIGTERM, _interrupt)
+    # `kill` (SIGTERM) stops the demo like Ctrl-C, so the observer and Prometheus are stopped too.
+    sigterm_stops()
     workdir = Path(tempfile.mkdtemp(prefix="observer-demo-"))
     try:
         if args.real:
@@ -358,10 +357,6 @@ def _keep_running(duration: float | None, say: Callable[[str], None]) -> bool:
         say("stopping")
         return False
     return True
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def _gameday(demo: DemoRun) -> int:

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -264,3 +265,14 @@ def run_vllm(specs: Sequence[VllmSpec], *, log_dir: Path, home: RealVllmHome | N
     finally:
         for server in servers.values():
             server.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def sigterm_stops() -> None:
+    """Make SIGTERM stop the process as Ctrl-C does, so `finally` blocks (run_vllm's) stop what it started;
+    Python's default SIGTERM skips them. Only on the main thread (a signal handler can be set nowhere else)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)

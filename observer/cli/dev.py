@@ -6,7 +6,6 @@ The dev package is imported inside the commands only, so `observer serve` and `o
 
 from __future__ import annotations
 
-import signal
 import threading
 from pathlib import Path
 from typing import Annotated
@@ -93,6 +92,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(0 if ok else 1)
             if real:
                 from observer_dev.gameday.real import run_real_gameday
+                from observer_dev.vllmproc import sigterm_stops
 
                 sigterm_stops()  # the servers it starts are stopped by the finally blocks a SIGTERM skips
                 report = run_real_gameday(only=scenario or None)
@@ -102,13 +102,3 @@ def register(app: typer.Typer) -> None:
             fail(str(e))
         print_report(report, Console(width=max(Console().width, 180)))
         raise typer.Exit(0 if report.ok else 1)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def sigterm_stops() -> None:
-    """Make SIGTERM stop the process as Ctrl-C does (cleanup runs), when called on the main thread."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)

@@ -40,7 +40,7 @@ def test_a_sigterm_stops_the_real_game_day_as_ctrl_c_does() -> None:
     import os
     import signal
 
-    from observer.cli.dev import sigterm_stops
+    from observer_dev.vllmproc import sigterm_stops
 
     before = signal.getsignal(signal.SIGTERM)
     try:
