@@ -24,7 +24,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from observer.sample.upstream import UpstreamPool
+from observer.sample.upstream import UpstreamError, UpstreamPool
 
 SMALL = b'{"id":"x","choices":[{"text":"' + b"a" * 1000 + b'"}]}'
 LARGE = b"b" * (2 * 1024 * 1024)
@@ -53,16 +53,37 @@ async def upstream() -> tuple[asyncio.Server, int]:
     return server, server.sockets[0].getsockname()[1]
 
 
+class Drain:
+    """A ReplySink that reads the reply to its end, as the proxy does when it forwards one."""
+
+    def __init__(self) -> None:
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        pass
+
+    def on_body(self, data: bytes) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def on_end(self) -> None:
+        self.done.set_result(None)
+
+    def on_error(self, error: UpstreamError) -> None:
+        self.done.set_exception(error)
+
+
 async def run_pool(port: int, n: int, concurrency: int, path: bytes) -> tuple[float, float]:
     pool = UpstreamPool(f"http://127.0.0.1:{port}", connect_timeout=5, read_timeout=30, max_idle=concurrency)
     sem = asyncio.Semaphore(concurrency)
 
     async def one() -> None:
         async with sem:
-            resp = await pool.request("POST", path, [(b"content-type", b"application/json")], b'{"prompt":"x"}')
-            async for _ in resp.batches(read_timeout=30):
-                pass
-            resp.close()
+            sink = Drain()
+            pool.send("POST", path, [(b"content-type", b"application/json")], b'{"prompt":"x"}', sink)
+            await sink.done
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     await asyncio.gather(*(one() for _ in range(n)))

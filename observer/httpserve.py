@@ -25,7 +25,7 @@ from observer import conventions as names
 
 REFUSAL_REASONS = ("too_many_connections", "header_timeout", "header_too_large", "too_many_headers")
 
-_RESPONSES = {
+REFUSAL_RESPONSES = {
     "too_many_connections": b"HTTP/1.1 503 Service Unavailable",
     "header_timeout": b"HTTP/1.1 408 Request Timeout",
     "header_too_large": b"HTTP/1.1 431 Request Header Fields Too Large",
@@ -100,7 +100,7 @@ class _GuardedProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         if not self.transport.is_closing():
-            self.transport.write(_RESPONSES[reason] + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            self.transport.write(REFUSAL_RESPONSES[reason] + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
             self.transport.close()
 
     def _count_head(self, n: int) -> None:

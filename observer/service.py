@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 import time
@@ -207,6 +208,7 @@ async def serve(config: ObserverConfig) -> None:
     server = uvicorn.Server(uvicorn_config(service.app, host=config.server.host, port=config.server.port,
                                            lifespan="auto", guard=service.guard))
     await service.start()
+    gc.freeze()  # as the sidecar does (observer.sample.sidecar): long-lived start-up objects out of full collections
     try:
         await server.serve()
     finally:

@@ -1,8 +1,9 @@
-"""The sampling reverse proxy: a raw ASGI app forwarding to one version's OpenAI-compatible server.
+"""The sampling reverse proxy: forwards to one version's OpenAI-compatible server, served by its own HTTP/1.1
+server (`observer.sample.h1`) and upstream client (`observer.sample.upstream`), both callback-driven.
 
 Bodies, status codes and headers pass through unchanged (hop-by-hop headers dropped); reply chunks are
 forwarded the moment they arrive, never buffered. A client disconnect cancels the upstream request; an
-upstream disconnect mid-reply aborts the client connection the same way. Sampling costs the request a
+upstream disconnect mid-reply breaks the client's reply off the same way. Sampling costs the request a
 gate decision and, for selected requests, a copy of the reply chunks; parsing and storage happen later.
 Its own endpoints are `/healthz`, `/readyz` and `/observer/metrics` (and `POST /v1/traces` with engine spans
 on); every other path is forwarded.
@@ -11,14 +12,11 @@ on); every other path is forwarded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
+import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
 import httpx
 from prometheus_client import CollectorRegistry, generate_latest
@@ -26,19 +24,13 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from observer import conventions as names
 from observer.config.sampling import ProxySpec
-from observer.errors import ObserverError
-from observer.export import contract
-from observer.sample.capture import SAMPLED_PATHS, Capture
+from observer.sample.capture import SAMPLED_PATHS, Capture, Kind
+from observer.sample.h1 import Request, Responder
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.otlp_receiver import answer_export
 from observer.sample.pipeline import SamplePipeline
 from observer.sample.spans import SpanJoin
-from observer.sample.upstream import UpstreamError, UpstreamPool
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+from observer.sample.upstream import Exchange, UpstreamError, UpstreamPool
 
 log = logging.getLogger("observer.proxy")
 
@@ -46,7 +38,7 @@ HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"p
                         b"proxy-connection", b"te", b"trailer", b"trailers", b"transfer-encoding",
                         b"upgrade"})
 # The body is read in full before forwarding, so the upstream gets a plain Content-Length request:
-# the client's framing and any 100-continue handshake (answered by the ASGI server) end here.
+# the client's framing and any 100-continue handshake (answered by the server) end here.
 SHADOW_HEADER = b"x-observer-shadow"
 """Marks the observer's own shadow replays (quality.shadow): forwarded, never sampled, counted apart."""
 _REQUEST_DROP = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
@@ -56,13 +48,10 @@ TRACES_PATH = "/v1/traces"
 same pod sends its request spans to the proxy in front of it."""
 
 
-class UpstreamAborted(ObserverError):
-    """The upstream closed the reply mid-stream; raised so the ASGI server aborts the client connection."""
-
-
 def new_traceparent() -> str:
-    """A fresh W3C traceparent (version 00, random trace and span ids, sampled)."""
-    return f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01"
+    """A fresh W3C traceparent (version 00, random trace and span ids, sampled). Ids from `random`, as the
+    OpenTelemetry SDK makes them: unique, not secret, and no syscall per request as os.urandom would be."""
+    return f"00-{random.getrandbits(128) or 1:032x}-{random.getrandbits(64) or 1:016x}-01"
 
 
 def valid_traceparent(value: str) -> bool:
@@ -80,18 +69,14 @@ def valid_traceparent(value: str) -> bool:
 def forward_headers(raw: list[tuple[bytes, bytes]], drop: frozenset[bytes]) -> list[tuple[bytes, bytes]]:
     """Headers minus hop-by-hop ones and any the Connection header names."""
     named = {t.strip().lower() for k, v in raw if k.lower() == b"connection" for t in v.split(b",")}
+    if not named:
+        return [(k, v) for k, v in raw if k.lower() not in drop]
     return [(k, v) for k, v in raw if k.lower() not in drop and k.lower() not in named]
 
 
-@dataclass
-class _State:
-    finished: bool = False
-    client_gone: bool = False
-    shadow: bool = False
-
-
 class ProxyApp:
-    """Forward everything to `upstream`; sample chat and text completions of `version` into `pipeline`."""
+    """Forward everything to `upstream`; sample chat and text completions of `version` into `pipeline`.
+    Served by `observer.sample.h1.H1Server` (it is that server's `Handler`)."""
 
     def __init__(self, *, version: str, upstream: str, client: httpx.AsyncClient, metrics: SamplingMetrics,
                  pipeline: SamplePipeline | None, max_capture_bytes: int = 1024 * 1024,
@@ -115,48 +100,54 @@ class ProxyApp:
         self._wall = wall
         self._ready_until = 0.0
         self._next_warning = 0.0
+        self._probes: set[asyncio.Task[None]] = set()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
-        if scope["type"] != "http":
-            return
-        path = scope["path"]
+    def handle(self, request: Request, responder: Responder) -> None:
+        path = request.path
         if path in OWN_PATHS:
-            await self._own(path, send)
-            return
-        if path == TRACES_PATH and self.spans is not None and scope["method"] == "POST":
-            await self._traces(self.spans, scope, receive, send)
-            return
-        await self._forward(scope, receive, send)
+            self._own(path, responder)
+        elif path == TRACES_PATH and self.spans is not None and request.method == "POST":
+            headers = dict(request.headers)
+            code, payload, media = answer_export(
+                self.spans, request.body, content_type=headers.get(b"content-type", b"").decode("latin-1"),
+                content_encoding=headers.get(b"content-encoding", b"").decode("latin-1"), too_large=None,
+                max_bytes=self.max_request_bytes)
+            responder.reply(code, payload, content_type=media.encode())
+        else:
+            _Forward(self, request, responder).start()
 
-    async def _traces(self, join: SpanJoin, scope: Scope, receive: Receive, send: Send) -> None:
-        read = await _read_body(scope, receive, self.max_request_bytes)
-        if read is None:  # the exporter left before sending its request
+    def refuse_too_large(self, path: str, responder: Responder) -> None:
+        if path == TRACES_PATH and self.spans is not None:
+            code, payload, media = answer_export(
+                self.spans, b"", content_type="application/x-protobuf", content_encoding="",
+                too_large=f"body over {self.max_request_bytes} bytes", max_bytes=self.max_request_bytes)
+            responder.reply(code, payload, content_type=media.encode())
             return
-        body, too_large = read
-        headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        code, payload, media = answer_export(
-            join, body, content_type=headers.get(b"content-type", ""),
-            content_encoding=headers.get(b"content-encoding", ""), too_large=too_large,
-            max_bytes=self.max_request_bytes)
-        await _reply(send, code, payload, content_type=media.encode())
+        responder.reply(413, b'{"error":{"message":"request body too large for the observer proxy",'
+                             b'"type":"invalid_request_error"}}')
+        self.metrics.requests[(self.version, "413")] += 1
 
     def close(self) -> None:
         """Close idle upstream connections."""
         self.pool.close()
+        for task in list(self._probes):
+            task.cancel()
 
-    async def _own(self, path: str, send: Send) -> None:
+    def _own(self, path: str, responder: Responder) -> None:
         if path == "/healthz":
-            await _reply(send, 200, b'{"status":"ok"}')
+            responder.reply(200, b'{"status":"ok"}')
         elif path == "/readyz":
-            ok = await self._upstream_ready()
-            await _reply(send, 200 if ok else 503, b'{"status":"ready"}' if ok else b'{"status":"starting"}')
+            task = asyncio.get_running_loop().create_task(self._ready(responder))
+            self._probes.add(task)
+            task.add_done_callback(self._probes.discard)
         elif self.registry is not None:
-            await _reply(send, 200, generate_latest(self.registry), content_type=CONTENT_TYPE_LATEST.encode())
+            responder.reply(200, generate_latest(self.registry), content_type=CONTENT_TYPE_LATEST.encode())
         else:
-            await _reply(send, 404, b'{"error":"metrics are served by the observer"}')
+            responder.reply(404, b'{"error":"metrics are served by the observer"}')
+
+    async def _ready(self, responder: Responder) -> None:
+        ok = await self._upstream_ready()
+        responder.reply(200 if ok else 503, b'{"status":"ready"}' if ok else b'{"status":"starting"}')
 
     async def _upstream_ready(self) -> bool:
         now = time.monotonic()
@@ -171,196 +162,170 @@ class ProxyApp:
             return True
         return False
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
-        t0 = time.perf_counter()
-        read = await _read_body(scope, receive, self.max_request_bytes)
-        if read is None:  # client left before sending its request
-            return
-        body, too_large = read
-        if too_large is not None:
-            await _reply(send, 413, b'{"error":{"message":"request body too large for the observer proxy",'
-                                    b'"type":"invalid_request_error"}}')
-            self.metrics.requests[(self.version, "413")] += 1
-            return
-        state = _State()
-        task = asyncio.current_task()
-        assert task is not None
-        watcher = asyncio.create_task(_watch_disconnect(receive, state, task))
-        try:
-            await self._exchange(scope, body, send, t0, state)
-        except asyncio.CancelledError:
-            if not state.client_gone:
-                raise
-            task.uncancel()  # the cancellation was ours (client left), not the server's
-        finally:
-            state.finished = True
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+    def _warn_upstream(self, error: UpstreamError) -> None:
+        now = time.monotonic()
+        if now >= self._next_warning:  # at most one line per 10 s: a dead upstream must not flood logs
+            self._next_warning = now + 10.0
+            log.warning("proxy %s: upstream request failed (%s); counted in %s{code=\"502|504\"}",
+                        self.version, error.kind, names.PROXY_REQUESTS)
 
-    async def _exchange(self, scope: Scope, body: bytes, send: Send, t0: float, state: _State) -> None:
-        method = scope["method"]
-        path = scope["path"]
-        headers = forward_headers(list(scope["headers"]), _REQUEST_DROP)
-        traceparent = next((v.decode("latin-1") for k, v in headers if k.lower() == b"traceparent"), "")
+    def _done(self, version: str, code: int, added: float, ttft: float | None, e2e: float | None, capture: bool,
+              reason: str | None, shadow: bool = False) -> None:
+        if shadow:  # shadow replays are the observer's own traffic: kept out of the serving SLIs
+            self.metrics.shadow[(version, str(code))] += 1
+        else:
+            self.metrics.observe_request(version, code=code, added_s=added, ttft_s=ttft, e2e_s=e2e)
+        if capture and reason is not None and self.pipeline is not None:
+            self.pipeline.discard(version, reason)
+
+
+class _Forward:
+    """One forwarded request: the upstream's reply goes to the client as it arrives (the `ReplySink`), and a
+    selected one is copied for sampling."""
+
+    __slots__ = (
+        "added",
+        "app",
+        "capture",
+        "chunks",
+        "content_encoding",
+        "content_type",
+        "exchange",
+        "kind",
+        "request",
+        "responder",
+        "shadow",
+        "size",
+        "status",
+        "t_sent",
+        "too_large",
+        "traceparent",
+        "ttft",
+        "version",
+    )
+
+    def __init__(self, app: ProxyApp, request: Request, responder: Responder) -> None:
+        self.app = app
+        self.request = request
+        self.responder = responder
+        self.version = app.version  # the labels may change mid-request: the request keeps its version
+        self.kind: Kind | None = SAMPLED_PATHS.get(request.path) if request.method == "POST" else None
+        self.capture = False
+        self.shadow = False
+        self.traceparent = ""
+        self.exchange: Exchange | None = None
+        self.t_sent = 0.0
+        self.added = 0.0
+        self.ttft: float | None = None
+        self.status = 0
+        self.content_type = b""
+        self.content_encoding = b""
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.too_large = False
+
+    def start(self) -> None:
+        request, app = self.request, self.app
+        headers = forward_headers(request.headers, _REQUEST_DROP)
+        traceparent = ""
+        for k, v in headers:
+            if k == b"traceparent":
+                traceparent = v.decode("latin-1")
+            elif k == SHADOW_HEADER:
+                self.shadow = True
         if not valid_traceparent(traceparent):
-            headers = [(k, v) for k, v in headers if k.lower() not in (b"traceparent", b"tracestate")]
+            headers = [(k, v) for k, v in headers if k not in (b"traceparent", b"tracestate")]
             traceparent = new_traceparent()
             headers.append((b"traceparent", traceparent.encode()))
-        target: bytes = scope.get("raw_path") or path.encode()
-        if scope.get("query_string"):
-            target += b"?" + scope["query_string"]
-        kind = SAMPLED_PATHS.get(path) if method == "POST" else None
-        pipeline = self.pipeline
-        state.shadow = any(k.lower() == SHADOW_HEADER for k, _ in headers)
-        capture = kind is not None and pipeline is not None and not state.shadow and pipeline.want(self.version)
-        t_sent = time.perf_counter()
-        try:
-            resp = await self.pool.request(method, target, headers, body)
-        except UpstreamError as e:
-            now = time.monotonic()
-            if now >= self._next_warning:  # at most one line per 10 s: a dead upstream must not flood logs
-                self._next_warning = now + 10.0
-                log.warning("proxy %s: upstream request failed (%s); counted in %s{code=\"502|504\"}",
-                            self.version, e.kind, names.PROXY_REQUESTS)
-            await self._fail(send, 504 if e.kind == "timeout" else 502,
-                             "upstream timed out" if e.kind == "timeout" else "upstream unreachable", t0, capture,
-                             state.shadow)
-            return
-        except asyncio.CancelledError:
-            if state.client_gone:  # 499: the client closed the request before the upstream answered
-                self._done(499, time.perf_counter() - t0, None, None, capture, "incomplete", state.shadow)
-            raise
-        t_headers = time.perf_counter()
-        chunks: list[bytes] = []
-        size = 0
-        too_large = False
-        ttft: float | None = None
-        status = resp.status
-        batches = resp.batches(read_timeout=self.read_timeout)
-        try:
-            await send({"type": "http.response.start", "status": status,
-                        "headers": forward_headers(resp.headers, HOP_BY_HOP)})
-            added = (t_sent - t0) + (time.perf_counter() - t_headers)
-            try:
-                # Each batch is what one socket read brought: forwarded at once, never held back.
-                async for chunk in batches:
-                    if ttft is None:
-                        ttft = time.perf_counter() - t0
-                    if capture and not too_large:
-                        size += len(chunk)
-                        if size > self.max_capture_bytes:
-                            too_large, chunks = True, []
-                        else:
-                            chunks.append(chunk)
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except UpstreamError as e:
-                self._done(status, added, ttft, None, capture, "incomplete", state.shadow)
-                raise UpstreamAborted(f"upstream reply broke off: {e.kind}") from e
-            state.finished = True
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except asyncio.CancelledError:
-            if state.client_gone:
-                self._done(status, time.perf_counter() - t0, ttft, None, capture, "incomplete", state.shadow)
-            raise
-        finally:
-            await batches.aclose()
-            resp.close()
-        e2e = time.perf_counter() - t0
+        self.traceparent = traceparent
+        pipeline = app.pipeline
+        self.capture = self.kind is not None and pipeline is not None and not self.shadow \
+            and pipeline.want(self.version)
+        self.responder.on_gone = self.client_gone
+        self.t_sent = time.perf_counter()
+        self.exchange = app.pool.send(request.method, request.target, headers, request.body, self)
+        self.responder.flow = self.exchange
+
+    # --- ReplySink
+    def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        t_head = time.perf_counter()
+        self.status = status
+        length = False
+        for k, v in headers:
+            lower = k.lower()
+            if lower == b"content-length":
+                length = True
+            elif lower == b"content-type":
+                self.content_type = v
+            elif lower == b"content-encoding":
+                self.content_encoding = v
+        self.responder.start(status, forward_headers(headers, HOP_BY_HOP), length=length,
+                             head=self.request.method == "HEAD")
+        self.added = (self.t_sent - self.request.t0) + (time.perf_counter() - t_head)
+
+    def on_body(self, data: bytes) -> None:
+        if self.ttft is None:
+            self.ttft = time.perf_counter() - self.request.t0
+        if self.capture and not self.too_large:
+            self.size += len(data)
+            if self.size > self.app.max_capture_bytes:
+                self.too_large, self.chunks = True, []
+            else:
+                self.chunks.append(data)
+        self.responder.body(data)
+
+    def on_end(self) -> None:
+        e2e = time.perf_counter() - self.request.t0
+        self.responder.end()
+        app, status = self.app, self.status
         reason = None
         if not 200 <= status < 300:
             reason = "upstream_status"
-        elif too_large:
+        elif self.too_large:
             reason = "too_large"
-        self._done(status, added, ttft, e2e, capture, reason, state.shadow)
-        if self.spans is not None and kind is not None and 200 <= status < 300:
+        app._done(self.version, status, self.added, self.ttft, e2e, self.capture, reason, self.shadow)
+        if app.spans is not None and self.kind is not None and 200 <= status < 300:
             # The engine's TTFT compares with ours only when the reply streams; a plain reply's first byte
             # is its last.
-            streamed = (resp.header(b"content-type") or b"").startswith(b"text/event-stream")
-            self.spans.request_done(traceparent.strip().split("-")[1], self.version,
-                                    ttft_s=ttft if streamed else None, e2e_s=e2e)
-        if capture and reason is None and kind is not None and self.pipeline is not None:
-            self.pipeline.submit(Capture(
-                version=self.version, kind=kind, request=body, response=b"".join(chunks),
-                content_type=(resp.header(b"content-type") or b"").decode("latin-1"), ts=self._wall() - e2e,
-                ttft_s=ttft, latency_s=e2e,
-                content_encoding=(resp.header(b"content-encoding") or b"").decode("latin-1")))
+            streamed = self.content_type.startswith(b"text/event-stream")
+            app.spans.request_done(self.traceparent.strip().split("-")[1], self.version,
+                                   ttft_s=self.ttft if streamed else None, e2e_s=e2e)
+        if self.capture and reason is None and self.kind is not None and app.pipeline is not None:
+            app.pipeline.submit(Capture(
+                version=self.version, kind=self.kind, request=self.request.body, response=b"".join(self.chunks),
+                content_type=self.content_type.decode("latin-1"), ts=app._wall() - e2e, ttft_s=self.ttft,
+                latency_s=e2e, content_encoding=self.content_encoding.decode("latin-1")))
 
-    def _done(self, code: int, added: float, ttft: float | None, e2e: float | None, capture: bool,
-              reason: str | None, shadow: bool = False) -> None:
-        if shadow:  # shadow replays are the observer's own traffic: kept out of the serving SLIs
-            self.metrics.shadow[(self.version, str(code))] += 1
-        else:
-            self.metrics.observe_request(self.version, code=code, added_s=added, ttft_s=ttft, e2e_s=e2e)
-        if capture and reason is not None and self.pipeline is not None:
-            self.pipeline.discard(self.version, reason)
+    def flush(self) -> None:
+        self.responder.flush()
 
-    async def _fail(self, send: Send, code: int, message: str, t0: float, capture: bool, shadow: bool = False
-                    ) -> None:
+    def on_error(self, error: UpstreamError) -> None:
+        app = self.app
+        if self.responder.started:  # the reply broke off: the client sees it break off the same way
+            log.warning("proxy: upstream reply broke off: %s", error.kind)
+            app._done(self.version, self.status, self.added, self.ttft, None, self.capture, "incomplete",
+                      self.shadow)
+            self.responder.broke_off()
+            return
+        app._warn_upstream(error)
+        code = 504 if error.kind == "timeout" else 502
+        message = "upstream timed out" if error.kind == "timeout" else "upstream unreachable"
         body = json.dumps({"error": {"message": f"observer proxy: {message}", "type": "upstream_error",
                                      "code": code}}).encode()
-        await _reply(send, code, body)
-        self._done(code, time.perf_counter() - t0, None, None, capture, "upstream_status", shadow)
+        self.responder.reply(code, body)
+        app._done(self.version, code, time.perf_counter() - self.request.t0, None, None, self.capture,
+                  "upstream_status", self.shadow)
 
-
-class _Disconnected(Exception):
-    """The client left before its request body was read."""
-
-
-async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Disconnected
-        yield message.get("body", b"")
-        if not message.get("more_body", False):
-            return
-
-
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes, str | None] | None:
-    """The request body and why it is refused (`contract.read_capped`); None when the client left."""
-    declared = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"content-length"), None)
-    try:
-        return await contract.read_capped(declared, _chunks(receive), limit)
-    except _Disconnected:
-        return None
-
-
-async def _watch_disconnect(receive: Receive, state: _State, task: asyncio.Task[Any]) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            if not state.finished:
-                state.client_gone = True
-                task.cancel()
-            return
-
-
-async def _reply(send: Send, status: int, body: bytes, *, content_type: bytes = b"application/json") -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
-class QuietAborts(logging.Filter):
-    """Drop the ASGI server's traceback for UpstreamAborted (the abort is intended; we log it ourselves)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, UpstreamAborted):
-            log.warning("proxy: %s", exc)
-            return False
-        return True
+    def client_gone(self) -> None:
+        """The client closed the connection before the reply ended: the upstream request is cancelled."""
+        if self.exchange is not None:
+            self.exchange.abandon()
+        elapsed = time.perf_counter() - self.request.t0
+        if self.responder.started:
+            self.app._done(self.version, self.status, self.added, self.ttft, None, self.capture, "incomplete",
+                           self.shadow)
+        else:  # 499: the client closed the request before the upstream answered
+            self.app._done(self.version, 499, elapsed, None, None, self.capture, "incomplete", self.shadow)
 
 
 def build_client(*, connect_timeout: float, read_timeout: float, max_connections: int) -> httpx.AsyncClient:

@@ -1,25 +1,23 @@
-"""A lean HTTP/1.1 client for the proxy's upstream: asyncio protocol + httptools (C) response parser.
+"""A lean HTTP/1.1 client for the proxy's upstream: asyncio protocol + httptools (C) response parser, driven
+by callbacks.
 
 Why not httpx: per forwarded request it cost ~1 ms of CPU here (URL and header models, h11 parsing in
-Python, a connection pool scanned per request). This client writes the request in one syscall, parses
-replies in C, hands body bytes to the proxy exactly as they arrive (everything received by one socket
-read comes as one batch), applies back-pressure when the client reads slowly, and keeps idle
-keep-alive connections in an O(1) pool.
+Python, a connection pool scanned per request). Why callbacks and not awaitables: a task, a future and an
+async generator per request were most of what was left of the proxy's own CPU (`bench/proxy_profile.py`).
+`UpstreamPool.send` writes the request in one syscall and hands the reply to a `ReplySink` as the parser
+reads it: the head, each body piece as one socket read brought it, the end or a typed error. The sink
+applies back-pressure with `Exchange.pause()` / `resume()`; idle keep-alive connections wait in an O(1) pool.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
-from typing import cast
+from typing import Protocol, cast
 from urllib.parse import urlsplit
 
 import httptools
 
 from observer.errors import ObserverError
-
-_PAUSE_BYTES = 1024 * 1024  # stop reading from the upstream while this much waits for the client
 
 
 class UpstreamError(ObserverError):
@@ -30,86 +28,68 @@ class UpstreamError(ObserverError):
         super().__init__(message)
 
 
-@dataclass(eq=False)
-class UpstreamResponse:
-    """Status and raw headers of a reply; `batches()` yields its body as it arrives."""
+class ReplySink(Protocol):
+    """What receives one reply. Exactly one of `on_end` / `on_error` is called last, unless the exchange was
+    abandoned first."""
 
-    status: int = 0
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
-    _conn: _Connection | None = None
-    _chunks: list[bytes] = field(default_factory=list)
-    _buffered: int = 0
-    _complete: bool = False
-    _error: UpstreamError | None = None
-    _event: asyncio.Event = field(default_factory=asyncio.Event)
+    def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None: ...
 
-    def header(self, name: bytes) -> bytes | None:
-        """First value of a header (name in lower case)."""
-        for k, v in self.headers:
-            if k.lower() == name:
-                return v
-        return None
+    def on_body(self, data: bytes) -> None: ...
 
-    async def batches(self, *, read_timeout: float) -> AsyncGenerator[bytes, None]:
-        """Body bytes as received (each socket read's worth joined); UpstreamError if the reply breaks."""
-        loop = asyncio.get_running_loop()
-        while True:
-            if self._chunks:
-                data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
-                self._chunks.clear()
-                self._buffered = 0
-                if self._conn is not None:
-                    self._conn.resume()
-                yield data
-            elif self._error is not None:
-                raise self._error
-            elif self._complete:
-                return
-            else:
-                self._event.clear()
-                timer = loop.call_later(read_timeout, self._fail,
-                                        UpstreamError("upstream sent nothing within the read timeout", kind="timeout"))
-                try:
-                    await self._event.wait()
-                finally:
-                    timer.cancel()
+    def on_end(self) -> None: ...
 
-    def _feed(self, data: bytes) -> None:
-        self._chunks.append(data)
-        self._buffered += len(data)
-        self._event.set()
+    def on_error(self, error: UpstreamError) -> None: ...
 
-    def _finish(self) -> None:
-        self._complete = True
-        self._event.set()
+    def flush(self) -> None:
+        """Called after each socket read's worth of the reply was handed over."""
 
-    def close(self) -> None:
-        """Abandon the reply: an unfinished one closes its connection (the upstream stops generating)."""
-        if not self._complete and self._conn is not None:
-            self._conn.close()
-        self._conn = None
 
-    def _fail(self, error: UpstreamError) -> None:
-        if not self._complete and self._error is None:
-            self._error = error
-            if self._conn is not None:
-                self._conn.close()
-        self._event.set()
+class Exchange:
+    """One request in flight: `abandon()` when the client left (closes an unfinished reply's connection, so
+    the upstream stops generating); `pause()` / `resume()` reading while the client is slow."""
+
+    __slots__ = ("_conn", "done")
+
+    def __init__(self) -> None:
+        self._conn: _Connection | None = None
+        self.done = False
+
+    def abandon(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not self.done:
+            conn.sink = None
+            conn.close()
+        self.done = True
+
+    def pause(self) -> None:
+        if self._conn is not None and self._conn.transport is not None:
+            self._conn.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._conn is not None and self._conn.transport is not None:
+            self._conn.transport.resume_reading()
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection; parser callbacks feed the response in flight."""
+    """One keep-alive connection; parser callbacks feed the sink of the request in flight."""
 
     def __init__(self, pool: UpstreamPool) -> None:
         self.pool = pool
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        self.response: UpstreamResponse | None = None
-        self.headers_done: asyncio.Future[None] | None = None
+        self.sink: ReplySink | None = None
+        self.exchange: Exchange | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.head_done = False
+        self.delimited = False  # the reply has a Content-Length or is chunked
         self.head_request = False
         self.lost = False
-        self.paused = False
         self.received = False
+        self.reused = False
+        self.payload = b""
+        self.last_read = 0.0
+        self.timer: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -117,74 +97,108 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.received = True
+        self.last_read = self.loop.time()
+        sink = self.sink
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as e:
-            self._abort(UpstreamError(f"upstream sent invalid HTTP: {e}", kind="protocol"))
+            self._fail(UpstreamError(f"upstream sent invalid HTTP: {e}", kind="protocol"))
+        if sink is not None:
+            sink.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
-        response = self.response
-        if response is not None and self.headers_done is not None and self.headers_done.done() \
-                and response.header(b"content-length") is None and response.header(b"transfer-encoding") is None:
-            response._finish()  # a body delimited by the end of the connection: this is its end
-            self.response = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.sink is None:
             return
-        self._abort(UpstreamError("upstream closed the connection mid-reply", kind="closed"))
+        if self.head_done and not self.delimited:
+            self._finish()  # a body delimited by the end of the connection: this is its end
+        elif not self.received and self.reused:
+            # A reused connection the upstream had already closed: nothing was processed; send it again.
+            sink, exchange, payload, head = self.sink, self.exchange, self.payload, self.head_request
+            self._clear()
+            assert exchange is not None
+            self.pool._fresh(payload, sink, exchange, head)
+        else:
+            self._fail(UpstreamError("upstream closed the connection mid-reply", kind="closed"))
 
     # --- httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self.response is not None:
-            self.response.headers.append((name, value))
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        if self.response is None or self.headers_done is None:
+        sink = self.sink
+        if sink is None:
             return
-        self.response.status = self.parser.get_status_code()
-        if not self.headers_done.done():
-            self.headers_done.set_result(None)
+        self.head_done = True
+        lower = {k.lower() for k, _ in self.headers}
+        self.delimited = b"content-length" in lower or b"transfer-encoding" in lower
+        sink.on_head(self.parser.get_status_code(), self.headers)
         if self.head_request:  # no body follows a HEAD reply, whatever Content-Length says
-            self.response._finish()
+            self._finish()
             self.close()
 
     def on_body(self, body: bytes) -> None:
-        response = self.response
-        if response is not None:
-            response._feed(body)
-            if response._buffered > _PAUSE_BYTES and not self.paused and self.transport is not None:
-                self.paused = True
-                self.transport.pause_reading()
+        if self.sink is not None:
+            self.sink.on_body(body)
 
     def on_message_complete(self) -> None:
-        response = self.response
-        if response is None:
+        if self.sink is None or self.head_request:
             return
         keep = self.parser.should_keep_alive()
-        response._finish()
-        response._conn = None
-        self.response = None
-        # The reply is read to its end, but reading may still be paused for back-pressure (a body over
-        # _PAUSE_BYTES the client has not drained): a paused connection in the pool would never read the
-        # next reply, whose request would then wait out the read timeout.
-        self.resume()
+        self._finish()
+        if self.transport is not None:
+            self.transport.resume_reading()  # a sink that paused us must not leave a paused connection idle
         if keep and not self.lost:
             self.pool._release(self)
         else:
             self.close()
 
     # --- helpers
-    def resume(self) -> None:
-        if self.paused and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
+    def start(self, payload: bytes, sink: ReplySink, exchange: Exchange, head_request: bool) -> None:
+        assert self.transport is not None
+        self.sink, self.exchange, self.payload, self.head_request = sink, exchange, payload, head_request
+        exchange._conn = self
+        self.headers = []
+        self.head_done = self.received = False
+        self.last_read = self.loop.time()
+        self.transport.write(payload)
+        if self.timer is None:  # one timer per connection, re-armed when it fires: none made per request
+            self.timer = self.loop.call_at(self.last_read + self.pool.read_timeout, self._tick)
 
-    def _abort(self, error: UpstreamError) -> None:
-        if self.headers_done is not None and not self.headers_done.done():
-            self.headers_done.set_exception(error)
-        if self.response is not None:
-            self.response._fail(error)
-            self.response = None
+    def _tick(self) -> None:
+        """The read timeout: no byte for `read_timeout` seconds, before the head or between body pieces."""
+        self.timer = None
+        if self.sink is None:
+            return
+        due = self.last_read + self.pool.read_timeout
+        if self.loop.time() < due:
+            self.timer = self.loop.call_at(due, self._tick)
+            return
+        self._fail(UpstreamError("upstream did not answer within the read timeout" if not self.head_done
+                                 else "upstream sent nothing within the read timeout", kind="timeout"))
+
+    def _clear(self) -> None:
+        if self.exchange is not None:
+            self.exchange.done = True
+            self.exchange._conn = None
+        self.sink = self.exchange = None
+        self.payload = b""
+
+    def _finish(self) -> None:
+        sink = self.sink
+        self._clear()
+        if sink is not None:
+            sink.on_end()
+
+    def _fail(self, error: UpstreamError) -> None:
+        sink = self.sink
+        self._clear()
         self.close()
+        if sink is not None:
+            sink.on_error(error)
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -206,19 +220,58 @@ class UpstreamPool:
         self.read_timeout = read_timeout
         self.max_idle = max_idle
         self._idle: list[_Connection] = []
+        self._connecting: set[asyncio.Task[None]] = set()
 
-    async def _connect(self) -> _Connection:
+    def encode(self, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
+        """The request as it goes on the wire: one buffer, one write."""
+        head = [method.encode(), b" ", self.prefix + target, b" HTTP/1.1\r\nhost: ", self.authority, b"\r\n"]
+        for k, v in headers:
+            head += [k, b": ", v, b"\r\n"]
+        if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            head += [b"content-length: ", str(len(body)).encode(), b"\r\n"]
+        head.append(b"\r\n")
+        return b"".join(head) + body
+
+    def send(self, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes, sink: ReplySink
+             ) -> Exchange:
+        """Send a request; the reply goes to `sink`. On an idle connection this writes before returning."""
+        payload = self.encode(method, target, headers, body)
+        exchange = Exchange()
+        head = method == "HEAD"
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.lost or conn.transport is None or conn.transport.is_closing():
+                continue
+            conn.reused = True
+            conn.start(payload, sink, exchange, head)
+            return exchange
+        self._fresh(payload, sink, exchange, head)
+        return exchange
+
+    def _fresh(self, payload: bytes, sink: ReplySink, exchange: Exchange, head: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._connect_and_start(payload, sink, exchange, head))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    async def _connect_and_start(self, payload: bytes, sink: ReplySink, exchange: Exchange, head: bool) -> None:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(lambda: _Connection(self), self.host, self.port),
                 timeout=self.connect_timeout)
-        except TimeoutError as e:
-            raise UpstreamError(f"could not connect to {self.host}:{self.port} in time", kind="timeout") from e
+        except TimeoutError:
+            error = UpstreamError(f"could not connect to {self.host}:{self.port} in time", kind="timeout")
         except OSError as e:
-            raise UpstreamError(f"could not connect to {self.host}:{self.port}: {e.strerror or e}",
-                                kind="connect") from e
-        return conn
+            error = UpstreamError(f"could not connect to {self.host}:{self.port}: {e.strerror or e}", kind="connect")
+        else:
+            if exchange.done:  # the client left while we connected: keep the connection for the next one
+                self._release(conn)
+            else:
+                conn.start(payload, sink, exchange, head)
+            return
+        if not exchange.done:
+            exchange.done = True
+            sink.on_error(error)
 
     def _release(self, conn: _Connection) -> None:
         if len(self._idle) < self.max_idle:
@@ -226,50 +279,10 @@ class UpstreamPool:
         else:
             conn.close()
 
-    async def request(self, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
-                      ) -> UpstreamResponse:
-        """Send a request; return once the reply's headers arrived (the body streams from `batches`)."""
-        head = [method.encode(), b" ", self.prefix + target, b" HTTP/1.1\r\nhost: ", self.authority, b"\r\n"]
-        for k, v in headers:
-            head += [k, b": ", v, b"\r\n"]
-        if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
-            head += [b"content-length: ", str(len(body)).encode(), b"\r\n"]
-        head.append(b"\r\n")
-        payload = b"".join(head) + body
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.lost or conn.transport is None or conn.transport.is_closing():
-                continue
-            try:
-                return await self._send(conn, method, payload)
-            except UpstreamError as e:
-                if conn.received or e.kind != "closed":
-                    raise
-                # A reused connection the upstream had already closed: nothing was processed; retry.
-        return await self._send(await self._connect(), method, payload)
-
-    async def _send(self, conn: _Connection, method: str, payload: bytes) -> UpstreamResponse:
-        loop = asyncio.get_running_loop()
-        response = UpstreamResponse(_conn=conn)
-        conn.response = response
-        conn.headers_done = loop.create_future()
-        conn.head_request = method == "HEAD"
-        conn.received = False
-        assert conn.transport is not None
-        conn.transport.write(payload)
-        timer = loop.call_later(self.read_timeout, conn._abort,
-                                UpstreamError("upstream did not answer within the read timeout", kind="timeout"))
-        try:
-            await conn.headers_done
-        except asyncio.CancelledError:
-            conn.close()  # the client left: closing tells the upstream to stop generating
-            raise
-        finally:
-            timer.cancel()
-        return response
-
     def close(self) -> None:
-        """Close idle connections."""
+        """Close idle connections and stop connecting."""
         for conn in self._idle:
             conn.close()
         self._idle.clear()
+        for task in list(self._connecting):
+            task.cancel()

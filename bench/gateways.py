@@ -1,0 +1,249 @@
+"""What each way into the fleet costs: `observer proxy` against the gateways users already run, side by side.
+
+    .venv/bin/python bench/gateways.py                 # ~6 min: every arm, plain and streamed, 4 loads
+    .venv/bin/python bench/gateways.py --rounds 2      # quicker, noisier
+    .venv/bin/python bench/gateways.py --only observer,nginx --concurrency 16
+
+One upstream answers after a constant 20 ms (`tests.support.constant_upstream`; streamed replies: the first
+chunk after 20 ms, four more 5 ms apart), so no engine jitter is in the figures. The arms, each a real
+process with one worker in front of that upstream:
+- `direct` and `direct_b`: no gateway (`direct_b` against `direct` is the A/A noise floor);
+- `nginx` (the C floor) and `haproxy`, Debian packages, as plain reverse proxies with keep-alive upstreams;
+- `litellm`: the LiteLLM proxy (`tools/gateways/setup.sh`), the upstream configured as an OpenAI model;
+- `observer`: `observer proxy` at its default sampling (10 %), samples to a local SQLite store.
+
+For each mode (plain, stream) and load (closed loop at concurrency 1, 16 and 64; open loop at 200 req/s),
+the arms take turns in every round, in a rotated order, so all see the same machine. Per arm: added p50 and
+p99 against `direct` (whole reply for plain requests, the first streamed chunk for streamed ones) and
+**CPU milliseconds per request**: the user+system CPU of the gateway's process tree (psutil) over its
+slices, divided by the requests it served. CPU per request is what the machine's noise does not move.
+The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support import gateways as gw  # noqa: E402
+from tests.support.loadgen import Result, Target  # noqa: E402
+
+ARMS = ("direct", "direct_b", "nginx", "haproxy", "litellm", "observer")
+AUTH = {"authorization": f"Bearer {gw.LITELLM_KEY}"}
+LOADS = ("1", "16", "64", "open200")
+CHAT = {"model": "stable", "messages": [{"role": "user", "content": "Summarise the release notes in one line."}],
+        "max_tokens": 12}
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) * 1000.0 if values else float("nan")
+
+
+async def closed_slice(target: Target, payload: bytes, n: int, concurrency: int) -> list[Result | None]:
+    out: list[Result | None] = []
+    left = [n]
+
+    async def worker() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            out.append(await target.one(payload))
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))
+    return out
+
+
+async def open_slice(target: Target, payload: bytes, n: int, rate: float) -> list[Result | None]:
+    tasks = []
+    t0 = time.perf_counter()
+    for i in range(n):
+        delay = t0 + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(target.one(payload)))
+    return list(await asyncio.gather(*tasks))
+
+
+async def run_cell(targets: dict[str, Target], cpu: dict[str, gw.Gateway], *, stream: bool, load: str,
+                   rounds: int, per_slice: int) -> dict[str, dict[str, Any]]:
+    """One mode × load: `rounds` rounds, each arm one slice of `per_slice` requests per round."""
+    arms = list(targets)
+    lat: dict[str, list[float]] = defaultdict(list)
+    cpu_s: dict[str, float] = defaultdict(float)
+    served: dict[str, int] = defaultdict(int)
+    failed: dict[str, int] = defaultdict(int)
+    body = {**CHAT, "stream": True} if stream else CHAT
+    payloads = {arm: t.encode(body) for arm, t in targets.items()}
+
+    async def slice_of(arm: str, n: int) -> list[Result | None]:
+        if load == "open200":
+            return await open_slice(targets[arm], payloads[arm], n, 200.0)
+        return await closed_slice(targets[arm], payloads[arm], n, int(load))
+
+    for arm in arms:  # warm-up: connections opened, first requests served, nothing counted
+        await slice_of(arm, min(per_slice, 40))
+    for r in range(rounds):
+        order = arms[r % len(arms):] + arms[:r % len(arms)]
+        for arm in order:
+            c0 = cpu[arm].cpu_seconds() if arm in cpu else 0.0
+            results = await slice_of(arm, per_slice)
+            if arm in cpu:
+                cpu_s[arm] += cpu[arm].cpu_seconds() - c0
+            for res in results:
+                if res is None or res.status != 200:
+                    failed[arm] += 1
+                    continue
+                served[arm] += 1
+                lat[arm].append(res.first_s if stream else res.total_s)
+    out: dict[str, dict[str, Any]] = {}
+    for arm in arms:
+        out[arm] = {"p50_ms": pct(lat[arm], 50), "p99_ms": pct(lat[arm], 99), "served": served[arm],
+                    "failed": failed[arm],
+                    "cpu_ms_per_request": cpu_s[arm] / served[arm] * 1000.0 if arm in cpu and served[arm] else None}
+    return out
+
+
+def start_arms(stack: ExitStack, workdir: Path, upstream: str, only: set[str]) -> dict[str, gw.Gateway]:
+    started: dict[str, gw.Gateway] = {}
+    makers: dict[str, Any] = {
+        "nginx": lambda: gw.nginx(workdir, upstream),
+        "haproxy": lambda: gw.haproxy(workdir, upstream),
+        "litellm": lambda: gw.litellm(workdir, gw.litellm_config(upstream)),
+        "observer": lambda: gw.observer_proxy(workdir, upstream),
+    }
+    for arm, make in makers.items():
+        if arm in only:
+            started[arm] = stack.enter_context(make())
+    return started
+
+
+def table(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> Iterator[str]:
+    for mode, cells in results.items():
+        yield f"\n{mode}: added p50 / p99 ms against direct ({'first chunk' if mode == 'stream' else 'whole reply'})"
+        yield f"  and CPU ms per request\n  {'arm':<10}" + "".join(f"{load:>26}" for load in cells)
+        arms = next(iter(cells.values())).keys()
+        for arm in arms:
+            row = f"  {arm:<10}"
+            for cell in cells.values():
+                d, a = cell["direct"], cell[arm]
+                cpu = a["cpu_ms_per_request"]
+                row += f"{a['p50_ms'] - d['p50_ms']:>7.2f} /{a['p99_ms'] - d['p99_ms']:>7.2f}" + (
+                    f"  cpu {cpu:6.3f}" if cpu is not None else " " * 12)
+            yield row
+
+
+async def measure(upstream_url: str, gateways: dict[str, gw.Gateway], arms: list[str], loads: list[str],
+                  rounds: int, per_slice: int) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    urls = {"direct": upstream_url, "direct_b": upstream_url, **{a: g.url for a, g in gateways.items()}}
+    results: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for mode in ("plain", "stream"):
+        results[mode] = {}
+        for load in loads:
+            targets = {arm: Target(urls[arm], headers=AUTH if arm == "litellm" else None) for arm in arms}
+            t0 = time.monotonic()
+            results[mode][load] = await run_cell(targets, gateways, stream=mode == "stream", load=load,
+                                                 rounds=rounds, per_slice=per_slice)
+            for t in targets.values():
+                t.close()
+            print(f"  {mode} {load}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    return results
+
+
+def summary(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> dict[str, Any]:
+    def added(mode: str, q: str) -> dict[str, dict[str, float]]:
+        cells = results[mode]
+        return {arm: {load: round(cell[arm][q] - cell["direct"][q], 3) for load, cell in cells.items()}
+                for arm in next(iter(cells.values())) if arm != "direct"}
+
+    def cpu(mode: str) -> dict[str, dict[str, float | None]]:
+        cells = results[mode]
+        return {arm: {load: None if cell[arm]["cpu_ms_per_request"] is None
+                      else round(cell[arm]["cpu_ms_per_request"], 4) for load, cell in cells.items()}
+                for arm in next(iter(cells.values())) if arm not in ("direct", "direct_b")}
+
+    def ratio(a: str, b: str, key: str = "cpu_ms_per_request") -> dict[str, dict[str, float | None]]:
+        out: dict[str, dict[str, float | None]] = {}
+        for mode, cells in results.items():
+            out[mode] = {}
+            for load, cell in cells.items():
+                if a not in cell or b not in cell:
+                    continue
+                if key == "cpu_ms_per_request":
+                    x, y = cell[a][key], cell[b][key]
+                else:  # added p99: the arm's p99 over direct's, as added milliseconds
+                    x, y = cell[a]["p99_ms"] - cell["direct"]["p99_ms"], cell[b]["p99_ms"] - cell["direct"]["p99_ms"]
+                out[mode][load] = round(x / y, 3) if x is not None and y else None
+        return out
+
+    out: dict[str, Any] = {
+        "added_ms_p50": added("plain", "p50_ms"), "added_ms_p99": added("plain", "p99_ms"),
+        "first_chunk_added_ms_p50": added("stream", "p50_ms"),
+        "first_chunk_added_ms_p99": added("stream", "p99_ms"),
+        "cpu_ms_per_request": cpu("plain"), "cpu_ms_per_request_stream": cpu("stream"),
+        "aa_floor_ms_p99": {mode: {load: round(cell["direct_b"]["p99_ms"] - cell["direct"]["p99_ms"], 3)
+                                   for load, cell in cells.items()} for mode, cells in results.items()
+                            if "direct_b" in next(iter(cells.values()))},
+        "observer_vs_nginx_cpu_ratio": ratio("observer", "nginx"),
+        "observer_vs_litellm_cpu_ratio": ratio("observer", "litellm"),
+        "observer_vs_litellm_p99_ratio": ratio("observer", "litellm", "p99"),
+        "failed": {mode: {load: {arm: c["failed"] for arm, c in cell.items() if c["failed"]}
+                          for load, cell in cells.items()} for mode, cells in results.items()},
+    }
+    flat = [v for mode in out["observer_vs_nginx_cpu_ratio"].values() for v in mode.values() if v is not None]
+    out["observer_vs_nginx_cpu_ratio_max"] = max(flat) if flat else None
+    return out
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    arms = [a for a in ARMS if a in set(args.only.split(","))] if args.only else list(ARMS)
+    if "direct" not in arms:
+        arms.insert(0, "direct")
+    loads = args.concurrency.split(",") if args.concurrency else list(LOADS)
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        workdir = Path(tmp)
+        upstream = stack.enter_context(gw.constant_upstream(workdir))
+        gateways = start_arms(stack, workdir, upstream.url, set(arms))
+        print(f"arms: {', '.join(arms)}; loads: {', '.join(loads)}; {args.rounds} rounds × {args.per_slice} "
+              f"requests per arm per cell", file=sys.stderr, flush=True)
+        t0 = time.monotonic()
+        results = await measure(upstream.url, gateways, arms, loads, args.rounds, args.per_slice)
+        wall = time.monotonic() - t0
+    for line in table(results):
+        print(line)
+    out = summary(results)
+    out["wall_s"] = round(wall, 1)
+    out["rounds"] = args.rounds
+    out["per_slice"] = args.per_slice
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--per-slice", type=int, default=100, help="requests per arm per round")
+    parser.add_argument("--only", default="", help="comma-separated arms (direct is always in)")
+    parser.add_argument("--concurrency", default="", help="comma-separated loads among 1,16,64,open200")
+    args = parser.parse_args()
+    try:
+        import uvloop
+        out = uvloop.run(main_async(args))
+    except ImportError:
+        out = asyncio.run(main_async(args))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
