@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup debian-packages prometheus postgresql real-vllm demo gameday test lint typecheck render-check bench clean
+.PHONY: setup debian-packages prometheus postgresql real-vllm gateways demo gameday test lint typecheck render-check bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,11 @@ $(VENV)/.installed: requirements.lock pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-setup: $(VENV)/.installed debian-packages
+setup: $(VENV)/.installed debian-packages gateways
+
+# The LiteLLM proxy in its own virtualenv under .cache/litellm/ (ignored): about a minute the first time.
+gateways:
+	bash tools/gateways/setup.sh
 
 # The observed vLLM (CPU build) in its own virtualenv, models prepared from PyPI, under .cache/real-vllm/
 # (ignored). About 3 minutes the first time, a second after.
@@ -65,7 +69,7 @@ render-check: setup
 # read inconclusive once with a busy neighbour) and the real-vLLM tier.
 SERIAL := tests/integration/test_gameday.py tests/integration/test_gameday_cluster.py tests/real
 test:
-	$(MAKE) --no-print-directory -j3 --output-sync=target real-vllm lint render-check
+	$(MAKE) --no-print-directory -j3 --output-sync=target real-vllm gateways lint render-check
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $(addprefix --ignore=,$(SERIAL)) --durations=15
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(SERIAL) --durations=10
 

@@ -24,6 +24,7 @@ BASELINE = "baseline"
 METRIC = "metric"
 ARM = "arm"  # canary | baseline (canary analysis), current | baseline (drift)
 SOURCE = "source"  # proxy | ingest
+CLIENT = "client"  # an ingest client that reports its own drops: litellm | otel | other
 REDACTION_KIND = "redaction_kind"
 CODE = "code"  # HTTP status code of a proxied request (bounded: the codes HTTP defines)
 SEVERITY = "severity"

@@ -87,6 +87,7 @@ SAMPLES_SEEN = "observer_samples_seen"  # counter {version,source}
 SAMPLES_SAMPLED = "observer_samples_sampled"  # counter {version,source}
 SAMPLES_STORED = "observer_samples_stored"  # counter {version}
 SAMPLES_DROPPED = "observer_samples_dropped"  # counter {version,reason}
+INGEST_CLIENT_DROPPED = "observer_ingest_client_dropped"  # counter {client,reason}: dropped before ingest
 REDACTIONS = "observer_redactions"  # counter {redaction_kind}
 PROXY_ADDED_LATENCY = "observer_proxy_added_latency_seconds"  # histogram {version}
 PROXY_TTFT = "observer_proxy_ttft_seconds"  # histogram {version} client-side

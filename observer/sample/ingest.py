@@ -115,6 +115,9 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
                             422: contract.error("A sample names a version the fleet does not define."),
                             503: contract.error("No token configured, or the store cannot commit (retry).")})
     async def ingest(request: Request) -> JSONResponse:
+        # An ingest client's own drops count whatever becomes of this batch: the client forgets them once
+        # it has an answer.
+        metrics.client_report(request.headers.get("x-observer-client"), request.headers.get("x-observer-dropped"))
         body, too_large = await contract.read_capped(request.headers.get("content-length"), request.stream(),
                                                      max_request_bytes)
         if too_large is not None:

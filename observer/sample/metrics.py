@@ -30,6 +30,10 @@ DROP_REASONS: tuple[str, ...] = (
     "rejected",  # the remote ingest refused this sample (HTTP 400/422), alone
     "shutdown",  # still queued when the process stopped
 )
+CLIENTS = ("litellm", "otel", "other")
+"""Ingest clients that report what they dropped before it reached the observer (`X-Observer-Client`)."""
+CLIENT_DROP_REASONS = ("queue_full", "unknown_version", "rejected", "observer_down", "unreadable", "other")
+"""Why such a client dropped samples (`X-Observer-Dropped: reason=n,...`); an unknown reason counts as other."""
 ADDED_LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 TTFT_BUCKETS = vllm.TTFT_EDGES  # the client-side histograms use vLLM's edges, so the two compare bucket by bucket
 E2E_BUCKETS = vllm.REQUEST_EDGES
@@ -46,6 +50,7 @@ class SamplingMetrics:
     redactions: Counter[str] = field(default_factory=Counter)
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, code)
     shadow: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, code): X-Observer-Shadow
+    client_dropped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (client, reason)
     added: dict[str, Hist] = field(default_factory=dict)
     ttft: dict[str, Hist] = field(default_factory=dict)
     e2e: dict[str, Hist] = field(default_factory=dict)
@@ -54,6 +59,18 @@ class SamplingMetrics:
         """Count `n` samples of `version` dropped for `reason` (one of DROP_REASONS)."""
         assert reason in DROP_REASONS, reason
         self.dropped[(version, reason)] += n
+
+    def client_report(self, client: str | None, dropped: str | None) -> None:
+        """Count what an ingest client says it dropped since its last report (`X-Observer-Dropped`): at most
+        a thousand `reason=n` pairs of bounded values; a malformed pair is skipped."""
+        if not dropped:
+            return
+        who = client if client in CLIENTS else "other"
+        for pair in dropped.split(",")[:1000]:
+            reason, _, count = pair.strip().partition("=")
+            if not reason or not count.isdigit() or len(count) > 9:
+                continue
+            self.client_dropped[(who, reason if reason in CLIENT_DROP_REASONS else "other")] += int(count)
 
     def observe_request(self, version: str, *, code: int, added_s: float, ttft_s: float | None,
                         e2e_s: float | None) -> None:
@@ -96,6 +113,9 @@ class SamplingCollector(Collector):
                        [((k,), v) for k, v in m.stored.items()])
         yield _counter(names.SAMPLES_DROPPED, "Selected samples not stored, by reason.",
                        [names.VERSION, names.REASON], m.dropped.items())
+        yield _counter(names.INGEST_CLIENT_DROPPED, "Samples an ingest client (the LiteLLM callback) dropped before "
+                       "they reached the observer, as it reported them, by reason.", [names.CLIENT, names.REASON],
+                       m.client_dropped.items())
         redactions = {(k,): float(m.redactions.get(k, 0)) for k in self._kinds}
         redactions.update({(k,): float(v) for k, v in m.redactions.items()})
         yield _counter(names.REDACTIONS, "Matches replaced by a placeholder before storage, by kind.",
