@@ -64,6 +64,11 @@ class ProxySpec(Spec):
     ingest_url: str | None = Field(
         None, description="Observer base URL the proxy posts samples to (unset: write the local store)."
     )
+    gateway_timeout_seconds: float | None = Field(
+        None, gt=0, le=86_400,
+        description="The read timeout of the gateway in front of the proxy (nginx proxy_read_timeout, HAProxy "
+                    "timeout server). A client that leaves after waiting this long for a byte is that gateway "
+                    "timing out, not a user's stop: counted as code 504 (unavailable), not 499.")
 
 
 class ReservoirSpec(Spec):

@@ -8,7 +8,7 @@ next to LiteLLM's `config.yaml` as `observer_callback.py` and name it there (dep
 
 It reads its settings from the environment:
 
-    OBSERVER_INGEST_URL        the observer's base URL (required), e.g. http://observer.monitoring:8080
+    OBSERVER_INGEST_URL        the observer's base URL (required), e.g. http://observer.observability.svc:9464
     OBSERVER_AUTH_TOKEN        the observer's bearer token (server.auth_token)
     OBSERVER_FRACTION          share of successful requests sent (default 1.0: the observer samples again)
     OBSERVER_QUEUE_SIZE        most samples waiting to be sent (default 10000); beyond it they are dropped

@@ -82,8 +82,10 @@ class ProxyApp:
                  pipeline: SamplePipeline | None, max_capture_bytes: int = 1024 * 1024,
                  max_request_bytes: int = 64 * 1024 * 1024, ready_path: str = "/v1/models",
                  registry: CollectorRegistry | None = None, wall: Callable[[], float] = time.time,
-                 max_idle_connections: int = 1000, spans: SpanJoin | None = None) -> None:
+                 max_idle_connections: int = 1000, spans: SpanJoin | None = None,
+                 gateway_timeout: float | None = None) -> None:
         self.version = version
+        self.gateway_timeout = gateway_timeout
         self.upstream = upstream.rstrip("/")
         self.client = client  # for the /readyz probe only; requests go through the lean pool
         timeout = client.timeout
@@ -192,6 +194,7 @@ class _Forward:
         "content_type",
         "exchange",
         "kind",
+        "last_byte",
         "request",
         "responder",
         "shadow",
@@ -223,6 +226,7 @@ class _Forward:
         self.chunks: list[bytes] = []
         self.size = 0
         self.too_large = False
+        self.last_byte = request.t0
 
     def start(self) -> None:
         request, app = self.request, self.app
@@ -266,6 +270,8 @@ class _Forward:
     def on_body(self, data: bytes) -> None:
         if self.ttft is None:
             self.ttft = time.perf_counter() - self.request.t0
+        if self.app.gateway_timeout is not None:
+            self.last_byte = time.perf_counter()
         if self.capture and not self.too_large:
             self.size += len(data)
             if self.size > self.app.max_capture_bytes:
@@ -320,7 +326,14 @@ class _Forward:
         """The client closed the connection before the reply ended: the upstream request is cancelled."""
         if self.exchange is not None:
             self.exchange.abandon()
-        elapsed = time.perf_counter() - self.request.t0
+        now = time.perf_counter()
+        elapsed = now - self.request.t0
+        timeout = self.app.gateway_timeout
+        if timeout is not None and now - self.last_byte >= timeout - min(1.0, 0.1 * timeout):
+            # Nothing passed for as long as the gateway waits: the gateway gave up and answered its caller
+            # with a timeout. That caller was not served: unavailable, whatever status this reply started with.
+            self.app._done(self.version, 504, elapsed, self.ttft, None, self.capture, "incomplete", self.shadow)
+            return
         if self.responder.started:
             self.app._done(self.version, self.status, self.added, self.ttft, None, self.capture, "incomplete",
                            self.shadow)
@@ -355,5 +368,6 @@ def app_for(spec: ProxySpec, *, version: str, upstream: str, client: httpx.Async
     """The proxy of one version with `sampling.proxy`'s limits (in the observer, or as the sidecar)."""
     return ProxyApp(version=version, upstream=upstream, client=client, metrics=metrics, pipeline=pipeline,
                     max_capture_bytes=spec.max_capture_bytes, ready_path=spec.ready_path, registry=registry,
-                    max_idle_connections=spec.max_connections, max_request_bytes=spec.max_request_bytes, spans=spans)
+                    max_idle_connections=spec.max_connections, max_request_bytes=spec.max_request_bytes, spans=spans,
+                    gateway_timeout=spec.gateway_timeout_seconds)
 
