@@ -10,6 +10,8 @@ process with one worker in front of that upstream:
 - `direct` and `direct_b`: no gateway (`direct_b` against `direct` is the A/A noise floor);
 - `nginx` (the C floor) and `haproxy`, Debian packages, as plain reverse proxies with keep-alive upstreams;
 - `litellm`: the LiteLLM proxy (`tools/gateways/setup.sh`), the upstream configured as an OpenAI model;
+- `litellm_cb`: the same with the observer's callback (observer/integrations/litellm.py) shipping every
+  call to an observer's ingest (its own process): what the callback adds, and how many samples land;
 - `observer`: `observer proxy` at its default sampling (10 %), samples to a local SQLite store.
 
 For each mode (plain, stream) and load (closed loop at concurrency 1, 16 and 64; open loop at 200 req/s),
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -42,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from tests.support import gateways as gw  # noqa: E402
 from tests.support.loadgen import Result, Target  # noqa: E402
 
-ARMS = ("direct", "direct_b", "nginx", "haproxy", "litellm", "observer")
+ARMS = ("direct", "direct_b", "nginx", "haproxy", "litellm", "litellm_cb", "observer")
 AUTH = {"authorization": f"Bearer {gw.LITELLM_KEY}"}
 LOADS = ("1", "16", "64", "open200")
 CHAT = {"model": "stable", "messages": [{"role": "user", "content": "Summarise the release notes in one line."}],
@@ -93,8 +96,9 @@ async def run_cell(targets: dict[str, Target], cpu: dict[str, gw.Gateway], *, st
             return await open_slice(targets[arm], payloads[arm], n, 200.0)
         return await closed_slice(targets[arm], payloads[arm], n, int(load))
 
+    warm: dict[str, int] = defaultdict(int)
     for arm in arms:  # warm-up: connections opened, first requests served, nothing counted
-        await slice_of(arm, min(per_slice, 40))
+        warm[arm] = sum(1 for res in await slice_of(arm, min(per_slice, 40)) if res is not None and res.status == 200)
     for r in range(rounds):
         order = arms[r % len(arms):] + arms[:r % len(arms)]
         for arm in order:
@@ -111,23 +115,63 @@ async def run_cell(targets: dict[str, Target], cpu: dict[str, gw.Gateway], *, st
     out: dict[str, dict[str, Any]] = {}
     for arm in arms:
         out[arm] = {"p50_ms": pct(lat[arm], 50), "p99_ms": pct(lat[arm], 99), "served": served[arm],
-                    "failed": failed[arm],
+                    "failed": failed[arm], "warmup": warm[arm],
                     "cpu_ms_per_request": cpu_s[arm] / served[arm] * 1000.0 if arm in cpu and served[arm] else None}
     return out
 
 
-def start_arms(stack: ExitStack, workdir: Path, upstream: str, only: set[str]) -> dict[str, gw.Gateway]:
+INGEST_TOKEN = "bench-token"
+
+
+def start_ingest(stack: ExitStack, workdir: Path) -> str:
+    """An observer with only its sampling area (ingest), in its own process: where the callback ships."""
+    from tests.support.prom import free_port, wait_http
+    from tests.support.serve_areas import spawn
+
+    port = free_port()
+    config = workdir / "ingest.yaml"
+    config.write_text(f"fleet: {{versions: [{{name: stable}}]}}\n"
+                      f"server: {{host: 127.0.0.1, port: {port}, auth_token: {INGEST_TOKEN}}}\n"
+                      f"sampling: {{store: {{path: \"{workdir / 'ingest.db'}\"}}}}\n")
+    proc = spawn(config, ["sample"])
+    stack.callback(lambda: (proc.terminate(), proc.wait(15)))
+    url = f"http://127.0.0.1:{port}"
+    wait_http(url + "/healthz", timeout=60)
+    return url
+
+
+def litellm_with_callback(workdir: Path, upstream: str, ingest: str) -> Any:
+    home = workdir / "litellm_cb"
+    home.mkdir()
+    shutil.copy(ROOT / "observer" / "integrations" / "litellm.py", home / "observer_callback.py")
+    config = gw.litellm_config(upstream, callbacks="observer_callback.handler").replace(
+        "      api_key: none\n", "      api_key: none\n    model_info: {observer_version: stable}\n")
+    return gw.litellm(home, config, env={"OBSERVER_INGEST_URL": ingest, "OBSERVER_AUTH_TOKEN": INGEST_TOKEN})
+
+
+def start_arms(stack: ExitStack, workdir: Path, upstream: str, only: set[str]) -> tuple[dict[str, gw.Gateway],
+                                                                                         str | None]:
     started: dict[str, gw.Gateway] = {}
+    ingest = start_ingest(stack, workdir) if "litellm_cb" in only else None
     makers: dict[str, Any] = {
         "nginx": lambda: gw.nginx(workdir, upstream),
         "haproxy": lambda: gw.haproxy(workdir, upstream),
         "litellm": lambda: gw.litellm(workdir, gw.litellm_config(upstream)),
+        "litellm_cb": lambda: litellm_with_callback(workdir, upstream, ingest or ""),
         "observer": lambda: gw.observer_proxy(workdir, upstream),
     }
     for arm, make in makers.items():
         if arm in only:
             started[arm] = stack.enter_context(make())
-    return started
+    return started, ingest
+
+
+def stored_samples(ingest: str) -> float:
+    import httpx
+
+    text = httpx.get(ingest + "/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("observer_samples_stored_total"))
 
 
 def table(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> Iterator[str]:
@@ -152,7 +196,7 @@ async def measure(upstream_url: str, gateways: dict[str, gw.Gateway], arms: list
     for mode in ("plain", "stream"):
         results[mode] = {}
         for load in loads:
-            targets = {arm: Target(urls[arm], headers=AUTH if arm == "litellm" else None) for arm in arms}
+            targets = {arm: Target(urls[arm], headers=AUTH if arm.startswith("litellm") else None) for arm in arms}
             t0 = time.monotonic()
             results[mode][load] = await run_cell(targets, gateways, stream=mode == "stream", load=load,
                                                  rounds=rounds, per_slice=per_slice)
@@ -199,6 +243,11 @@ def summary(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> dict[st
         "observer_vs_nginx_cpu_ratio": ratio("observer", "nginx"),
         "observer_vs_litellm_cpu_ratio": ratio("observer", "litellm"),
         "observer_vs_litellm_p99_ratio": ratio("observer", "litellm", "p99"),
+        "litellm_callback_added_ms_p99": {
+            mode: {load: round(cell["litellm_cb"]["p99_ms"] - cell["litellm"]["p99_ms"], 3)
+                   for load, cell in cells.items()}
+            for mode, cells in results.items() if {"litellm", "litellm_cb"} <= set(next(iter(cells.values())))},
+        "otel_genai_samples_landed_ratio": None,  # OpenTelemetry GenAI spans are not a sampling source yet
         "failed": {mode: {load: {arm: c["failed"] for arm, c in cell.items() if c["failed"]}
                           for load, cell in cells.items()} for mode, cells in results.items()},
     }
@@ -215,15 +264,25 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workdir = Path(tmp)
         upstream = stack.enter_context(gw.constant_upstream(workdir))
-        gateways = start_arms(stack, workdir, upstream.url, set(arms))
+        gateways, ingest = start_arms(stack, workdir, upstream.url, set(arms))
         print(f"arms: {', '.join(arms)}; loads: {', '.join(loads)}; {args.rounds} rounds × {args.per_slice} "
               f"requests per arm per cell", file=sys.stderr, flush=True)
         t0 = time.monotonic()
         results = await measure(upstream.url, gateways, arms, loads, args.rounds, args.per_slice)
         wall = time.monotonic() - t0
+        landed = None
+        if ingest is not None:
+            # Every call the callback arm served, warm-up included, should land: wait for the queue to drain.
+            served = sum(cell["litellm_cb"]["served"] + cell["litellm_cb"].get("warmup", 0)
+                         for cells in results.values() for cell in cells.values())
+            deadline = time.monotonic() + 60
+            while stored_samples(ingest) < served and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+            landed = round(stored_samples(ingest) / served, 5) if served else None
     for line in table(results):
         print(line)
     out = summary(results)
+    out["litellm_callback_samples_landed_ratio"] = landed
     out["wall_s"] = round(wall, 1)
     out["rounds"] = args.rounds
     out["per_slice"] = args.per_slice

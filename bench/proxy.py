@@ -37,6 +37,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.gateways import process_cpu_seconds  # noqa: E402
 from tests.support.prom import free_port, wait_http  # noqa: E402
 
 SIM = """
@@ -191,9 +192,9 @@ async def proxy_phase(workdir: Path, config: Path, sim_url: str, fraction: float
         wait_http(proxied + "/healthz", timeout=60)
         ps = psutil.Process(proc.pid)
         for kind, stream in (("plain", False), ("stream_first_chunk", True)):
-            cpu0 = sum(ps.cpu_times()[:2])
+            cpu0 = process_cpu_seconds(ps)
             d, p, failed = await paired_load(sim_url, proxied, stream=stream, seconds=seconds, rate=rate)
-            cpu_us = (sum(ps.cpu_times()[:2]) - cpu0) / max(1, len(p)) * 1e6
+            cpu_us = (process_cpu_seconds(ps) - cpu0) / max(1, len(p)) * 1e6
             out[kind] = {
                 "n_direct": len(d), "n_proxied": len(p), "failed": failed,
                 "direct_p50_ms": pct(d, 50), "proxied_p50_ms": pct(p, 50),

@@ -36,7 +36,7 @@ from tests.support.loadgen import Target  # noqa: E402
 PARTS = (
     ("observer/sample/upstream.py", "upstream client (ours)"),
     ("observer/sample/proxy.py", "proxy app (ours)"),
-    ("observer/sample/server_h1.py", "HTTP server (ours)"),
+    ("observer/sample/h1.py", "HTTP server (ours)"),
     ("observer/sample/metrics.py", "metrics"),
     ("observer/analyse/histogram.py", "metrics"),
     ("observer/sample/pipeline.py", "sampling"),
