@@ -19,7 +19,8 @@ the arms take turns in every round, in a rotated order, so all see the same mach
 p99 against `direct` (whole reply for plain requests, the first streamed chunk for streamed ones) and
 **CPU milliseconds per request**: the user+system CPU of the gateway's process tree (psutil) over its
 slices, divided by the requests it served. CPU per request is what the machine's noise does not move.
-The last line is JSON.
+Then an application instrumented with opentelemetry-instrumentation-openai-v2 asks the upstream `--otel`
+questions and exports its spans to the observer: the share stored as samples. The last line is JSON.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def start_ingest(stack: ExitStack, workdir: Path) -> str:
     config = workdir / "ingest.yaml"
     config.write_text(f"fleet: {{versions: [{{name: stable}}]}}\n"
                       f"server: {{host: 127.0.0.1, port: {port}, auth_token: {INGEST_TOKEN}}}\n"
-                      f"sampling: {{store: {{path: \"{workdir / 'ingest.db'}\"}}}}\n")
+                      f"sampling: {{fraction: 1.0, otel_genai: {{enabled: true}}, "
+                      f"store: {{path: \"{workdir / 'ingest.db'}\"}}}}\n")
     proc = spawn(config, ["sample"])
     stack.callback(lambda: (proc.terminate(), proc.wait(15)))
     url = f"http://127.0.0.1:{port}"
@@ -149,10 +151,10 @@ def litellm_with_callback(workdir: Path, upstream: str, ingest: str) -> Any:
     return gw.litellm(home, config, env={"OBSERVER_INGEST_URL": ingest, "OBSERVER_AUTH_TOKEN": INGEST_TOKEN})
 
 
-def start_arms(stack: ExitStack, workdir: Path, upstream: str, only: set[str]) -> tuple[dict[str, gw.Gateway],
-                                                                                         str | None]:
+def start_arms(stack: ExitStack, workdir: Path, upstream: str, only: set[str], *, otel: bool
+               ) -> tuple[dict[str, gw.Gateway], str | None]:
     started: dict[str, gw.Gateway] = {}
-    ingest = start_ingest(stack, workdir) if "litellm_cb" in only else None
+    ingest = start_ingest(stack, workdir) if "litellm_cb" in only or otel else None
     makers: dict[str, Any] = {
         "nginx": lambda: gw.nginx(workdir, upstream),
         "haproxy": lambda: gw.haproxy(workdir, upstream),
@@ -166,12 +168,31 @@ def start_arms(stack: ExitStack, workdir: Path, upstream: str, only: set[str]) -
     return started, ingest
 
 
-def stored_samples(ingest: str) -> float:
+def stored_samples(ingest: str, prefix: str = "observer_samples_stored_total") -> float:
     import httpx
 
     text = httpx.get(ingest + "/metrics", timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("observer_samples_stored_total"))
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def otel_landed(upstream: str, ingest: str, n: int) -> float | None:
+    """An application instrumented with opentelemetry-instrumentation-openai-v2 (tests/support/genai_app.py)
+    asks `n` questions of the upstream and exports its spans to the observer: the share stored as samples."""
+    import subprocess
+
+    stored = 'observer_otel_genai_spans_total{outcome="stored"}'
+    before = stored_samples(ingest, stored)
+    done = subprocess.run([sys.executable, "-m", "tests.support.genai_app", "--base-url", upstream + "/v1",
+                           "--model", "stable", "--otlp", ingest + "/v1/traces", "--token", INGEST_TOKEN,
+                           "--n", str(n)], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        print(f"otel phase failed: {done.stderr[-1000:]}", file=sys.stderr)
+        return None
+    answered = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 30
+    while stored_samples(ingest, stored) - before < answered and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return round((stored_samples(ingest, stored) - before) / answered, 5) if answered else None
 
 
 def table(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> Iterator[str]:
@@ -247,7 +268,6 @@ def summary(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> dict[st
             mode: {load: round(cell["litellm_cb"]["p99_ms"] - cell["litellm"]["p99_ms"], 3)
                    for load, cell in cells.items()}
             for mode, cells in results.items() if {"litellm", "litellm_cb"} <= set(next(iter(cells.values())))},
-        "otel_genai_samples_landed_ratio": None,  # OpenTelemetry GenAI spans are not a sampling source yet
         "failed": {mode: {load: {arm: c["failed"] for arm, c in cell.items() if c["failed"]}
                           for load, cell in cells.items()} for mode, cells in results.items()},
     }
@@ -264,14 +284,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workdir = Path(tmp)
         upstream = stack.enter_context(gw.constant_upstream(workdir))
-        gateways, ingest = start_arms(stack, workdir, upstream.url, set(arms))
+        gateways, ingest = start_arms(stack, workdir, upstream.url, set(arms), otel=args.otel > 0)
         print(f"arms: {', '.join(arms)}; loads: {', '.join(loads)}; {args.rounds} rounds × {args.per_slice} "
               f"requests per arm per cell", file=sys.stderr, flush=True)
         t0 = time.monotonic()
         results = await measure(upstream.url, gateways, arms, loads, args.rounds, args.per_slice)
         wall = time.monotonic() - t0
         landed = None
-        if ingest is not None:
+        if ingest is not None and "litellm_cb" in arms:
             # Every call the callback arm served, warm-up included, should land: wait for the queue to drain.
             served = sum(cell["litellm_cb"]["served"] + cell["litellm_cb"].get("warmup", 0)
                          for cells in results.values() for cell in cells.values())
@@ -279,10 +299,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             while stored_samples(ingest) < served and time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
             landed = round(stored_samples(ingest) / served, 5) if served else None
+        otel = otel_landed(upstream.url, ingest, args.otel) if ingest is not None and args.otel > 0 else None
     for line in table(results):
         print(line)
     out = summary(results)
     out["litellm_callback_samples_landed_ratio"] = landed
+    out["otel_genai_samples_landed_ratio"] = otel
     out["wall_s"] = round(wall, 1)
     out["rounds"] = args.rounds
     out["per_slice"] = args.per_slice
@@ -295,6 +317,7 @@ def main() -> None:
     parser.add_argument("--per-slice", type=int, default=100, help="requests per arm per round")
     parser.add_argument("--only", default="", help="comma-separated arms (direct is always in)")
     parser.add_argument("--concurrency", default="", help="comma-separated loads among 1,16,64,open200")
+    parser.add_argument("--otel", type=int, default=1000, help="calls of the OpenTelemetry-instrumented app (0: none)")
     args = parser.parse_args()
     try:
         import uvloop

@@ -26,9 +26,13 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from observer.errors import ObserverError
 
-__all__ = ["ENGINE_SPAN", "EngineSpan", "OtlpError", "TraceExport", "decode_export"]
+Value = float | int | str | bool | tuple[str, ...] | None
+
+__all__ = ["ENGINE_SPAN", "EngineSpan", "GenAiSpan", "OtlpError", "TraceExport", "decode_export"]
 
 ENGINE_SPAN = "llm_request"
+GENAI_OPERATIONS = frozenset({"chat", "text_completion"})
+"""GenAI client spans (OpenTelemetry semantic conventions) that can be samples: a prompt and its reply."""
 
 
 class OtlpError(ObserverError, ValueError):
@@ -50,14 +54,26 @@ class EngineSpan:
 
 
 @dataclass(frozen=True)
+class GenAiSpan:
+    """An application's GenAI client span (`chat`, `text_completion`): its attributes and its resource's
+    (scalar values only; the messages stay JSON text until a sample is made of them), and its time span."""
+
+    attributes: dict[str, Value]
+    resource: dict[str, Value]
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
 class TraceExport:
-    """What one export request held: the engine spans, how many other spans it carried, and how many
-    engine spans were rejected (bad ids or attribute values) with the first reason."""
+    """What one export request held: the engine spans, the GenAI client spans, how many other spans it
+    carried, and how many engine spans were rejected (bad ids or attribute values) with the first reason."""
 
     spans: tuple[EngineSpan, ...]
     other: int
     rejected: int = 0
     error: str | None = None
+    genai: tuple[GenAiSpan, ...] = ()
 
 
 def decode_export(body: bytes, *, content_type: str, content_encoding: str = "", max_bytes: int) -> TraceExport:
@@ -79,18 +95,24 @@ def decode_export(body: bytes, *, content_type: str, content_encoding: str = "",
     else:
         raise OtlpError(f"unsupported Content-Type {content_type!r} (application/x-protobuf or application/json)")
     spans: list[EngineSpan] = []
+    genai: list[GenAiSpan] = []
     other = rejected = 0
     error: str | None = None
-    for span in _spans(request):
+    for resource, span in _spans(request):
         if span.name != ENGINE_SPAN:
-            other += 1
+            attributes = _attributes(span.attributes)
+            if attributes.get("gen_ai.operation.name") in GENAI_OPERATIONS:
+                genai.append(GenAiSpan(attributes, _attributes(resource.attributes),
+                                       span.start_time_unix_nano / 1e9, span.end_time_unix_nano / 1e9))
+            else:
+                other += 1
             continue
         try:
             spans.append(_engine_span(span))
         except OtlpError as e:  # one bad span is rejected alone; the rest of the export is kept
             rejected += 1
             error = error or str(e)
-    return TraceExport(spans=tuple(spans), other=other, rejected=rejected, error=error)
+    return TraceExport(spans=tuple(spans), other=other, rejected=rejected, error=error, genai=tuple(genai))
 
 
 def _engine_span(span: Any) -> EngineSpan:
@@ -151,13 +173,11 @@ def _hex_to_base64(value: str, key: str) -> str:
     return base64.b64encode(raw).decode()
 
 
-def _spans(request: ExportTraceServiceRequest) -> Iterator[Any]:
+def _spans(request: ExportTraceServiceRequest) -> Iterator[tuple[Any, Any]]:
     for rs in request.resource_spans:
         for ss in rs.scope_spans:
-            yield from ss.spans
-
-
-Value = float | int | str | bool | None
+            for span in ss.spans:
+                yield rs.resource, span
 
 
 def _attributes(kvs: Any) -> dict[str, Value]:
@@ -165,8 +185,13 @@ def _attributes(kvs: Any) -> dict[str, Value]:
     for kv in kvs:
         assert isinstance(kv, KeyValue)
         which = kv.value.WhichOneof("value")
-        out[kv.key] = getattr(kv.value, which) if which in ("double_value", "int_value", "string_value",
-                                                            "bool_value") else None
+        if which in ("double_value", "int_value", "string_value", "bool_value"):
+            out[kv.key] = getattr(kv.value, which)
+        elif which == "array_value":  # e.g. gen_ai.response.finish_reasons: the strings of it
+            out[kv.key] = tuple(v.string_value for v in kv.value.array_value.values
+                                if v.WhichOneof("value") == "string_value")
+        else:
+            out[kv.key] = None
     return out
 
 

@@ -21,8 +21,8 @@ def _all_fields() -> list[DriftField]:
     return ["prompts", "outputs"]
 
 
-def _live_sources() -> list[Literal["proxy", "ingest", "golden"]]:
-    return ["proxy", "ingest"]
+def _live_sources() -> list[Literal["proxy", "ingest", "otel", "golden"]]:
+    return ["proxy", "ingest", "otel"]
 
 
 class EmbedderSpec(Spec):
@@ -78,7 +78,7 @@ class DriftSpec(Spec):
     )
     feature_alpha: float = Field(0.01, gt=0, lt=1, description="BH-adjusted level of the scalar feature tests.")
     fields: list[DriftField] = Field(default_factory=_all_fields, description="Embedding fields tested.")
-    sources: list[Literal["proxy", "ingest", "golden"]] = Field(
+    sources: list[Literal["proxy", "ingest", "otel", "golden"]] = Field(
         default_factory=_live_sources,
         description="Sample sources in windows and default pins (golden-set replays are not live traffic).",
     )

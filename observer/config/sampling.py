@@ -179,6 +179,21 @@ class FingerprintSpec(Spec):
     top_k: int = Field(3, ge=1, le=20, description="Most fingerprints exported per version (label cardinality).")
 
 
+class OtelGenAiSpec(Spec):
+    """Applications' own OpenTelemetry GenAI spans as samples: `chat` and `text_completion` spans that carry
+    the prompt and reply (`gen_ai.input.messages`, `gen_ai.output.messages`), received on `POST /v1/traces`.
+    With opentelemetry-instrumentation-openai-v2: OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (docs/sampling.md, "OpenTelemetry GenAI")."""
+
+    enabled: bool = Field(False, description="Serve /v1/traces and keep GenAI spans with content as samples.")
+    version_attribute: str | None = Field(
+        None, min_length=1, max_length=128,
+        description="A span or resource attribute naming the version (e.g. service.version); unset: the span's "
+                    "gen_ai.request.model, through `models`.")
+    models: dict[str, str] = Field(default_factory=dict,
+                                   description="Model name (gen_ai.request.model) → fleet version, where they differ.")
+
+
 class EngineSpanSpec(Spec):
     """vLLM's OTLP `llm_request` spans, received on `POST /v1/traces` and joined by trace id to the requests
     the observer's proxies forwarded (docs/sampling.md, "Engine spans"). Point each vLLM at the observer with
@@ -217,6 +232,8 @@ class SamplingSpec(Spec):
                                          description="Observed prompt-template and sampling fingerprints.")
     engine_spans: EngineSpanSpec = Field(default_factory=EngineSpanSpec,
                                          description="vLLM's OTLP request spans joined to proxied requests.")
+    otel_genai: OtelGenAiSpec = Field(default_factory=OtelGenAiSpec,
+                                      description="Applications' OpenTelemetry GenAI spans with content, as samples.")
 
     def fraction_for(self, version: str) -> float:
         """The sampling fraction of `version`."""

@@ -1,5 +1,6 @@
 """The OTLP/HTTP trace receiver: `POST /v1/traces`, where vLLM's `--otlp-traces-endpoint` points — on the
 observer (a FastAPI route, private) and on a standalone `observer proxy` (its own path, like its metrics).
+On the observer it also takes applications' GenAI client spans as samples (`sampling.otel_genai`).
 
 Answers as the OTLP/HTTP specification asks, in the request's encoding: 200 with an
 `ExportTraceServiceResponse` (its `partial_success` counts engine spans rejected for bad values), 400 with a
@@ -18,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from observer.collect.otlp import OtlpError, decode_export
 from observer.export import contract
+from observer.sample.genai import GenAiSource
 from observer.sample.spans import SpanJoin
 
 PROTOBUF = "application/x-protobuf"
@@ -25,8 +27,9 @@ _INVALID_ARGUMENT = 3
 _OUT_OF_RANGE = 11
 
 
-def otlp_router(join: SpanJoin, *, guard: Callable[..., None], max_request_bytes: int) -> APIRouter:
-    """The `/v1/traces` route feeding `join`."""
+def otlp_router(join: SpanJoin | None, *, guard: Callable[..., None], max_request_bytes: int,
+                genai: GenAiSource | None = None) -> APIRouter:
+    """The `/v1/traces` route feeding `join` (engine spans) and `genai` (applications' GenAI spans)."""
     router = APIRouter(tags=["traces"], dependencies=[Depends(guard)])
 
     body_types = {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
@@ -47,16 +50,18 @@ def otlp_router(join: SpanJoin, *, guard: Callable[..., None], max_request_bytes
                                                      max_request_bytes)
         code, payload, media = answer_export(join, body, content_type=request.headers.get("content-type", ""),
                                              content_encoding=request.headers.get("content-encoding", ""),
-                                             too_large=too_large, max_bytes=max_request_bytes)
+                                             too_large=too_large, max_bytes=max_request_bytes, genai=genai)
+        if genai is not None:
+            await genai.commit()  # stored before the answer: an exporter that got its 200 lost nothing
         return Response(payload, status_code=code, media_type=media)
 
     return router
 
 
-def answer_export(join: SpanJoin, body: bytes, *, content_type: str, content_encoding: str, too_large: str | None,
-                  max_bytes: int) -> tuple[int, bytes, str]:
-    """(status, body, media type) of the answer to one export request, counted; its spans handed to `join`.
-    `too_large` is `contract.read_capped`'s refusal (the answer is then 413 and `body` is not read)."""
+def answer_export(join: SpanJoin | None, body: bytes, *, content_type: str, content_encoding: str,
+                  too_large: str | None, max_bytes: int, genai: GenAiSource | None = None) -> tuple[int, bytes, str]:
+    """(status, body, media type) of the answer to one export request, counted; its spans handed to `join`
+    and `genai`. `too_large` is `contract.read_capped`'s refusal (the answer is then 413, `body` not read)."""
     as_json = content_type.split(";")[0].strip().lower() == "application/json"
     if too_large is not None:
         return _answer(join, 413, _status(_OUT_OF_RANGE, too_large), as_json)
@@ -65,7 +70,10 @@ def answer_export(join: SpanJoin, body: bytes, *, content_type: str, content_enc
                                max_bytes=max_bytes)
     except OtlpError as e:
         return _answer(join, 400, _status(_INVALID_ARGUMENT, str(e)), as_json)
-    join.receive(export)
+    if join is not None:
+        join.receive(export)
+    if genai is not None:
+        genai.receive(export)
     reply = ExportTraceServiceResponse()
     if export.rejected:
         reply.partial_success.rejected_spans = export.rejected
@@ -77,9 +85,10 @@ def _status(code: int, message: str) -> status_pb2.Status:
     return status_pb2.Status(code=code, message=f"observer OTLP receiver: {message}")
 
 
-def _answer(join: SpanJoin, code: int, message: status_pb2.Status | ExportTraceServiceResponse,
+def _answer(join: SpanJoin | None, code: int, message: status_pb2.Status | ExportTraceServiceResponse,
             as_json: bool) -> tuple[int, bytes, str]:
-    join.answered(code)
+    if join is not None:
+        join.answered(code)
     if as_json:
         return code, json_format.MessageToJson(message, indent=None).encode(), "application/json"
     return code, message.SerializeToString(), PROTOBUF

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-Source = Literal["proxy", "ingest", "golden"]
-SOURCES: tuple[Source, ...] = ("proxy", "ingest", "golden")
+Source = Literal["proxy", "ingest", "otel", "golden"]
+SOURCES: tuple[Source, ...] = ("proxy", "ingest", "otel", "golden")
 
 __all__ = ["SOURCES", "SampleRecord", "Score", "Source", "StoredSample"]
 

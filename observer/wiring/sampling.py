@@ -16,6 +16,7 @@ from observer.config.sampling import SamplingSpec
 from observer.fleetview import VersionNames
 from observer.httpserve import ConnectionGuard
 from observer.sample.checks import proxy_upstream, validate
+from observer.sample.genai import GenAiSource
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
 from observer.sample.otlp_receiver import otlp_router
@@ -74,6 +75,7 @@ class SamplingComponent:
     proxies: InProcessProxies
     fingerprints: FingerprintWatch | None
     spans: SpanJoin | None
+    genai: GenAiSource | None = None
     name: str = "sample"
 
     def collectors(self) -> Sequence[Collector]:
@@ -83,7 +85,8 @@ class SamplingComponent:
                                   redaction_kinds=self.pipeline.redactor.kinds if self.pipeline.redactor else ()),
                 WorkCollector(self.ctx.work),
                 *((FingerprintCollector(self.fingerprints),) if self.fingerprints is not None else ()),
-                *((self.spans,) if self.spans is not None else ()))
+                *((self.spans,) if self.spans is not None else ()),
+                *((self.genai,) if self.genai is not None else ()))
 
     def routers(self) -> Sequence[APIRouter]:
         config = self.ctx.config
@@ -93,7 +96,8 @@ class SamplingComponent:
                               max_request_bytes=config.server.max_request_bytes,
                               max_batch_samples=config.sampling.max_batch_samples, clock=self.ctx.clock),
                 *((otlp_router(self.spans, guard=self.ctx.private_guard(),
-                               max_request_bytes=config.server.max_request_bytes),) if self.spans is not None else ()))
+                               max_request_bytes=config.server.max_request_bytes, genai=self.genai),)
+                  if self.spans is not None or self.genai is not None else ()))
 
     def jobs(self) -> Sequence[Job]:
         spec = self.ctx.config.sampling
@@ -139,6 +143,11 @@ def build(ctx: Context) -> SamplingComponent | None:
     listeners = {name: o.listen for name, o in spec.versions.items() if o.listen}
     proxies = InProcessProxies(spec.proxy, listeners, {v: proxy_upstream(ctx.config, v) for v in listeners}, guards,
                                metrics, pipeline, spans)
+    og = spec.otel_genai
+    genai = GenAiSource(store=store, metrics=metrics, redactor=pipeline.redactor, versions=VersionNames(ctx.fleet),
+                        fraction=spec.fraction_for, models=og.models, version_attribute=og.version_attribute,
+                        seed=spec.reservoir.seed) if og.enabled else None
     return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics,
-                             upkeep=StoreUpkeep(store, spec.store), proxies=proxies, fingerprints=watch, spans=spans)
+                             upkeep=StoreUpkeep(store, spec.store), proxies=proxies, fingerprints=watch, spans=spans,
+                             genai=genai)
 

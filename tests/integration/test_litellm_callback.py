@@ -72,9 +72,7 @@ def ask(url: str, i: int, *, stream: bool) -> tuple[int, float]:
 
 
 def stored(obs: ObserverProcess, version: str) -> list[dict[str, Any]]:
-    resp = obs.get(f"/api/v1/samples?version={version}&limit=1000", headers={"authorization": f"Bearer {TOKEN}"})
-    assert resp.status_code == 200, resp.text
-    return list(resp.json()["samples"])
+    return obs.samples(version, TOKEN)
 
 
 def metric(obs: ObserverProcess, line_start: str) -> float:

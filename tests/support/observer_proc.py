@@ -39,6 +39,12 @@ class ObserverProcess(ThreadedService):
         """GET `path` from the observer."""
         return httpx.get(self.url + path, timeout=10.0, **kwargs)
 
+    def samples(self, version: str, token: str) -> list[dict[str, Any]]:
+        """The newest (up to 1,000) stored samples of `version`, read back through the admin API."""
+        resp = self.get(f"/api/v1/samples?version={version}&limit=1000", headers={"authorization": f"Bearer {token}"})
+        assert resp.status_code == 200, resp.text
+        return list(resp.json()["samples"])
+
     def wait_ready(self, *, timeout: float = 20.0) -> None:
         """Poll /readyz until 200 (first scrape cycle done)."""
         wait_http(self.url + "/readyz", timeout=timeout)

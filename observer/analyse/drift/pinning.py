@@ -11,8 +11,7 @@ from observer.analyse.drift.embedder import make_embedder
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
 from observer.store.open import open_store
-
-SOURCES = ("proxy", "ingest", "golden")
+from observer.store.records import SOURCES
 
 
 @dataclass(frozen=True)
