@@ -80,10 +80,6 @@ class Responder:
         self.done = False
         self.started = False
 
-    @property
-    def gone(self) -> bool:
-        return self._conn.transport is None or self._conn.transport.is_closing()
-
     def start(self, status: int, headers: list[tuple[bytes, bytes]], *, length: bool, head: bool = False) -> None:
         """Send the status line and `headers`; `length`: they carry a Content-Length, else the body is chunked
         (or, to an HTTP/1.0 client, delimited by closing the connection)."""

@@ -69,8 +69,6 @@ def valid_traceparent(value: str) -> bool:
 def forward_headers(raw: list[tuple[bytes, bytes]], drop: frozenset[bytes]) -> list[tuple[bytes, bytes]]:
     """Headers minus hop-by-hop ones and any the Connection header names."""
     named = {t.strip().lower() for k, v in raw if k.lower() == b"connection" for t in v.split(b",")}
-    if not named:
-        return [(k, v) for k, v in raw if k.lower() not in drop]
     return [(k, v) for k, v in raw if k.lower() not in drop and k.lower() not in named]
 
 

@@ -19,7 +19,7 @@ import yaml
 from observer.config import parse_config
 from tests.support import gateways as gw
 from tests.support.observer_proc import ObserverProcess, run_observer, wait_until
-from tests.support.prom import free_port
+from tests.support.prom import free_port, metric
 from tests.support.sim import running_fleet, sim_config
 
 pytestmark = pytest.mark.skipif(not gw.LITELLM_BIN.exists(), reason="the LiteLLM proxy is not installed "
@@ -75,13 +75,6 @@ def stored(obs: ObserverProcess, version: str) -> list[dict[str, Any]]:
     return obs.samples(version, TOKEN)
 
 
-def metric(obs: ObserverProcess, line_start: str) -> float:
-    for line in obs.get("/metrics").text.splitlines():
-        if line.startswith(line_start):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def start_litellm(tmp_path: Path, fleet: dict[str, str], observer_port: int, **env: str) -> Any:
     shutil.copy(ROOT / "observer" / "integrations" / "litellm.py", tmp_path / "observer_callback.py")
     return gw.litellm(tmp_path, litellm_yaml(fleet), env={
@@ -103,7 +96,7 @@ def test_samples_land_under_each_deployments_version_redacted(tmp_path: Path, fl
             assert sample["output"] and sample["source"] == "ingest"
             assert sample["latency_s"] is not None and sample["output_tokens"]
         assert sum(s["ttft_s"] is not None for s in stable + canary) >= 15  # the streamed half
-        assert metric(obs, 'observer_ingest_client_dropped_total{client="litellm"') == 0
+        assert metric(obs.url, "observer_ingest_client_dropped_total", client="litellm") == 0
 
 
 def test_an_observer_that_is_down_costs_litellm_nothing_and_is_told_later(tmp_path: Path,
@@ -120,7 +113,7 @@ def test_an_observer_that_is_down_costs_litellm_nothing_and_is_told_later(tmp_pa
                 return len(stored(obs, "stable")) + len(stored(obs, "canary"))
 
             def lost() -> float:
-                return sum(metric(obs, f'observer_ingest_client_dropped_total{{client="litellm",reason="{r}"}}')
+                return sum(metric(obs.url, "observer_ingest_client_dropped_total", client="litellm", reason=r)
                            for r in ("observer_down", "queue_full"))
 
             # Every sample is accounted for: stored (sent once the observer was up, or of the outage and still

@@ -19,6 +19,7 @@ import pytest
 
 from observer.config import parse_config
 from tests.support.observer_proc import ObserverProcess, run_observer, wait_until
+from tests.support.prom import metric
 from tests.support.sim import running_fleet, sim_config
 
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
@@ -69,10 +70,7 @@ def stored(obs: ObserverProcess, version: str) -> list[dict[str, Any]]:
 
 
 def outcome(obs: ObserverProcess, name: str) -> float:
-    for line in obs.get("/metrics").text.splitlines():
-        if line.startswith(f'observer_otel_genai_spans_total{{outcome="{name}"}}'):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no observer_otel_genai_spans_total{{outcome={name!r}}}")
+    return metric(obs.url, "observer_otel_genai_spans_total", outcome=name)
 
 
 def test_instrumented_calls_land_as_samples_of_their_version(observer: ObserverProcess,

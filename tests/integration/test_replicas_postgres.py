@@ -14,9 +14,8 @@ import pytest
 
 from observer_dev import pgserver as postgres
 from observer_dev.pgserver import Postgres
-from tests.support.prom import free_port, wait_http
+from tests.support.prom import free_port, metric, wait_http
 from tests.support.serve_areas import spawn
-from tests.support.shared_work import metric
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not postgres.available(), reason="Debian package postgresql missing")]

@@ -19,7 +19,8 @@ import pytest
 from observer_dev import pgserver as postgres
 from observer_dev.pgserver import Postgres
 from tests.support.judge_server import Reply, run_judge_server
-from tests.support.shared_work import ingest, job_states, judged_output, live_samples, metric, run_replicas
+from tests.support.prom import metric
+from tests.support.shared_work import ingest, job_states, judged_output, live_samples, run_replicas
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not postgres.available(), reason="Debian package postgresql missing")]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from observer_dev import promserver
 from observer_dev.promserver import LocalPrometheus, free_port
@@ -60,3 +61,10 @@ def run_prometheus(targets: Sequence[str], *, scrape_interval: str = "1s", rule_
     with promserver.run_prometheus(targets, scrape_interval=scrape_interval, rule_files=rule_files,
                                    evaluation_interval=evaluation_interval, metrics_path=metrics_path) as p:
         yield Prometheus(url=p.url, workdir=p.workdir)
+
+
+def metric(url: str, name: str, *, path: str = "/metrics", **labels: str) -> float:
+    """The sum of the samples of `name` on `url + path` whose labels include `labels` (0 when none)."""
+    text = httpx.get(url + path, timeout=5).text
+    return sum(float(s.value) for fam in text_string_to_metric_families(text) for s in fam.samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))

@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import psycopg
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.prom import free_port, wait_http
 from tests.support.serve_areas import spawn
@@ -29,16 +28,6 @@ class Replica:
     proc: subprocess.Popen[bytes]
     url: str
     log: Path
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    """One sample of the replica's /metrics (0 when absent)."""
-    text = httpx.get(url + "/metrics", timeout=5).text
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return float(s.value)
-    return 0.0
 
 
 def job_states(url: str) -> dict[str, int]:
