@@ -168,11 +168,10 @@ def start_arms(stack: ExitStack, workdir: Path, upstream: str, only: set[str], *
     return started, ingest
 
 
-def stored_samples(ingest: str, prefix: str = "observer_samples_stored_total") -> float:
-    import httpx
+def stored_samples(ingest: str) -> float:
+    from tests.support.prom import metric
 
-    text = httpx.get(ingest + "/metrics", timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+    return metric(ingest, "observer_samples_stored_total")
 
 
 def otel_landed(upstream: str, ingest: str, n: int) -> float | None:
@@ -180,8 +179,12 @@ def otel_landed(upstream: str, ingest: str, n: int) -> float | None:
     asks `n` questions of the upstream and exports its spans to the observer: the share stored as samples."""
     import subprocess
 
-    stored = 'observer_otel_genai_spans_total{outcome="stored"}'
-    before = stored_samples(ingest, stored)
+    from tests.support.prom import metric
+
+    def stored() -> float:
+        return metric(ingest, "observer_otel_genai_spans_total", outcome="stored")
+
+    before = stored()
     done = subprocess.run([sys.executable, "-m", "tests.support.genai_app", "--base-url", upstream + "/v1",
                            "--model", "stable", "--otlp", ingest + "/v1/traces", "--token", INGEST_TOKEN,
                            "--n", str(n)], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
@@ -190,9 +193,9 @@ def otel_landed(upstream: str, ingest: str, n: int) -> float | None:
         return None
     answered = int(done.stdout.split()[-1])
     deadline = time.monotonic() + 30
-    while stored_samples(ingest, stored) - before < answered and time.monotonic() < deadline:
+    while stored() - before < answered and time.monotonic() < deadline:
         time.sleep(0.5)
-    return round((stored_samples(ingest, stored) - before) / answered, 5) if answered else None
+    return round((stored() - before) / answered, 5) if answered else None
 
 
 def table(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> Iterator[str]:
