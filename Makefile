@@ -33,13 +33,15 @@ real-vllm:
 
 # The Debian packages: one apt-get for whichever are missing (two at once would fight over the dpkg lock).
 # The tests start their own Prometheus, throwaway PostgreSQL clusters (initdb + pg_ctl on a free loopback
-# port), nginx and HAProxy (the gateway recipes, bench/gateways.py); the packages' own services are not
-# used and are stopped.
+# port), nginx and HAProxy (the gateway recipes, bench/gateways.py) and Chromium (the report page's browser
+# tests, driven by Playwright with executable_path set: Playwright never downloads a browser here); the
+# packages' own services are not used and are stopped.
 debian-packages:
 	@missing=""; \
 	command -v prometheus >/dev/null && command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	for g in nginx haproxy; do command -v $$g >/dev/null || [ -x /usr/sbin/$$g ] || missing="$$missing $$g"; done; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

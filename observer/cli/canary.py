@@ -73,6 +73,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(jsonsafe.dumps(body))
         else:
             Console().print(verdict_table(body))
+            report = body.get("report") or (cfg.canary.report_url(body["canary"], body["baseline"])
+                                            if body.get("canary") and body.get("baseline") else None)
+            if report:
+                Console().print(f"Report: {report}", soft_wrap=True)
         raise typer.Exit(EXIT_CODES.get(str(body.get("verdict")), 2))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from typing import Literal
+from urllib.parse import quote
 
 from pydantic import Field, field_validator, model_validator
 
@@ -157,6 +158,29 @@ class FairnessSpec(Spec):
                     "a difference makes the whole verdict inconclusive. Remove one when it is what rolls out.")
 
 
+class ReportSpec(Spec):
+    """The canary report pages (`GET /report`): where their links point, how much sampled text they show."""
+
+    enabled: bool = Field(True, description="Serve /report and /report/canary/{canary}.")
+    public_url: str | None = Field(
+        None, description="The observer's URL as people's browsers reach it, for the links in alerts and in "
+                          "`observer canary judge`; default: canary.observer_url.")
+    prometheus_url: str | None = Field(
+        None, description="Prometheus as browsers reach it, for each metric's query link; default: "
+                          "canary.prometheus_url (no links when neither is set).")
+    grafana_url: str | None = Field(None, description="Grafana as browsers reach it, for dashboard links "
+                                                      "(the generated canary dashboard); null: no links.")
+    examples: int = Field(3, ge=0, le=10, description="Worst lost pairs or live failures shown as text "
+                                                      "(only to requests carrying the private-route token).")
+
+    @field_validator("public_url", "prometheus_url", "grafana_url")
+    @classmethod
+    def _http(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} must be an http:// or https:// URL")
+        return v
+
+
 class CanarySpec(Spec):
     """Canary-vs-baseline judge and Argo templates."""
 
@@ -200,6 +224,19 @@ class CanarySpec(Spec):
     argo_namespace: str = Field("llm-serving", description="Namespace of the rendered AnalysisTemplates.")
     argo_interval: str = Field("1m", description="Argo measurement interval of the rendered templates.")
     argo_count: int = Field(15, ge=2, le=1000, description="Measurements of the web gate in one analysis step.")
+    report: ReportSpec = Field(default_factory=ReportSpec, description="The canary report pages.")
+
+    def report_url(self, canary: str | None = None, baseline: str | None = None) -> str:
+        """The report index, or one pair's page (names are URL-quoted; `{{…}}` templates pass through)."""
+
+        def part(name: str) -> str:
+            return name if name.startswith("{{") else quote(name, safe="")
+
+        base = (self.report.public_url or self.observer_url).rstrip("/") + "/report"
+        if canary is None:
+            return base
+        url = f"{base}/canary/{part(canary)}"
+        return url if baseline is None else f"{url}?baseline={part(baseline)}"
 
     @model_validator(mode="after")
     def _check(self) -> CanarySpec:

@@ -200,6 +200,7 @@ SLO_THRESHOLD_EXPOSED = "observer_slo_threshold_exposed"  # gauge {slo, version}
 ALERT_GOLDEN_NOT_RUN = "ObserverGoldenSetNotRun"
 ALERT_DRIFT_NOT_RUN = "ObserverDriftCheckNotRun"
 ALERT_VERDICT_STALE = "ObserverCanaryVerdictStale"
+ALERT_CANARY_FAILED = "ObserverCanaryFailed"
 ALERT_FINGERPRINTS = "ObserverVersionMultipleFingerprints"
 ALERT_FINGERPRINT_CHANGED = "ObserverFingerprintChanged"
 ALERT_FINGERPRINT_MISMATCH = "ObserverFingerprintMismatch"

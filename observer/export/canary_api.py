@@ -7,6 +7,7 @@ mid-token, to stay small. Only a fault of the judge itself (an exception) gives 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query, Response
@@ -54,9 +55,10 @@ def _metric(r: MetricResult, *, full: bool) -> dict[str, Any]:
     return out
 
 
-def verdict_body(v: Verdict, *, full: bool = True) -> dict[str, Any]:
-    """The JSON-ready summary of a verdict."""
+def verdict_body(v: Verdict, *, full: bool = True, report: str | None = None) -> dict[str, Any]:
+    """The JSON-ready summary of a verdict; `report`: the pair's report page, where a person looks next."""
     return {
+        **({"report": report} if report else {}),
         "canary": v.canary,
         "baseline": v.baseline,
         "verdict": str(v.verdict),
@@ -76,13 +78,13 @@ def _dumps(body: dict[str, Any]) -> bytes:
     return jsonsafe.dumps(body, separators=(",", ":")).encode()
 
 
-def encode(v: Verdict) -> bytes:
+def encode(v: Verdict, *, report: str | None = None) -> bytes:
     """Strict JSON of `v` under MAX_BYTES: per-metric numbers go first, then the least important metrics
     (nodata, then passes; failures and critical metrics are kept longest), noted in `metrics_omitted`."""
-    data = _dumps(verdict_body(v))
+    data = _dumps(verdict_body(v, report=report))
     if len(data) <= MAX_BYTES:
         return data
-    body = verdict_body(v, full=False)
+    body = verdict_body(v, full=False, report=report)
     data = _dumps(body)
     if len(data) <= MAX_BYTES:
         return data
@@ -101,8 +103,8 @@ def encode(v: Verdict) -> bytes:
     return _dumps(body)
 
 
-def router(provider: VerdictProvider) -> APIRouter:
-    """The canary API router."""
+def router(provider: VerdictProvider, *, report_url: Callable[[str, str], str] | None = None) -> APIRouter:
+    """The canary API router; with `report_url`, each verdict names its pair's report page."""
     r = APIRouter(prefix="/api/v1/canary", tags=["canary"])
 
     @r.get("/verdict")
@@ -119,6 +121,7 @@ def router(provider: VerdictProvider) -> APIRouter:
     ) -> Response:
         """Judge the canary against the baseline now: pass | fail | inconclusive | nodata (always 200)."""
         v = await provider.verdict_for(canary, baseline, since=since, weight=weight)
-        return Response(encode(v), media_type="application/json")
+        report = report_url(v.canary, v.baseline) if report_url is not None and v.canary and v.baseline else None
+        return Response(encode(v, report=report), media_type="application/json")
 
     return r

@@ -225,11 +225,19 @@ def prometheus_spec(config: ObserverConfig) -> dict[str, Any]:
     return out
 
 
-def _template(kind: str, name: str, spec: Mapping[str, Any], namespace: str | None) -> dict[str, Any]:
+REPORT_ANNOTATION = "observer.dev/report-url"
+"""Where the on-call looks when a run fails: the pair's report page, with the template's own arguments (the web
+metric's verdict JSON carries the resolved URL as `report`)."""
+
+
+def _template(kind: str, name: str, spec: Mapping[str, Any], namespace: str | None,
+              report: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
     meta["labels"] = dict(LABELS)
+    if report is not None:
+        meta["annotations"] = {REPORT_ANNOTATION: report}
     return {"apiVersion": API, "kind": kind, "metadata": meta, "spec": dict(spec)}
 
 
@@ -237,8 +245,10 @@ def templates(config: ObserverConfig, *, cluster: bool) -> list[dict[str, Any]]:
     """The three templates as AnalysisTemplates or ClusterAnalysisTemplates."""
     kind = "ClusterAnalysisTemplate" if cluster else "AnalysisTemplate"
     ns = None if cluster else config.canary.argo_namespace
-    return [_template(kind, GATE, gate_spec(config), ns),
-            _template(kind, GUARDRAIL, guardrail_spec(config), ns),
+    spec = config.canary
+    report = spec.report_url("{{args.canary}}", "{{args.baseline}}") if spec.report.enabled else None
+    return [_template(kind, GATE, gate_spec(config), ns, report),
+            _template(kind, GUARDRAIL, guardrail_spec(config), ns, report),
             _template(kind, PROMETHEUS, prometheus_spec(config), ns)]
 
 

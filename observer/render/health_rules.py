@@ -357,13 +357,16 @@ def _stale(a: Alerting, *, name: str, metric: str, by: Sequence[str], limit: flo
                              (Series(selector(names.TARGET_UP, {_V: "stable"}), f"1x{steps}"),), at, interval,
                              tuple(Firing(tuple(sorted(ls.items())), 1.0) for ls in label_sets)),)
     whose = " of version {{ $labels.version }}" if _V in by else ""
+    report = None
     if names.CANARY in by:
         whose = " of canary {{ $labels.canary }} against {{ $labels.baseline }}"
+        report = a.canary_report_url
     return Alert(name=name, expr=expr, severity="warning", summary=summary,
                  description=(f"No {what.removeprefix('a ')}{whose} for {{{{ printf \"%.0f\" $value }}}} s "
                               f"(limit {window})"
-                              + ("; a value of 1 means none at all within the limit." if keys else ".")),
-                 runbook=runbook, examples=examples)
+                              + ("; a value of 1 means none at all within the limit." if keys else ".")
+                              + (" The last verdict's evidence: report_url." if report else "")),
+                 runbook=runbook, examples=examples, report_url=report)
 
 
 def self_health_group(a: Alerting) -> Group:
@@ -433,7 +436,33 @@ def self_health_group(a: Alerting) -> Group:
                             keys=[{names.CANARY: c, names.BASELINE: b} for c, b in a.canary_pairs],
                             what="a canary verdict evaluation", runbook="verdict-stale",
                             summary="Canary verdict for {{ $labels.canary }} is stale"))
+        rules.append(_canary_failed(a))
     return Group(names.RULE_GROUP_SELF, tuple(rules))
+
+
+def _canary_failed(a: Alerting) -> Alert:
+    """The judge's verdict for a pair has been fail for a while: Argo aborts the step if it gates the rollout,
+    but a canary rolled out by hand, or a gate left out, has no one else to tell. The value is the score."""
+    interval, at, steps = timing(a, a.limits.leading_for)
+    verdict, score = names.CANARY_VERDICT, names.CANARY_SCORE
+    key: Labels = ((names.BASELINE, "stable"), (names.CANARY, "canary"))
+    labels = dict(key)
+    by = f"{names.CANARY}, {names.BASELINE}"
+    return Alert(name=names.ALERT_CANARY_FAILED, expr=f"{score} and on ({by}) ({verdict} == -1)",
+                 severity="warning", for_seconds=a.limits.leading_for,
+                 summary="Canary {{ $labels.canary }} is worse than {{ $labels.baseline }}",
+                 description=("The canary judge says fail for {{ $labels.canary }} against {{ $labels.baseline }} "
+                              "(score {{ printf \"%.0f\" $value }}): a critical metric failed, or the score fell "
+                              "below the marginal score with two or more failing. "
+                              + ("Which metric, by how much and since when: report_url." if a.canary_report_url
+                                 else "`observer canary judge` names the metric.")),
+                 runbook="canary-failed", report_url=a.canary_report_url,
+                 examples=(Example(f"{names.ALERT_CANARY_FAILED} fires", (
+                     Series(selector(verdict, labels), f"-1x{steps}"), Series(selector(score, labels), f"40x{steps}")),
+                                   at, interval, (Firing(key, 40.0),)),
+                           Example(f"{names.ALERT_CANARY_FAILED} quiet on inconclusive", (
+                               Series(selector(verdict, labels), f"0x{steps}"),
+                               Series(selector(score, labels), f"40x{steps}")), at, interval)))
 
 
 def _engine_spans_missing(a: Alerting) -> Alert:

@@ -113,6 +113,8 @@ class Alerting:
     """Alert when the judge's agreement with the anchors falls below this (None: no anchors re-graded)."""
     engine_spans_enabled: bool = False
     """sampling.engine_spans: the proxies expect vLLM's OTLP request spans."""
+    canary_report_url: str | None = None
+    """The canary report page as an annotation template (`{{ $labels.canary }}`…); None: reports off."""
 
     def runbook_url(self, page: str) -> str:
         """The runbook_url of a page in runbooks/."""
@@ -193,6 +195,8 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         period_seconds=slo.period_days * 86400.0, time_scale=scale, keep_firing=slo.keep_firing,
         live_versions=live,
         retired_versions=retired, runbook_base_url=slo.runbook_base_url, observer_job=slo.observer_job,
+        canary_report_url=config.canary.report_url("{{ $labels.canary }}", "{{ $labels.baseline }}")
+        if config.canary.enabled and config.canary.report.enabled else None,
         quality_enabled=config.quality.enabled,
         judge_enabled=config.quality.enabled and config.quality.judge.url is not None,
         drift_enabled=config.drift.enabled,

@@ -74,6 +74,8 @@ class Alert:
     examples: tuple[Example, ...] = field(default=(), compare=False)
     owner: Labels = ()
     """Routing labels from the config (team, owner): on the alert, but not part of what tells rules apart."""
+    report_url: str | None = None
+    """A page to open first (the canary report of the alert's pair), as an annotation template."""
 
     def all_labels(self) -> dict[str, str]:
         """The static labels the rule attaches, severity and owner labels included."""
@@ -116,9 +118,12 @@ def _go_g(value: float) -> str:
 
 
 def alert_annotations(alert: Alert, base_url: str) -> dict[str, str]:
-    """The annotations of an alert: summary, description and runbook_url."""
-    return {"summary": alert.summary, "description": alert.description,
-            "runbook_url": f"{base_url.rstrip('/')}/{alert.runbook}.md"}
+    """The annotations of an alert: summary, description and runbook_url (and report_url for a canary's)."""
+    out = {"summary": alert.summary, "description": alert.description,
+           "runbook_url": f"{base_url.rstrip('/')}/{alert.runbook}.md"}
+    if alert.report_url:
+        out["report_url"] = alert.report_url
+    return out
 
 
 def rule_data(rule: Rule, base_url: str) -> dict[str, Any]:

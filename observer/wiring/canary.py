@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -25,8 +26,12 @@ from observer.analyse.canary.sources import (
 from observer.collect import promql
 from observer.collect.promql import PromQLClient
 from observer.export import canary_api
+from observer.export.report import pages
+from observer.export.report.examples import ExampleStore, StoreExamples
+from observer.export.report.model import Example
 from observer.fleetview import FleetView
 from observer.wiring.runtime import BaseComponent, Context, Job
+from observer.wiring.sampling import build_redactor
 
 
 def make_source(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
@@ -52,6 +57,7 @@ class CanaryComponent(BaseComponent):
     interval_seconds: float
     always_judge: bool  # with discovery, pairs appear later: judge even while none is configured
     own_http: httpx.AsyncClient | None  # the PromQL client's own (TLS settings), closed at stop
+    report: APIRouter | None = None
     name: str = "canary"
 
     def collectors(self) -> Sequence[Collector]:
@@ -61,7 +67,9 @@ class CanaryComponent(BaseComponent):
                 VersionInfoCollector(self.fleet, self.signals), EnvironmentCollector(self.fleet, self.signals))
 
     def routers(self) -> Sequence[APIRouter]:
-        return (canary_api.router(self.service),)
+        if self.report is None:
+            return (canary_api.router(self.service),)
+        return canary_api.router(self.service, report_url=self.service.spec.report_url), self.report
 
     async def stop(self) -> None:
         if self.own_http is not None:
@@ -74,8 +82,27 @@ class CanaryComponent(BaseComponent):
                     run_at_start=False),)
 
 
+def report_router(ctx: Context, service: CanaryService, *, examples: ExampleStore | None,
+                  kappa: Callable[[], float | None]) -> APIRouter:
+    """The report pages over the service's snapshots; texts from `examples`, redacted as at capture."""
+    redactor = build_redactor(ctx.config.sampling)
+    source = None if examples is None else StoreExamples(
+        examples, redact=None if redactor is None else (lambda text: redactor.redact(text).text))
+
+    def group_of(name: str) -> str | None:
+        v = ctx.fleet.version(name)
+        return None if v is None else v.group
+
+    async def worst(canary: str, *, since: float, limit: int) -> list[Example]:
+        return [] if source is None else await asyncio.to_thread(source.worst, canary, since=since, limit=limit)
+
+    return pages.router(ctx.config, service, token=ctx.auth_token, anonymous=ctx.config.server.auth.mode == "none",
+                        examples=worst, group_of=group_of, kappa=kappa, clock=ctx.clock)
+
+
 def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
-          drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None
+          drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None,
+          examples: ExampleStore | None = None, kappa: Callable[[], float | None] = lambda: None
           ) -> CanaryComponent | None:
     """Return the canary component (its `service` judges pairs), or None when the area is disabled."""
     spec = ctx.config.canary
@@ -84,5 +111,6 @@ def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader
     source = make_source(ctx, signals=signals, quality=quality, drift=drift, cost=cost, pairs=pairs)
     service = CanaryService(ctx.config, source, clock=ctx.clock, fleet=ctx.fleet)
     own = source.client.http if isinstance(source, PrometheusSource) and source.client.http is not ctx.http else None
+    report = report_router(ctx, service, examples=examples, kappa=kappa) if spec.report.enabled else None
     return CanaryComponent(service=service, fleet=ctx.fleet, signals=signals, interval_seconds=spec.interval_seconds,
-                           always_judge=ctx.config.discovery.kubernetes is not None, own_http=own)
+                           always_judge=ctx.config.discovery.kubernetes is not None, own_http=own, report=report)

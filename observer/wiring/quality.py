@@ -62,7 +62,13 @@ class QualityComponent(BaseComponent):
     job_list: Sequence[Job]
     collector_list: Sequence[Collector]
     router_list: Sequence[APIRouter]
+    reliability: JudgeReliability | None = None
     name: str = "quality"
+
+    def kappa(self) -> float | None:
+        """The judge's latest agreement with its anchors (None: not graded yet, undefined, or no judge)."""
+        grade = self.reliability.last if self.reliability is not None else None
+        return None if grade is None else grade.agreement.kappa
 
     def collectors(self) -> Sequence[Collector]:
         return self.collector_list
@@ -171,7 +177,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
                                                if shadow_collector is not None else None))
     router = quality_api.router(state, versions=lambda: [v.name for v in fleet.versions()])
     return QualityComponent(state=state, judge=judge, shadow=shadow, job_list=jobs, collector_list=collectors,
-                            router_list=(router,))
+                            router_list=(router,), reliability=reliability)
 
 
 def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore, judge: JudgeClient | None,

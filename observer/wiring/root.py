@@ -48,6 +48,11 @@ class Services:
     components: list[Component] = field(default_factory=list)
 
 
+def no_kappa() -> float | None:
+    """No quality area: no judge agreement to show."""
+    return None
+
+
 def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
              embedder_factory: Callable[[], Embedder] | None = None) -> Services:
     """Build every selected area's services and components for `ctx.config`."""
@@ -66,8 +71,10 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
     if "sample" in selected and (sa := sampling.build(ctx)) is not None:
         out.store = sa.store
         out.components.append(sa)
+    kappa: Callable[[], float | None] | None = None
     if "quality" in selected and (qa := quality.build(ctx, store=out.store,
                                                       embedder_factory=embedder_factory)) is not None:
+        kappa = qa.kappa
         out.quality = qa.state
         out.shadow = qa.shadow
         out.components.append(qa)
@@ -75,8 +82,9 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
         out.drift = dr.state
         out.components.append(dr)
     if "canary" in selected and (ca := canary.build(ctx, signals=out.signals, quality=out.quality,
-                                                    drift=out.drift, cost=out.signals,
-                                                    pairs=out.shadow)) is not None:
+                                                    drift=out.drift, cost=out.signals, pairs=out.shadow,
+                                                    examples=out.store,
+                                                    kappa=kappa or no_kappa)) is not None:
         out.canary = ca.service
         out.components.append(ca)
     return out

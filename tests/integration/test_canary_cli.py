@@ -46,6 +46,13 @@ def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> 
         res = runner.invoke(app, ["canary", "judge", "--config", str(path), "--url", obs.url],
                             env={"COLUMNS": "200"})
         assert res.exit_code == 1 and "FAIL" in res.output and "ttft (critical)" in res.output
+        assert "Report: http://observer.observability.svc:9464/report/canary/canary?baseline=stable" in res.output
+        # The running observer's report page names the failing metric and draws its plots.
+        page = obs.get("/report/canary/canary?baseline=stable")
+        assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
+        assert '<strong class="failing-metric">ttft</strong>' in page.text
+        assert page.text.count('<img src="data:image/svg+xml;base64,') >= 4, page.text[-3000:]
+        assert "/report/canary/canary?baseline=stable" in obs.get("/report").text
         # The gauge is the periodic job's last look (every canary.interval_seconds), the API's answer is now:
         # on a busy machine the job may not have looked since the data turned.
         gauge = 'observer_canary_verdict{baseline="stable",canary="canary"} -1.0'

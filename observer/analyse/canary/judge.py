@@ -20,10 +20,12 @@ from observer.analyse.canary.results import (
     PairCounts,
     Verdict,
 )
+from observer.collect.model import Histogram
 from observer.config.canary import CanaryMetricSpec, CanarySpec, FairnessSpec, MetricKind
 
 __all__ = ["GAUGE_VALUE", "ArmData", "DriftObservation", "MetricResult", "Outcome", "PairCounts", "Verdict", "judge",
-           "judge_metric", "metric_alpha", "mute_unfair_latency"]
+           "judge_metric", "latency_edge", "metric_alpha", "metric_slices", "mute_unfair_latency",
+           "per_pod_load_ratio"]
 
 MIN_EDGE_OBSERVATIONS = 20
 """Baseline observations needed before an automatic SLO edge is placed at its quantile."""
@@ -202,15 +204,9 @@ def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
     if hc is None or hb is None or hc.count <= 0 or hb.count <= 0:
         return _base(m, Outcome.NODATA, n_canary=round(hc.count) if hc else 0,
                      n_baseline=round(hb.count) if hb else 0, detail=f"no {m.family} observations")
-    le = m.le
+    le, why = latency_edge(m, hb)
     if le is None:
-        if hb.count < MIN_EDGE_OBSERVATIONS:
-            return _base(m, Outcome.INCONCLUSIVE, n_canary=round(hc.count), n_baseline=round(hb.count),
-                         detail="too few baseline observations to place the SLO edge")
-        le = stats.auto_edge(hb, m.quantile)
-        if le is None:
-            return _base(m, Outcome.INCONCLUSIVE, n_canary=round(hc.count), n_baseline=round(hb.count),
-                         detail=f"baseline q{m.quantile} is above the highest finite edge")
+        return _base(m, Outcome.INCONCLUSIVE, n_canary=round(hc.count), n_baseline=round(hb.count), detail=why)
     try:
         above_c, n_c = histogram.fraction_above(hc, le)
         above_b, n_b = histogram.fraction_above(hb, le)
@@ -235,6 +231,39 @@ def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
         return res
     # The metric's ratio is the quantile ratio (what people read); its interval is at the metric's α.
     return MetricResult(**{**res.__dict__, "ratio": q.estimate, "ci_low": q.low, "ci_high": q.high})
+
+
+def latency_edge(m: CanaryMetricSpec, baseline: Histogram) -> tuple[str | None, str]:
+    """The `le` a latency metric is judged at (configured, or at the baseline's quantile), or None and why."""
+    if m.le is not None:
+        return m.le, ""
+    if baseline.count < MIN_EDGE_OBSERVATIONS:
+        return None, "too few baseline observations to place the SLO edge"
+    le = stats.auto_edge(baseline, m.quantile)
+    return (le, "") if le is not None else (None, f"baseline q{m.quantile} is above the highest finite edge")
+
+
+def metric_slices(m: CanaryMetricSpec, c: ArmData, b: ArmData) -> np.ndarray | None:
+    """The per-slice counts a sliced test of `m` reads, one row per slice, oldest first: (bad canary,
+    canary total, bad baseline, baseline total). None when `m` is not a bad-event metric or has no slices."""
+    pairs = _sliced(c, b)
+    if pairs is None:
+        return None
+    if m.kind == MetricKind.RATIO:
+        if m.live_check is not None:
+            check = m.live_check
+            rows = [(*_checked(sc, check), *_checked(sb, check)) for sc, sb in pairs]
+        else:
+            rows = [(*_bad(m, sc), *_bad(m, sb)) for sc, sb in pairs]
+    elif m.kind == MetricKind.LATENCY and m.family is not None:
+        hb = b.histograms.get(m.family)
+        le = None if hb is None or hb.count <= 0 else latency_edge(m, hb)[0]
+        if le is None:
+            return None
+        rows = [(*_above(sc, m.family, le), *_above(sb, m.family, le)) for sc, sb in pairs]
+    else:
+        return None
+    return np.array(rows, dtype=float).reshape(-1, 4)
 
 
 def _above(a: ArmData, family: str, le: str) -> tuple[float, float]:
@@ -499,7 +528,7 @@ def mute_unfair_latency(spec: CanarySpec, results: Sequence[MetricResult], c: Ar
         why = (f"canary still warming up: prefix-cache hit ratio {c.prefix_cache_hit_ratio:.2f} vs baseline "
                f"{b.prefix_cache_hit_ratio:.2f}")
         mute[Outcome.FAIL] = mute[Outcome.PASS] = why
-    ratio = _per_pod_load_ratio(f, c, b)
+    ratio = per_pod_load_ratio(f, c, b)
     n_c, n_b = c.total_requests or 0, b.total_requests or 0
     if ratio is not None and n_c + n_b >= spec.split_min_requests:
         load = (f"per-pod load canary {ratio:.2g}× baseline ({n_c} requests on {c.replicas} pod(s) vs {n_b} "
@@ -528,7 +557,7 @@ def mute_unfair_latency(spec: CanarySpec, results: Sequence[MetricResult], c: Ar
     return out
 
 
-def _per_pod_load_ratio(f: FairnessSpec, c: ArmData, b: ArmData) -> float | None:
+def per_pod_load_ratio(f: FairnessSpec, c: ArmData, b: ArmData) -> float | None:
     """Requests per pod, canary ÷ baseline; None when the check is off or either arm lacks pods or requests."""
     n_c, n_b = c.total_requests, b.total_requests
     if f.per_pod_load_tolerance is None or not (c.replicas and b.replicas and n_c and n_b):

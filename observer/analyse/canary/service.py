@@ -6,6 +6,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict, judge
 from observer.analyse.canary.pairs import FleetPairs, Pair, expected_share, resolve_alias
@@ -14,6 +15,17 @@ from observer.config.spec import ObserverConfig
 from observer.fleetview import FleetView, LiveFleet
 
 Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A verdict and the data of both arms it was judged on."""
+
+    verdict: Verdict
+    canary: ArmData
+    baseline: ArmData
+
+
 log = logging.getLogger("observer.canary")
 
 
@@ -30,6 +42,8 @@ class CanaryService:
         self._pairs = FleetPairs(config, self.fleet)
         self._pairs_gen = -1
         self._latest: dict[Pair, Verdict] = {}
+        # The data behind each latest verdict, for the report page: read, never re-queried.
+        self._arms: dict[Pair, tuple[ArmData, ArmData]] = {}
         # The split the gate last asked about, per pair (Argo passes the step's setWeight): the periodic
         # judgment exported to Prometheus uses it too, so the gate's web and Prometheus metrics agree.
         self._asked_share: dict[Pair, float | None] = {}
@@ -46,12 +60,25 @@ class CanaryService:
             for gone in [p for p in self._latest  # a pair whose version left: its verdict series end
                          if self.fleet.version(p.canary) is None or self.fleet.version(p.baseline) is None]:
                 del self._latest[gone]
+                self._arms.pop(gone, None)
                 self._asked_share.pop(gone, None)
         return pairs
 
     def latest(self, canary: str, baseline: str) -> Verdict | None:
         """The last verdict for the pair, or None before its first judgement."""
         return self._latest.get(Pair(canary, baseline))
+
+    def evidence(self, canary: str, baseline: str) -> Evidence | None:
+        """The last verdict for the pair with the data of both arms it was judged on, or None."""
+        pair = Pair(canary, baseline)
+        v, arms = self._latest.get(pair), self._arms.get(pair)
+        if v is None or arms is None:
+            return None
+        return Evidence(verdict=v, canary=arms[0], baseline=arms[1])
+
+    def looks(self, canary: str, baseline: str) -> int:
+        """How many times the pair was judged (periodic job and gate asks) since this process started."""
+        return sum(n for (c, b, _), n in self.evaluations.items() if c == canary and b == baseline)
 
     def verdicts(self) -> list[Verdict]:
         """The latest verdict of every judged pair."""
@@ -73,6 +100,7 @@ class CanaryService:
         v = judge(self.spec, canary=canary, baseline=baseline, canary_data=c, baseline_data=b,
                   expected_share=share, now=now)
         self._latest[Pair(canary, baseline)] = v
+        self._arms[Pair(canary, baseline)] = (c, b)
         self.evaluations[(canary, baseline, str(v.verdict))] += 1
         if c.note or b.note:
             self.source_errors[(canary, baseline)] += 1
