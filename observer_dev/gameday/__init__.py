@@ -399,6 +399,8 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 break
         if row.verdicts:
             row.verdicts[-1] = str(body["verdict"])
+        page = httpx.get(obs.url + "/report/canary/canary", params={"baseline": "stable"}, timeout=10)
+        row.report = page.text if page.status_code == 200 else f"HTTP {page.status_code}: {page.text[:300]}"
         ok, detail = check_row(s, row, body)
         row.ok, row.detail = ok, (row.detail + "; " + detail).strip("; ") if not ok else detail
     finally:

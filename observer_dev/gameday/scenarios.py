@@ -103,6 +103,7 @@ class Row:
     seconds: float = 0.0
     failed_metric: str = ""  # the metrics the final verdict failed on, comma-joined
     evidence: Any = None  # what else the scenario measured (the real game day: quality and drift evidence)
+    report: str = ""  # the pair's report page (HTML) at the scenario's last look
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ def test_short_gameday_every_scenario_matches() -> None:
     assert by_name["slow"].prometheus["latency"] == "Failed"
     assert by_name["idle"].verdicts and set(by_name["idle"].verdicts) == {"nodata"}
     assert "pass" not in by_name["restart"].verdicts
+    _check_failing_reports(report.rows)
     # Issue 18 items 1-3: each blind spot is caught soon after the change and never before it; the observed
     # template change within one look (one fingerprint interval), the scrape-based ones within a few: the slow
     # replica's median moves once most of its window is slow (the third look after two healthy rounds), and a
@@ -32,3 +34,36 @@ def test_short_gameday_every_scenario_matches() -> None:
         assert row.verdicts[:2] == ["quiet", "quiet"] and row.verdicts[-1] == "alert", (name, row.verdicts)
         looks = [int(v.split("look ")[1].split()[0]) for v in row.prometheus.values()]
         assert looks and max(looks) <= (1 if name == "template-rollback" else 5), (name, row.prometheus)
+
+
+def _check_failing_reports(rows: list[Any]) -> None:
+    """Each failing scenario's report page names a failing metric and, in Chromium, draws every plot with no
+    console error (the page as the game day's observer served it)."""
+    failing = [r for r in rows if r.expected == "fail"]
+    assert failing
+    for row in failing:
+        assert 'class="badge verdict fail"' in row.report, (row.scenario, row.report[:300])
+        assert '<strong class="failing-metric">' in row.report, row.scenario
+    if shutil.which("chromium") is None:
+        return
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update"])
+        try:
+            for row in failing:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None)
+                page.set_content(row.report, wait_until="load")
+                drawn = page.eval_on_selector_all("figure.plot img", "i => i.map(x => x.naturalWidth > 0)")
+                missing = page.locator(".missing-plot").all_inner_texts()
+                assert drawn and all(drawn), (row.scenario, drawn)
+                # a plot may be missing only where its data are (e.g. no per-slice HTTP counters), said in words
+                assert len(drawn) + len(missing) == 5, (row.scenario, missing)
+                assert errors == [], (row.scenario, errors)
+                page.close()
+        finally:
+            browser.close()
