@@ -4,7 +4,13 @@ the states that must never give a 500 or a blank plot (unknown pair, no verdict,
 from __future__ import annotations
 
 import base64
+import json
 import re
+import shutil
+import subprocess
+from html import unescape
+from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 from fastapi.testclient import TestClient
@@ -42,7 +48,7 @@ def test_failing_pair_names_the_metric_and_draws_every_plot() -> None:
     assert all("canary" in p and "baseline" in p for p in plots[:3])
     assert "runbooks/canary-failed.md#ratio" in html
     assert "kubectl argo rollouts abort m0-rollout -n llm-serving" in html
-    assert "http://prometheus.example:9090/graph?g0.expr=observer_canary_metric_result" in html
+    assert "http://prometheus.example:9090/graph?g0.expr=" in html
     assert "http://grafana.example:3000/d/observer-canary?" in html
     assert "latest κ against the anchors: 0.620" in html
 
@@ -180,3 +186,17 @@ def test_argo_templates_and_verdict_json_carry_the_report() -> None:
     body = TestClient(app).get("/api/v1/canary/verdict", params={"canary": "m0-canary", "baseline": "m0-stable"}).json()
     assert body["verdict"] == "fail"
     assert body["report"] == "http://observer.observability.svc:9464/report/canary/m0-canary?baseline=m0-stable"
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian prometheus)")
+def test_query_links_are_valid_promql(tmp_path: Path) -> None:
+    html = _client().get(PAIR).text
+    links = re.findall(r'href="http://prometheus\.example:9090/graph\?([^"]+)"', html)
+    exprs = [parse_qs(unescape(q))["g0.expr"][0] for q in links]
+    assert len(exprs) == 7 and any("histogram_quantile(0.9" in e for e in exprs)
+    rules = {"groups": [{"name": "links", "rules": [{"record": f"report:link{i}", "expr": e}
+                                                    for i, e in enumerate(exprs)]}]}
+    path = tmp_path / "links.yaml"
+    path.write_text(json.dumps(rules))
+    done = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from observer import conventions as names
 from observer.analyse.canary.judge import metric_slices, per_pod_load_ratio
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome, Verdict
 from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
 from observer.config.spec import ObserverConfig
-from observer.conventions import metrics as names
+from observer.conventions.latency import LATENCY
 from observer.export.report import plots
 
 LATENCY_FAMILIES = ("ttft", "itl", "e2e")
@@ -136,6 +137,23 @@ def prometheus_link(base: str | None, expr: str) -> str | None:
     return f"{base.rstrip('/')}/graph?" + urlencode({"g0.expr": expr, "g0.tab": "0", "g0.range_input": "1h"})
 
 
+def metric_query(m: CanaryMetricSpec | None, result: str, canary: str, baseline: str, window: float) -> str:
+    """The PromQL that shows a metric's evidence for both arms over the window: what the judge compared (the
+    per-arm counters or histograms), or the exported result for kinds read from the observer's own areas."""
+    arms = f'{names.VERSION}=~"{canary}|{baseline}"'
+    rng = f"[{max(60, round(window))}s]"
+    if m is not None and m.kind == MetricKind.RATIO and m.live_check is None and not m.http_4xx:
+        total = f"{names.REQUESTS}_total"
+        bad = f'{names.FINISHED_REASON}=~"{"|".join(m.finished_reasons)}"'
+        return (f"sum by ({names.VERSION}) (increase({total}{{{arms},{bad}}}{rng})) / "
+                f"sum by ({names.VERSION}) (increase({total}{{{arms}}}{rng}))")
+    if m is not None and m.kind == MetricKind.LATENCY and m.family is not None:
+        bucket = f"{LATENCY[m.family].exported}_bucket"
+        return (f"histogram_quantile({m.quantile}, sum by ({names.VERSION}, le) "
+                f"(increase({bucket}{{{arms}}}{rng})))")
+    return result
+
+
 def metric_rows(config: ObserverConfig, v: Verdict) -> tuple[MetricRow, ...]:
     spec = config.canary
     by_name = {m.name: m for m in spec.metrics}
@@ -145,8 +163,9 @@ def metric_rows(config: ObserverConfig, v: Verdict) -> tuple[MetricRow, ...]:
                  + urlencode({"var-canary": v.canary, "var-baseline": v.baseline})) if grafana else None
     rows = []
     for r in v.metrics:
-        expr = (f'{names.CANARY_METRIC_RESULT}{{canary="{v.canary}",baseline="{v.baseline}",'
-                f'metric="{r.name}"}}')
+        exported = (f'{names.CANARY_METRIC_RESULT}{{canary="{v.canary}",baseline="{v.baseline}",'
+                    f'metric="{r.name}"}}')
+        expr = metric_query(by_name.get(r.name), exported, v.canary, v.baseline, v.window_seconds)
         n = f"{r.n_canary} / {r.n_baseline}" if r.kind != "paired" else f"{r.n_canary} decided"
         if r.min_n is not None:
             n += f" (min {r.min_n})"
