@@ -141,8 +141,32 @@ class ServerSpec(Spec):
     max_headers: int = Field(100, ge=8, le=10_000, description="Most headers in a request; more: 431.")
 
 
+class EvaluationEventsSpec(Spec):
+    """Scores and verdicts as OpenTelemetry GenAI `gen_ai.evaluation.result` events, sent over OTLP/HTTP."""
+
+    enabled: bool = Field(False, description="Emit evaluation events (off by default).")
+    endpoint: str | None = Field(None, description="OTLP/HTTP logs endpoint, e.g. http://collector:4318/v1/logs "
+                                                   "(required when enabled).")
+    headers: dict[str, str] = Field(default_factory=dict, description="Headers on every export (auth).")
+    sample_rate: float = Field(1.0, ge=0, le=1, description="Share of per-item scores (golden items) sent; "
+                                                            "canary verdicts are always sent.")
+    queue_size: int = Field(2048, ge=1, le=1_000_000, description="Events waiting for export at most; beyond "
+                                                                  "it they are dropped and counted, never waited on.")
+    timeout_seconds: float = Field(5.0, gt=0, le=60, description="One export's timeout.")
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> EvaluationEventsSpec:
+        if self.enabled and not self.endpoint:
+            raise ValueError("telemetry.evaluations.enabled needs an endpoint (an OTLP/HTTP logs URL)")
+        if self.endpoint is not None:
+            _check_url(self.endpoint)
+        return self
+
+
 class TelemetrySpec(Spec):
-    """OpenTelemetry traces of the observer's own jobs."""
+    """OpenTelemetry traces of the observer's own jobs, and its evaluation events."""
 
     traces: Literal["none", "console", "otlp"] = Field("none", description="Span exporter.")
     otlp_endpoint: str | None = Field(None, description="OTLP/HTTP endpoint when traces is otlp.")
+    evaluations: EvaluationEventsSpec = Field(default_factory=EvaluationEventsSpec,
+                                              description="Scores and verdicts as OTel GenAI evaluation events.")

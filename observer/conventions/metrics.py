@@ -99,6 +99,7 @@ SAMPLE_QUEUE_DEPTH = "observer_sample_queue_depth"
 OTLP_EXPORTS = "observer_otlp_exports"  # counter {code}: OTLP/HTTP export requests received, by answer
 OTLP_SPANS = "observer_otlp_spans"  # counter {outcome}: joined | unmatched | rejected | other
 OTEL_GENAI_SPANS = "observer_otel_genai_spans"  # counter {outcome}: applications' GenAI spans, what became of them
+EVALUATION_EVENTS = "observer_evaluation_events"  # counter {outcome}: gen_ai.evaluation.result events sent over OTLP
 ENGINE_SPAN_REQUESTS = "observer_engine_span_requests"  # counter {version, outcome}: joined | missing | overflow
 OUTSIDE_ENGINE = "observer_outside_engine_seconds"  # histogram {version, part}: proxy-seen minus engine-seen
 STORE_BYTES = "observer_store_bytes"

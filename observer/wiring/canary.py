@@ -11,6 +11,7 @@ from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
 from observer.analyse.canary.collector import CanaryCollector
+from observer.analyse.canary.events import EvaluationSink
 from observer.analyse.canary.inventory import EnvironmentCollector, VersionInfoCollector
 from observer.analyse.canary.service import CanaryService
 from observer.analyse.canary.sources import (
@@ -102,14 +103,14 @@ def report_router(ctx: Context, service: CanaryService, *, examples: ExampleStor
 
 def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
           drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None,
-          examples: ExampleStore | None = None, kappa: Callable[[], float | None] = lambda: None
-          ) -> CanaryComponent | None:
+          examples: ExampleStore | None = None, kappa: Callable[[], float | None] = lambda: None,
+          events: EvaluationSink | None = None) -> CanaryComponent | None:
     """Return the canary component (its `service` judges pairs), or None when the area is disabled."""
     spec = ctx.config.canary
     if not spec.enabled:
         return None
     source = make_source(ctx, signals=signals, quality=quality, drift=drift, cost=cost, pairs=pairs)
-    service = CanaryService(ctx.config, source, clock=ctx.clock, fleet=ctx.fleet)
+    service = CanaryService(ctx.config, source, clock=ctx.clock, fleet=ctx.fleet, events=events)
     own = source.client.http if isinstance(source, PrometheusSource) and source.client.http is not ctx.http else None
     report = report_router(ctx, service, examples=examples, kappa=kappa) if spec.report.enabled else None
     return CanaryComponent(service=service, fleet=ctx.fleet, signals=signals, interval_seconds=spec.interval_seconds,

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from observer.analyse.canary.pairs import FleetPairs
 from observer.analyse.quality.checks import validate
 from observer.analyse.quality.collector import QualityCollector
+from observer.analyse.quality.events import EvaluationSink
 from observer.analyse.quality.factory import judge_client
 from observer.analyse.quality.jobs import (
     GOLDEN_JOB,
@@ -81,7 +82,8 @@ class QualityComponent(BaseComponent):
 
 
 def build(ctx: Context, *, store: ManagedStore | None,
-          embedder_factory: Callable[[], Embedder] | None = None) -> QualityComponent | None:
+          embedder_factory: Callable[[], Embedder] | None = None,
+          events: EvaluationSink | None = None) -> QualityComponent | None:
     """Return this area's component (its `state` is the quality service), or None when it is disabled.
 
     `store`: the sample store live checks read and the shared work queue (None: sampling is off, so live
@@ -131,14 +133,15 @@ def build(ctx: Context, *, store: ManagedStore | None,
     sync: QualitySync | None = None  # reads the shared results back (a store only)
     if store is None:
         if golden_on:
-            jobs.append(Job("quality-golden", look, LocalGolden(runner, golden, fleet, state, rounds).run,
+            jobs.append(Job("quality-golden", look, LocalGolden(runner, golden, fleet, state, rounds,
+                                                                 events).run,
                             singleton=True))
     else:
         rubric = rubrics.get(spec.live.judge_rubric) if judge is not None and spec.live.judge_fraction > 0 else None
         sync = QualitySync(store, state, live_checks=tuple(spec.live.checks) if live_on else (),
                            judge_rubric=rubric.name if live_on and rubric is not None else None)
         if golden_on:
-            shared = SharedGolden(store, runner, golden, fleet, rounds, work_spec, work_metrics)
+            shared = SharedGolden(store, runner, golden, fleet, rounds, work_spec, work_metrics, events)
             jobs.append(Job("quality-golden", look, shared.enqueue, singleton=True))
             workers.append(Worker(store, GOLDEN_JOB, shared.replay, work_spec, work_metrics,
                                   limit=GOLDEN_PARALLEL_VERSIONS))

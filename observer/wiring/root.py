@@ -27,7 +27,7 @@ from observer.analyse.quality.state import QualityState
 from observer.analyse.signals import SignalStore
 from observer.fleetview import LiveFleet
 from observer.store.base import ManagedStore
-from observer.wiring import canary, discovery, drift, quality, sampling, scrape
+from observer.wiring import canary, discovery, drift, evaluations, quality, sampling, scrape
 from observer.wiring.runtime import Component, Context
 
 Area = Literal["discover", "scrape", "sample", "quality", "drift", "canary"]
@@ -61,6 +61,10 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
     if unknown:
         raise ValueError(f"unknown area(s) {sorted(unknown)}; known: {', '.join(AREAS)}")
     out = Services(fleet=ctx.fleet)
+    ev = evaluations.build(ctx)
+    events = ev.events if ev is not None else None
+    if ev is not None:
+        out.components.append(ev)
 
     if "discover" in selected and (di := discovery.build(ctx)) is not None:
         out.components.append(di)
@@ -72,8 +76,8 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
         out.store = sa.store
         out.components.append(sa)
     kappa: Callable[[], float | None] | None = None
-    if "quality" in selected and (qa := quality.build(ctx, store=out.store,
-                                                      embedder_factory=embedder_factory)) is not None:
+    if "quality" in selected and (qa := quality.build(ctx, store=out.store, embedder_factory=embedder_factory,
+                                                      events=events)) is not None:
         kappa = qa.kappa
         out.quality = qa.state
         out.shadow = qa.shadow
@@ -84,7 +88,7 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
     if "canary" in selected and (ca := canary.build(ctx, signals=out.signals, quality=out.quality,
                                                     drift=out.drift, cost=out.signals, pairs=out.shadow,
                                                     examples=out.store,
-                                                    kappa=kappa or no_kappa)) is not None:
+                                                    kappa=kappa or no_kappa, events=events)) is not None:
         out.canary = ca.service
         out.components.append(ca)
     return out

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from observer.analyse.canary.events import EvaluationSink, verdict_event
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict, judge
 from observer.analyse.canary.pairs import FleetPairs, Pair, expected_share, resolve_alias
 from observer.analyse.canary.sources import CanarySource
@@ -33,7 +34,7 @@ class CanaryService:
     """Judges pairs on demand and on a schedule; keeps the latest verdict per pair (bounded by the fleet)."""
 
     def __init__(self, config: ObserverConfig, source: CanarySource, *, clock: Clock,
-                 fleet: FleetView | None = None) -> None:
+                 fleet: FleetView | None = None, events: EvaluationSink | None = None) -> None:
         self.config = config
         self.spec = config.canary
         self.source = source
@@ -49,6 +50,7 @@ class CanaryService:
         self._asked_share: dict[Pair, float | None] = {}
         self.evaluations: Counter[tuple[str, str, str]] = Counter()
         self.source_errors: Counter[tuple[str, str]] = Counter()
+        self.events = events
 
     @property
     def pairs(self) -> list[Pair]:
@@ -101,6 +103,8 @@ class CanaryService:
                   expected_share=share, now=now)
         self._latest[Pair(canary, baseline)] = v
         self._arms[Pair(canary, baseline)] = (c, b)
+        if self.events is not None:
+            self.events.emit(verdict_event(v), sampled=False)
         self.evaluations[(canary, baseline, str(v.verdict))] += 1
         if c.note or b.note:
             self.source_errors[(canary, baseline)] += 1

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from observer.analyse.quality.events import EvaluationSink, emit_golden
 from observer.analyse.quality.golden import GoldenSet
 from observer.analyse.quality.live import LiveScorer, as_score
 from observer.analyse.quality.model import GoldenRunResult, encode_run, scorer_name
@@ -57,6 +58,7 @@ class LocalGolden:
     fleet: FleetView  # read at each look: a discovered version is replayed at the next one
     state: QualityState
     rounds: Rounds
+    events: EvaluationSink | None = None
 
     async def run(self) -> None:
         """Replay every golden set against every due version (versions in parallel)."""
@@ -64,7 +66,9 @@ class LocalGolden:
 
         async def version_runs(v: VersionSpec) -> None:
             for gs in self.golden:
-                self.state.record_golden(_logged(await self.runner.run(v, gs)))
+                result = _logged(await self.runner.run(v, gs))
+                self.state.record_golden(result)
+                emit_golden(self.events, result)
             self.rounds.done(v.name, slot)
 
         await asyncio.gather(*(version_runs(v) for v in due[:GOLDEN_PARALLEL_VERSIONS]))
@@ -82,6 +86,7 @@ class SharedGolden:
     rounds: Rounds
     work_spec: WorkSpec
     metrics: WorkMetrics
+    events: EvaluationSink | None = None
 
     async def enqueue(self) -> None:
         """The leader's part of a round: keyed by the interval's slot, so a leader that changes mid-interval
@@ -104,6 +109,7 @@ class SharedGolden:
             log.info("golden job %s: no such version or golden set any more; nothing to do", job.key)
             return WorkResult()
         result = _logged(await self.runner.run(version, gs))
+        emit_golden(self.events, result)  # where it ran: the other replicas only read the stored run
         return WorkResult(golden_runs=[GoldenRunRecord(version=result.version, golden_set=result.golden_set,
                                                        started=result.started, finished=result.finished,
                                                        body=encode_run(result))])

@@ -1,0 +1,180 @@
+"""Scores and verdicts as OpenTelemetry GenAI `gen_ai.evaluation.result` events (the conventions' event for an
+evaluator's result; Development status), exported over OTLP/HTTP by the SDK's log exporter.
+
+The conventions name the result (`gen_ai.evaluation.name`, `score.value`, `score.label`, `explanation`,
+`gen_ai.response.id`, `error.type`) but not yet who evaluated, against what, or which version was evaluated:
+those go under `observer.*` attributes (the evaluator's model and prompt and rubric hashes, the reference set and
+its content hash, the version, the canary pair) until the conventions name them.
+
+An event is parented to the span current when it is emitted (the job span of the run that scored it, or the
+replayed request's span), so a trace backend shows it inside that trace. Emitting never blocks and never raises:
+events beyond `queue_size` still waiting for export are dropped and counted; an endpoint that is down or slow
+costs failed exports, counted, and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk.resources import Resource
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from observer import __version__
+from observer import conventions as names
+from observer.config.fleet import EvaluationEventsSpec
+
+log = logging.getLogger("observer.evalevents")
+
+EVENT = "gen_ai.evaluation.result"
+NAME = "gen_ai.evaluation.name"
+SCORE_VALUE = "gen_ai.evaluation.score.value"
+SCORE_LABEL = "gen_ai.evaluation.score.label"
+EXPLANATION = "gen_ai.evaluation.explanation"
+RESPONSE_ID = "gen_ai.response.id"
+ERROR_TYPE = "error.type"
+CONVENTION_ATTRIBUTES = (NAME, SCORE_VALUE, SCORE_LABEL, EXPLANATION, RESPONSE_ID, ERROR_TYPE)
+"""Every convention attribute the observer sets; the rest are `observer.*`."""
+
+OUTCOMES = ("exported", "failed", "dropped", "sampled_out")
+MAX_EXPLANATION = 1000
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluator's result about one thing (a golden item's answer, a canary pair's look)."""
+
+    name: str
+    label: str
+    score: float | None = None
+    explanation: str = ""
+    response_id: str | None = None
+    error_type: str | None = None
+    attributes: Mapping[str, str | int | float | bool] = field(default_factory=dict)
+    """`observer.*` attributes: version, evaluator identity, reference set."""
+
+    def otel_attributes(self) -> dict[str, Any]:
+        out: dict[str, Any] = {NAME: self.name, SCORE_LABEL: self.label}
+        if self.score is not None:
+            out[SCORE_VALUE] = float(self.score)
+        if self.explanation:
+            out[EXPLANATION] = self.explanation[:MAX_EXPLANATION]
+        if self.response_id:
+            out[RESPONSE_ID] = self.response_id
+        if self.error_type:
+            out[ERROR_TYPE] = self.error_type
+        out.update({k: v for k, v in self.attributes.items() if k.startswith("observer.") and v != ""})
+        return out
+
+
+class _Counting(LogRecordExporter):
+    """The OTLP exporter, counting what it exported and failed, and releasing the queue's slots."""
+
+    def __init__(self, inner: LogRecordExporter, events: EvaluationEvents) -> None:
+        self.inner = inner
+        self.events = events
+
+    def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        try:
+            result = self.inner.export(batch)
+        except Exception as e:  # an exporter bug must not kill the export thread
+            log.warning("evaluation events: export raised %s: %s", type(e).__name__, e)
+            result = LogRecordExportResult.FAILURE
+        ok = result == LogRecordExportResult.SUCCESS
+        self.events.settled(len(batch), "exported" if ok else "failed")
+        if not ok:
+            self.events.warn_failed(len(batch))
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()  # type: ignore[no-untyped-call]
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class EvaluationEvents:
+    """Emits evaluation events through the OTel SDK's batching log processor, bounded by `spec.queue_size`."""
+
+    def __init__(self, spec: EvaluationEventsSpec, *, exporter: LogRecordExporter | None = None,
+                 seed: int | None = None, schedule_delay_millis: int = 1000) -> None:
+        self.spec = spec
+        self.counts: Counter[str] = Counter({o: 0 for o in OUTCOMES})
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._failed_logged = False
+        if exporter is None:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+            exporter = OTLPLogExporter(endpoint=spec.endpoint, headers=dict(spec.headers),
+                                       timeout=spec.timeout_seconds)
+        self.provider = LoggerProvider(resource=Resource.create({"service.name": "observer",
+                                                                 "service.version": __version__}))
+        # The processor's own queue is larger than ours: ours decides, and counts, what is dropped.
+        self.provider.add_log_record_processor(BatchLogRecordProcessor(
+            _Counting(exporter, self), max_queue_size=spec.queue_size + 512,
+            max_export_batch_size=min(512, spec.queue_size), schedule_delay_millis=schedule_delay_millis,
+            export_timeout_millis=int(spec.timeout_seconds * 1000)))
+        self.logger = self.provider.get_logger("observer.evaluations", __version__)
+
+    def settled(self, n: int, outcome: str) -> None:
+        with self._lock:
+            self._pending = max(0, self._pending - n)
+            self.counts[outcome] += n
+
+    def warn_failed(self, n: int) -> None:
+        if not self._failed_logged:  # once per outage, not once per batch
+            self._failed_logged = True
+            log.warning("evaluation events: %d could not be exported to %s (down or slow; counted in "
+                        "%s_total{outcome=\"failed\"})", n, self.spec.endpoint, names.EVALUATION_EVENTS)
+
+    def emit(self, e: Evaluation, *, sampled: bool = True) -> bool:
+        """Queue one event (never blocks or raises). `sampled`: subject to `sample_rate` (per-item scores).
+        False when it was sampled out or dropped because the queue is full."""
+        if sampled and self.spec.sample_rate < 1.0 and self._rng.random() >= self.spec.sample_rate:
+            with self._lock:
+                self.counts["sampled_out"] += 1
+            return False
+        with self._lock:
+            if self._pending >= self.spec.queue_size:
+                self.counts["dropped"] += 1
+                return False
+            self._pending += 1
+        try:
+            self.logger.emit(event_name=EVENT, body=None, attributes=e.otel_attributes())
+        except Exception as err:  # the SDK must never fail a scoring run
+            self.settled(1, "failed")
+            log.warning("evaluation events: emit raised %s: %s", type(err).__name__, err)
+            return False
+        return True
+
+    def flush(self, timeout_millis: int = 5000) -> bool:
+        return bool(self.provider.force_flush(timeout_millis))
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+    def collector(self) -> Collector:
+        return _EventsCollector(self)
+
+
+class _EventsCollector(Collector):
+    def __init__(self, events: EvaluationEvents) -> None:
+        self.events = events
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        c = CounterMetricFamily(names.EVALUATION_EVENTS, "OTel GenAI evaluation events by outcome (exported, "
+                                "failed: the endpoint refused or timed out, dropped: the queue was full, "
+                                "sampled_out).", labels=[names.OUTCOME])
+        for outcome in OUTCOMES:
+            c.add_metric([outcome], float(self.events.counts[outcome]))
+        yield c
