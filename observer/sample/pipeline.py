@@ -231,11 +231,14 @@ class SamplePipeline:
         """Hand over a finished capture (after `want` said yes)."""
         version = capture.version
         self.metrics.sampled[(version, "proxy")] += 1
+        idle = not self.reservoir.has_open()
         offer, closed = self.reservoir.offer(version, capture)
         if not offer.kept or offer.evicted:
             self.metrics.drop(version, "window_full")
         if closed:
             self._enqueue(closed)
+        elif idle:
+            self._wake.set()  # the writer slept without a tick: it must now tick to close this window
 
     def discard(self, version: str, reason: str) -> None:
         """A capture that `want` selected could not be completed."""
@@ -290,8 +293,12 @@ class SamplePipeline:
         # Never `wait_for(queue.get())`: on Python 3.11 a timeout racing a put can lose the item.
         if self.queue.empty():
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._tick)
+            if not self.reservoir.has_open() and not self._closing:
+                # Nothing held: sleep until a capture arrives (no wake-up a second on an idle proxy).
+                await self._wake.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._tick)
         batch: list[Capture] = []
         while len(batch) < self.batch_size and not self.queue.empty():
             item = self.queue.get_nowait()

@@ -87,6 +87,10 @@ class WindowReservoir(Generic[T]):
                 del self._windows[key]
         return out
 
+    def has_open(self) -> bool:
+        """Whether any window is open (something will need flushing when it closes)."""
+        return bool(self._windows)
+
     def pending(self) -> int:
         """Candidates held in open windows."""
         return sum(len(w.items) for w in self._windows.values())

@@ -75,6 +75,35 @@ async def test_samples_flow_to_the_sink_redacted_after_their_window() -> None:
     await p.stop()
 
 
+async def test_an_idle_writer_sleeps_without_ticking_and_wakes_for_the_next_window() -> None:
+    """No capture held: the writer waits on no timer (an idle proxy costs no CPU); the first capture of a new
+    window makes it tick again, so that window is still written when it closes."""
+    clock, sink = Clock(), ListSink()
+    p = pipeline(sink, clock, window_seconds=0.2)  # tick 0.05 s while a window is open
+    await p.start()
+    p.submit(capture(0))
+    clock.now += 0.2
+    await async_wait_until(lambda: len(sink.records) == 1)
+    await asyncio.sleep(0.15)  # the writer flushed the closed window and now holds nothing
+    assert not p.reservoir.has_open()
+    ticks = 0
+    original = p.reservoir.flush
+
+    def counting(**kw: bool) -> dict[str, list[Capture]]:
+        nonlocal ticks
+        ticks += 1
+        return original(**kw)
+
+    p.reservoir.flush = counting  # type: ignore[method-assign]
+    await asyncio.sleep(0.3)  # six ticks' time idle
+    assert ticks == 0
+    p.submit(capture(1))
+    clock.now += 0.2
+    await async_wait_until(lambda: len(sink.records) == 2)
+    assert ticks >= 1
+    await p.stop()
+
+
 async def test_full_queue_drops_and_counts() -> None:
     clock, sink = Clock(), ListSink()
     p = pipeline(sink, clock, queue_size=3)  # writer not started: nothing drains the queue
