@@ -10,6 +10,7 @@ the known ones), no verdict yet, nodata metrics, areas that never ran, a source 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -165,10 +166,17 @@ def router(config: ObserverConfig, canaries: Canaries, *, token: str | None, ano
         if shown:
             worst = () if examples is None else await examples(c, since=v.evaluated_at - v.window_seconds,
                                                           limit=spec.report.examples)
-        view = model.page(config, v, ev.canary, ev.baseline, now=clock(), looks=canaries.looks(c, b),
-                          kappa=kappa(), commands=rollout_commands(config, group_of(c)), examples=worst)
-        return html("pair.html", p=view, token_configured=token is not None,
-                    path=f"/report/canary/{quote(c, safe='')}?baseline={quote(b, safe='')}")
+        looks, judge_kappa, commands = canaries.looks(c, b), kappa(), rollout_commands(config, group_of(c))
+
+        def render() -> HTMLResponse:
+            view = model.page(config, v, ev.canary, ev.baseline, now=clock(), looks=looks, kappa=judge_kappa,
+                              commands=commands, examples=worst)
+            return html("pair.html", p=view, token_configured=token is not None,
+                        path=f"/report/canary/{quote(c, safe='')}?baseline={quote(b, safe='')}")
+
+        # Drawing the plots takes tens of milliseconds: off the event loop, so scrapes and the gate's verdict
+        # calls are not held up by someone reading a report.
+        return await asyncio.to_thread(render)
 
     @r.post("/login")
     async def login(request: Request) -> Response:
