@@ -31,8 +31,8 @@ from observer.export.report import pages
 from observer.export.report.examples import ExampleStore, StoreExamples
 from observer.export.report.model import Example
 from observer.fleetview import FleetView
+from observer.sample.redact import Redactor
 from observer.wiring.runtime import BaseComponent, Context, Job
-from observer.wiring.sampling import build_redactor
 
 
 def make_source(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
@@ -84,9 +84,9 @@ class CanaryComponent(BaseComponent):
 
 
 def report_router(ctx: Context, service: CanaryService, *, examples: ExampleStore | None,
-                  kappa: Callable[[], float | None]) -> APIRouter:
-    """The report pages over the service's snapshots; texts from `examples`, redacted as at capture."""
-    redactor = build_redactor(ctx.config.sampling)
+                  redactor: Redactor | None, kappa: Callable[[], float | None]) -> APIRouter:
+    """The report pages over the service's snapshots; texts from `examples`, redacted again by the sampling
+    area's own redactor (a replayed answer was never captured)."""
     source = None if examples is None else StoreExamples(
         examples, redact=None if redactor is None else (lambda text: redactor.redact(text).text))
 
@@ -103,7 +103,8 @@ def report_router(ctx: Context, service: CanaryService, *, examples: ExampleStor
 
 def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
           drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None,
-          examples: ExampleStore | None = None, kappa: Callable[[], float | None] = lambda: None,
+          examples: ExampleStore | None = None, redactor: Redactor | None = None,
+          kappa: Callable[[], float | None] = lambda: None,
           events: EvaluationSink | None = None) -> CanaryComponent | None:
     """Return the canary component (its `service` judges pairs), or None when the area is disabled."""
     spec = ctx.config.canary
@@ -112,6 +113,7 @@ def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader
     source = make_source(ctx, signals=signals, quality=quality, drift=drift, cost=cost, pairs=pairs)
     service = CanaryService(ctx.config, source, clock=ctx.clock, fleet=ctx.fleet, events=events)
     own = source.client.http if isinstance(source, PrometheusSource) and source.client.http is not ctx.http else None
-    report = report_router(ctx, service, examples=examples, kappa=kappa) if spec.report.enabled else None
+    report = (report_router(ctx, service, examples=examples, redactor=redactor, kappa=kappa)
+              if spec.report.enabled else None)
     return CanaryComponent(service=service, fleet=ctx.fleet, signals=signals, interval_seconds=spec.interval_seconds,
                            always_judge=ctx.config.discovery.kubernetes is not None, own_http=own, report=report)

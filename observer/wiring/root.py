@@ -26,6 +26,7 @@ from observer.analyse.quality.shadow import ShadowReplayer
 from observer.analyse.quality.state import QualityState
 from observer.analyse.signals import SignalStore
 from observer.fleetview import LiveFleet
+from observer.sample.redact import Redactor
 from observer.store.base import ManagedStore
 from observer.wiring import canary, discovery, drift, evaluations, quality, sampling, scrape
 from observer.wiring.runtime import Component, Context
@@ -72,8 +73,10 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
         sc = scrape.build(ctx)
         out.signals = sc.store
         out.components.append(sc)
+    redactor: Redactor | None = None
     if "sample" in selected and (sa := sampling.build(ctx)) is not None:
         out.store = sa.store
+        redactor = sa.pipeline.redactor
         out.components.append(sa)
     kappa: Callable[[], float | None] | None = None
     if "quality" in selected and (qa := quality.build(ctx, store=out.store, embedder_factory=embedder_factory,
@@ -87,7 +90,7 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
         out.components.append(dr)
     if "canary" in selected and (ca := canary.build(ctx, signals=out.signals, quality=out.quality,
                                                     drift=out.drift, cost=out.signals, pairs=out.shadow,
-                                                    examples=out.store,
+                                                    examples=out.store, redactor=redactor,
                                                     kappa=kappa or no_kappa, events=events)) is not None:
         out.canary = ca.service
         out.components.append(ca)

@@ -12,6 +12,7 @@ from html import unescape
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -200,3 +201,22 @@ def test_query_links_are_valid_promql(tmp_path: Path) -> None:
     path.write_text(json.dumps(rules))
     done = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_late_failure_says_from_which_slice_in_the_result_and_the_detail() -> None:
+    from observer.analyse.canary.judge import ArmData, judge_metric
+    from observer.config.canary import CanaryMetricSpec
+
+    m = CanaryMetricSpec(name="refusals", kind="ratio", live_check="refusal")  # a t-test on slices: fresh starts
+
+    def arm(bad: list[int]) -> ArmData:
+        slices = tuple(ArmData(live_checks={"refusal": (x, 100)}) for x in bad)
+        return ArmData(live_checks={"refusal": (sum(bad), 100 * len(bad))}, slices=slices)
+
+    rng = np.random.default_rng(3)
+    late = [int(x) for x in rng.binomial(100, 0.05, 30)] + [int(x) for x in rng.binomial(100, 0.4, 15)]
+    r = judge_metric(m, arm(late), arm([int(x) for x in rng.binomial(100, 0.05, 45)]), alpha=0.01, power=0.8)
+    assert str(r.outcome) == "fail" and r.worse_since is not None and r.worse_since > 0, r
+    assert f"worse since slice {r.worse_since}" in r.detail
+    healthy = judge_metric(m, arm([5] * 45), arm([5] * 45), alpha=0.01, power=0.8)
+    assert healthy.worse_since is None

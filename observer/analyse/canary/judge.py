@@ -135,7 +135,8 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
             parts.append(f"shifted since slice {shift.start_slice}")
     return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=needed, canary=rate_c, baseline=rate_b,
                  ratio=rate_c / rate_b if rate_b > 0 else None, p_value=p_value, detail="; ".join(parts),
-                 design_effect=t.design_effect, slices=t.slices)
+                 design_effect=t.design_effect, slices=t.slices,
+                 worse_since=t.start_slice if t.reject and t.start_slice > 0 else None)
 
 
 def _sliced(c: ArmData, b: ArmData) -> list[tuple[ArmData, ArmData]] | None:

@@ -130,6 +130,8 @@ class MetricResult:
     """Slice variance ÷ binomial variance: how much the dependence in the traffic inflates the noise."""
     slices: int | None = None
     """Slices with data in both arms behind a sliced test (None: the metric is not tested on slices)."""
+    worse_since: int | None = None
+    """The slice a failing sliced test found the canary worse from (None: from the first, or not failed)."""
     evidence: Mapping[str, int] | None = None
     """paired: wins, losses, ties, position-inconsistent pairs and errors behind the outcome."""
 
@@ -161,3 +163,12 @@ class Verdict:
             if m.name == name:
                 return m
         raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A verdict and the data of both arms it was judged on."""
+
+    verdict: Verdict
+    canary: ArmData
+    baseline: ArmData

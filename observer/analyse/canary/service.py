@@ -6,27 +6,16 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from observer.analyse.canary.events import EvaluationSink, verdict_event
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict, judge
 from observer.analyse.canary.pairs import FleetPairs, Pair, expected_share, resolve_alias
+from observer.analyse.canary.results import Evidence
 from observer.analyse.canary.sources import CanarySource
 from observer.config.spec import ObserverConfig
 from observer.fleetview import FleetView, LiveFleet
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """A verdict and the data of both arms it was judged on."""
-
-    verdict: Verdict
-    canary: ArmData
-    baseline: ArmData
-
-
 log = logging.getLogger("observer.canary")
 
 

@@ -192,13 +192,6 @@ def _status_share(a: ArmData, cls: str) -> float | None:
     return None if total <= 0 else a.http_status.get(cls, 0.0) / total
 
 
-def _worse_from(detail: str) -> int | None:
-    """The slice a sliced test found the canary worse from, as its detail states it."""
-    _, found, rest = detail.partition("worse since slice ")
-    head = rest.split(";")[0].split()
-    return int(head[0]) if found and head and head[0].isdigit() else None
-
-
 def build_plots(spec: CanarySpec, v: Verdict, c: ArmData, b: ArmData
                 ) -> tuple[list[plots.Plot], list[str]]:
     """Every plot the page draws, and "title: why" for each that had nothing to draw."""
@@ -217,7 +210,7 @@ def build_plots(spec: CanarySpec, v: Verdict, c: ArmData, b: ArmData
         r = results.get(m.name)
         if rows is None or r is None or r.outcome is Outcome.NODATA:
             continue
-        series.append(plots.SliceSeries(m.name, rows, m.effect_ratio, _worse_from(r.detail)))
+        series.append(plots.SliceSeries(m.name, rows, m.effect_ratio, r.worse_since))
     evidence = plots.slice_evidence(series)
     if evidence is None:
         missing.append("slice evidence: no sliced bad-event metric has data in both arms (the window has "

@@ -23,7 +23,8 @@ from fastapi import APIRouter, Cookie, Header, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from observer.analyse.canary.results import Verdict
+from observer.analyse.canary.pairs import Pair
+from observer.analyse.canary.results import Evidence, Verdict
 from observer.config.spec import ObserverConfig
 from observer.export.report import model
 from observer.export.report.model import Example
@@ -35,34 +36,15 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", 
            "Cache-Control": "no-store"}
 
 
-class PairLike(Protocol):
-    @property
-    def canary(self) -> str: ...
-
-    @property
-    def baseline(self) -> str: ...
-
-
-class EvidenceLike(Protocol):
-    @property
-    def verdict(self) -> Verdict: ...
-
-    @property
-    def canary(self) -> Any: ...
-
-    @property
-    def baseline(self) -> Any: ...
-
-
 class Canaries(Protocol):
     """What the pages need of the canary service."""
 
     @property
-    def pairs(self) -> Sequence[PairLike]: ...
+    def pairs(self) -> Sequence[Pair]: ...
 
     def latest(self, canary: str, baseline: str) -> Verdict | None: ...
 
-    def evidence(self, canary: str, baseline: str) -> EvidenceLike | None: ...
+    def evidence(self, canary: str, baseline: str) -> Evidence | None: ...
 
     def looks(self, canary: str, baseline: str) -> int: ...
 
