@@ -13,7 +13,7 @@ from rich.table import Table
 from observer import jsonsafe
 from observer.cli.common import ConfigOption, fail, load
 
-EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3, "nodata": 4}
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3, "nodata": 4, "idle": 5}
 
 
 def verdict_table(body: dict[str, Any]) -> Table:
@@ -23,7 +23,7 @@ def verdict_table(body: dict[str, Any]) -> Table:
               caption=body.get("reason", ""))
     for col in ("metric", "result", "canary", "baseline", "ratio [CI]", "p", "n canary/baseline", "min n"):
         t.add_column(col)
-    colour = {"pass": "green", "fail": "red", "inconclusive": "yellow", "nodata": "dim"}
+    colour = {"pass": "green", "fail": "red", "inconclusive": "yellow", "nodata": "dim", "idle": "dim"}
     for name, m in body["metrics"].items():
         flags = " (critical)" if m.get("critical") else " (advisory)" if m.get("advisory") else ""
         ci = m.get("ci")
@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
                                                             "instead of asking an observer.")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the JSON body instead of a table.")] = False,
     ) -> None:
-        """Judge the canary now and print the verdict; exit 0 pass, 1 fail, 3 inconclusive, 4 nodata."""
+        """Judge the canary now and print the verdict; exit 0 pass, 1 fail, 3 inconclusive, 4 nodata, 5 idle."""
         cfg = load(config)
         if prometheus is not None:
             body = asyncio.run(_judge_from_prometheus(cfg, prometheus, canary, baseline))

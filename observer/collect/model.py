@@ -41,6 +41,10 @@ class ModelMetrics:
     info: Mapping[str, str] = field(default_factory=dict)
     """Info-style facts read from the target, e.g. max_model_len from vllm:cache_config_info / model config."""
     engines: int = 1
+    engines_unhealthy: int | None = None
+    """Engines reporting `engine_healthy` 0 (None: the target does not report it)."""
+    engines_asleep: int | None = None
+    """Engines whose sleep state is not awake (None: the target does not report it)."""
 
 
 @dataclass(frozen=True)

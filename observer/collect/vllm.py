@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 
 from observer.collect.model import Histogram, ModelMetrics, VllmScrape
 from observer.collect.promtext import Family, Sample, parse
-from observer.conventions.vllm import GENERATION_HANDLERS, HTTP_STATUS
+from observer.conventions.vllm import (
+    ADMISSION_REASONS,
+    ADMISSION_REJECTIONS,
+    ENGINE_HEALTHY,
+    GENERATION_HANDLERS,
+    HTTP_STATUS,
+    SLEEP_STATE,
+)
 from observer.errors import SampleLimitError
 
 PREFIXES = ("vllm:", "vllm_")
@@ -44,6 +51,7 @@ class _ModelAcc:
     gauge_values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     counters: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     labelled: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    awake: dict[str, float] | None = None  # engine → its `awake` sleep-state value
 
 
 def _base_name(family: Family) -> str | None:
@@ -99,6 +107,12 @@ def _select(families: list[Family]) -> tuple[dict[str, Family], int]:
 def _add(acc: _ModelAcc, name: str, kind: str, s: Sample) -> None:
     if s.name.endswith("_created"):
         return
+    if name == SLEEP_STATE:
+        if acc.awake is None:
+            acc.awake = {}
+        if _label(s.labels, "sleep_state") == "awake":
+            acc.awake[_label(s.labels, "engine") or ""] = s.value
+        return
     if kind == "histogram":
         if s.name.endswith("_bucket"):
             le = _label(s.labels, "le")
@@ -111,6 +125,8 @@ def _add(acc: _ModelAcc, name: str, kind: str, s: Sample) -> None:
             acc.hist_count[name] += s.value
         return
     extra = _extra_key(s.labels)
+    if name == ADMISSION_REJECTIONS and extra is not None and extra not in ADMISSION_REASONS:
+        extra = "other"  # a reason a newer vLLM adds: counted, under a bounded label value
     if kind == "counter" or (kind == "untyped" and s.name.endswith("_total")):
         if extra is None:
             acc.counters[name] += s.value
@@ -155,6 +171,15 @@ def _http_statuses(families: list[Family]) -> dict[str, float]:
     return dict(out)
 
 
+def _unhealthy(families: list[Family]) -> int | None:
+    """Engines of the target reporting `engine_healthy` 0 (it has only an `engine` label); None without it."""
+    for fam in families:
+        if _base_name(fam) != ENGINE_HEALTHY:
+            continue
+        return sum(1 for s in fam.samples if math.isfinite(s.value) and s.value < 0.5)
+    return None
+
+
 def _histogram(buckets: dict[str, float], total_sum: float, count: float) -> Histogram | None:
     edges: list[tuple[float, str, float]] = []
     inf = None
@@ -195,6 +220,7 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
     if http and len(models) == 1:  # one model: the HTTP server's responses are its responses
         next(iter(models.values())).labelled[HTTP_STATUS].update(http)
     args = engine_args(families)
+    unhealthy = _unhealthy(families)
     out: dict[str, ModelMetrics] = {}
     for model, acc in models.items():
         histograms = {}
@@ -208,6 +234,8 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
             gauges_max={n: max(v) for n, v in acc.gauge_values.items()},
             counters=dict(acc.counters), labelled_counters={k: dict(v) for k, v in acc.labelled.items()},
             engines=max(1, len(acc.engines)), info={ENGINE_ARGS: args} if args else {},
+            engines_unhealthy=unhealthy,
+            engines_asleep=None if acc.awake is None else sum(1 for x in acc.awake.values() if x < 0.5),
         )
     return VllmScrape(models=out, families_seen=len(families), families_ignored=ignored)
 

@@ -106,6 +106,11 @@ class ScrapeSpec(Spec):
     max_models_per_target: int = Field(
         32, ge=1, le=10_000,
         description="Most model_name values one vLLM target may report (each becomes a label value).")
+    hung_after_seconds: float = Field(
+        300.0, gt=0, le=86_400,
+        description="A replica with requests running and none finished for this long is hung (its /health may "
+                    "stay green): counted in observer_replicas_in_state{state=\"hung\"}, the canary verdict is "
+                    "never pass, ObserverEngineHung fires.")
 
     @model_validator(mode="after")
     def _timeout(self) -> ScrapeSpec:

@@ -59,6 +59,8 @@ GPU_DRAM_ACTIVE = "observer_gpu_dram_active_ratio"
 GPU_MEMORY_ERRORS = "observer_gpu_memory_errors"  # gauge {version, kind}: ECC / remapped rows (DCGM sums)
 GPU_THROTTLE_SECONDS = "observer_gpu_throttle_seconds"  # counter {version, reason=power|thermal}
 ENGINE_RESTARTS = "observer_engine_restarts"  # counter {version}: vLLM restarts seen as counter resets
+REPLICAS_IN_STATE = "observer_replicas_in_state"  # gauge {version, state}: replicas up that are unhealthy|asleep|hung
+ADMISSION_REJECTIONS = "observer_admission_rejections"  # counter {version, reason}: vLLM's queue-limit 503s
 GPU_XID_ERRORS = "observer_gpu_xid_errors"  # counter: XID events seen (changes of the last-XID gauge to non-zero)
 # --- Cost and energy per version: running totals and window ratios.
 COST = "observer_cost"  # counter {version}: currency units (cost.gpu_hour_prices / replica_hour_price)
@@ -194,6 +196,7 @@ ALERT_GPU_MEMORY_ERRORS = "ObserverGPUMemoryErrors"
 ALERT_GPU_THROTTLED = "ObserverGPUThrottled"
 ALERT_GPU_HW_SLOWDOWN = "ObserverGPUHardwareSlowdown"
 ALERT_RESTART_STORM = "ObserverRestartStorm"
+ALERT_ENGINE_HUNG = "ObserverEngineHung"
 ALERT_ENGINE_SPANS_MISSING = "ObserverEngineSpansMissing"
 ALERT_REPLICA_OUTLIER = "ObserverReplicaSlow"
 ALERT_PROBE_FAILING = "ObserverProbeFailing"

@@ -103,6 +103,17 @@ PROMPT_LENGTH = "request_prompt_tokens"
 GENERATION_LENGTH = "request_generation_tokens"
 MAX_GENERATION_TOKENS = "request_max_num_generation_tokens"
 TPOT = "request_time_per_output_token_seconds"  # per request (vLLM ≥ 0.11); ITL_EDGES
+ADMISSION_REJECTIONS = "admission_rejections"
+"""Requests refused by a queue limit (vLLM ≥ 0.32, `--max-num-queued-reqs`/`--max-num-queued-tokens`), by reason;
+answered 503 before the engine, so they are in no finished-request count."""
+ADMISSION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
+"""The reasons vLLM knows today; any other value is counted as `other` (a bounded label)."""
+ENGINE_HEALTHY = "engine_healthy"
+"""1/0 per data-parallel rank, with `--enable-fault-tolerance` (vLLM main, after 0.33): only an `engine` label, no
+`model_name`, so it is attributed to every model the target serves."""
+SLEEP_STATE = "engine_sleep_state"
+"""Sleep mode (vLLM ≥ 0.11): one series per state (`awake`, `weights_offloaded`, `discard_all`) per engine; the
+engine sleeps when `awake` is 0."""
 
 MAPPED: dict[str, str] = {
     TTFT: "observer_ttft_seconds histogram, window quantiles, SLOs, canary latency",
@@ -124,13 +135,16 @@ MAPPED: dict[str, str] = {
     GENERATION_LENGTH: "observer_generation_length_tokens histogram (dashboard)",
     MAX_GENERATION_TOKENS: "observer_max_generation_tokens histogram (dashboard)",
     TPOT: "observer_time_per_output_token_seconds histogram, goodput SLI",
+    ADMISSION_REJECTIONS: "observer_admission_rejections_total by reason (bounded), canary errors (a floor under "
+                          "5xx), load-shedding alert",
+    ENGINE_HEALTHY: "replicas with an unhealthy engine: the canary verdict is inconclusive, never pass; hung-engine "
+                    "alert",
+    SLEEP_STATE: "replicas asleep: an asleep arm is judged idle, never nodata that pages, never fail",
 }
 """Family → where it goes."""
 
 IGNORED: dict[str, str] = {
-    "admission_rejections": "requests refused at admission (0.32+); a shed-rate SLI is planned with user-side SLIs",
     "cache_config_info": "engine cache settings as labels; configuration, not a signal",
-    "engine_sleep_state": "sleep mode (RL weight swaps); not a serving signal",
     "estimated_flops_per_gpu": "MFU estimate; 0 on the CPU build, planned with cost and energy per token",
     "estimated_read_bytes_per_gpu": "memory-bandwidth estimate; 0 on the CPU build",
     "estimated_write_bytes_per_gpu": "memory-bandwidth estimate; 0 on the CPU build",

@@ -89,7 +89,7 @@ def encode(v: Verdict, *, report: str | None = None) -> bytes:
     if len(data) <= MAX_BYTES:
         return data
     body["reason"] = body["reason"][:120]
-    rank = {"fail": 0, "inconclusive": 2, "pass": 3, "nodata": 4}
+    rank = {"fail": 0, "inconclusive": 2, "pass": 3, "nodata": 4, "idle": 4}
     ordered = sorted(v.metrics, key=lambda r: (rank[str(r.outcome)] - (1 if r.critical else 0), r.name))
     body["metrics"] = {}
     body["metrics_omitted"] = len(ordered)

@@ -121,6 +121,14 @@ class ScrapeCollector(Collector):
             for reason, n in folded.items():
                 requests.add_metric([*self._labels(e), reason], n)
         yield requests
+        rejected = CounterMetricFamily(names.ADMISSION_REJECTIONS, "Requests vLLM refused at admission (a queue "
+                                       "limit; answered 503 before the engine), by reason, accumulated.",
+                                       labels=[*_VM, names.REASON])
+        for e in exports:
+            by_reason = None if e.totals is None else e.totals.labelled(vllm.ADMISSION_REJECTIONS)
+            for reason, n in sorted((by_reason or {}).items()):
+                rejected.add_metric([*self._labels(e), reason], n)
+        yield rejected
         http = CounterMetricFamily(names.HTTP_RESPONSES, "Responses of vLLM's generation handlers by status class "
                                    "(its HTTP instrumentator), accumulated; single-model targets only.",
                                    labels=[*_VM, names.HTTP_STATUS_CLASS])
@@ -204,8 +212,15 @@ class ScrapeCollector(Collector):
                        "siblings' (median, MAD); only with enough replicas and requests.", rv)
         outlier = _gauge(names.REPLICA_OUTLIER, "1 when a replica is much slower than its siblings (z-score, "
                          "ratio to the median and request floors of analyse.replicas).", rv)
+        states = _gauge(names.REPLICAS_IN_STATE, "Replicas of the version that answered the last scrape and are "
+                        "unhealthy (vLLM engine_healthy 0), asleep (sleep mode: idle on purpose) or hung (requests "
+                        "running, none finished for scrape.hung_after_seconds).", [names.VERSION, names.STATE])
         for e in exports:
             replicas.add_metric(self._labels(e), e.signals.replicas_up)
+            sig = e.signals
+            for state, n in zip(names.ENGINE_STATES, (sig.replicas_unhealthy, sig.replicas_asleep, sig.replicas_hung),
+                                strict=True):
+                states.add_metric([sig.version, state], float(n))
             for r in e.replicas:
                 labels = [e.signals.version, r.replica]
                 if r.ttft_p50 is not None:
@@ -226,7 +241,7 @@ class ScrapeCollector(Collector):
             c = e.cold_starts
             if c is not None:
                 cold.add_metric([e.signals.version], c.buckets(), c.total)
-        yield from (replicas, p50, p95, e2e, share, score, outlier, cold)
+        yield from (replicas, states, p50, p95, e2e, share, score, outlier, cold)
 
     def _gpus(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         stat = [names.VERSION, names.STAT]

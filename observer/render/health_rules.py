@@ -114,7 +114,7 @@ def leading_group(a: Alerting) -> Group:
             ) if pre_rate > lim.preemptions_per_second else (),
         ),
     )
-    rules += (_shedding(a), *_gpu_health(a), _restart_storm(a), _replica_outlier(a))
+    rules += (_shedding(a), *_gpu_health(a), _restart_storm(a), _engine_hung(a), _replica_outlier(a))
     if a.quality_enabled:
         rules += (_probe_failing(a),)
     if a.drift_enabled:
@@ -253,13 +253,48 @@ def _restart_storm(a: Alerting) -> Alert:
     )
 
 
+def _engine_hung(a: Alerting) -> Alert:
+    """A replica takes requests and finishes none (a deadlocked engine, a stopped process behind a live socket):
+    /health can stay green and the latency and error ratios go missing instead of burning, so no SLO alert fires."""
+    hold = 120 * a.time_scale
+    interval, at, steps = timing(a, hold)
+    state = names.REPLICAS_IN_STATE
+    expr = f"max by ({_V}, {names.STATE}) ({selector(state, regex={names.STATE: 'hung|unhealthy'})}) > 0"
+    key_hung: Labels = ((names.STATE, "hung"), (_V, "canary"))
+    return Alert(
+        name=names.ALERT_ENGINE_HUNG, expr=expr, severity="page", for_seconds=hold,
+        summary="{{ $labels.version }}: vLLM engine {{ $labels.state }}",
+        description=("{{ printf \"%.0f\" $value }} replica(s) of version {{ $labels.version }} are "
+                     "{{ $labels.state }} for "
+                     f"{duration(hold)}: hung = requests running and none finished for scrape.hung_after_seconds "
+                     "(the process answers /health and /metrics but serves nothing); unhealthy = vLLM's own "
+                     "engine_healthy is 0. Latency and error SLOs cannot burn on requests that never finish. "
+                     "The canary verdict is never pass while this holds."),
+        runbook="engine-hung",
+        examples=(Example(f"{names.ALERT_ENGINE_HUNG} fires on a hung replica",
+                          (Series(selector(state, {_V: "canary", names.STATE: "hung"}), f"0 0 1x{steps}"),
+                           Series(selector(state, {_V: "canary", names.STATE: "asleep"}), f"1x{steps + 2}")),
+                          at + 2 * interval, interval, (Firing(key_hung, 1.0),)),
+                  Example(f"{names.ALERT_ENGINE_HUNG} quiet on an asleep replica",
+                          (Series(selector(state, {_V: "canary", names.STATE: "hung"}), f"0x{steps}"),
+                           Series(selector(state, {_V: "canary", names.STATE: "asleep"}), f"1x{steps}")),
+                          at, interval)),
+    )
+
+
 def _shedding(a: Alerting) -> Alert:
-    """The sampling proxy sees the fleet shed load (429/503): users are turned away before latency burns."""
+    """Users are turned away before the engine: the sampling proxy sees 429/503 answers, or vLLM refuses requests
+    at admission (its queue limits; a 503 in no finished-request count). Either is a leading sign of a capacity
+    shortage, seen before latency or availability SLOs burn."""
     interval, at, steps = timing(a, a.limits.leading_for)
     proxied = names.PROXY_REQUESTS + "_total"
+    rejected = names.ADMISSION_REJECTIONS + "_total"
+    finished = names.REQUESTS + "_total"
     window = duration(300 * a.time_scale)
     shed = f"sum by ({_V}) (rate({selector(proxied, regex={names.CODE: '429|503'})}[{window}]))"
     total = f"sum by ({_V}) (rate({proxied}[{window}]))"
+    refused = f"sum by ({_V}) (rate({rejected}[{window}]))"
+    admitted = f"sum by ({_V}) (rate({finished}[{window}]))"
     limit = a.limits.shed_ratio
     per_step = 1000
     high, low = round(min(0.5, limit * 5) * per_step), round(limit / 4 * per_step)
@@ -269,17 +304,30 @@ def _shedding(a: Alerting) -> Alert:
         return (Series(selector(proxied, {_V: "stable", names.CODE: "200"}), f"0+{per_step - shed_per_step}x{steps}"),
                 Series(selector(proxied, {_V: "stable", names.CODE: "429"}), f"0+{shed_per_step}x{steps}"))
 
+    def engine(refused_per_step: int) -> tuple[Series, ...]:
+        return (Series(selector(finished, {_V: "stable", names.FINISHED_REASON: "stop"}),
+                       f"0+{per_step - refused_per_step}x{steps}"),
+                Series(selector(rejected, {_V: "stable", names.REASON: "max_num_queued_reqs"}),
+                       f"0+{refused_per_step}x{steps}"))
+
+    expr = (f"(\n  {shed}\n  /\n  ({total} > 0)\n)\n> {limit!r}\nor\n"
+            f"(\n  {refused}\n  /\n  ({admitted} + {refused} > 0)\n)\n> {limit!r}")
     return Alert(
-        name=names.ALERT_LOAD_SHEDDING, expr=f"{shed}\n/\n({total} > 0)\n> {limit!r}", severity="warning",
+        name=names.ALERT_LOAD_SHEDDING, expr=expr, severity="warning",
         for_seconds=a.limits.leading_for, summary="{{ $labels.version }}: requests shed (429/503)",
-        description=(f"{{{{ $value | humanizePercentage }}}} of the requests the sampling proxy forwarded to version "
-                     f"{{{{ $labels.version }}}} were answered 429 or 503 for {duration(a.limits.leading_for)} "
-                     f"(threshold {limit:.2%}): the fleet turns users away — a leading sign of a capacity "
-                     "shortage, seen before latency or availability SLOs burn."),
+        description=(f"{{{{ $value | humanizePercentage }}}} of the requests to version {{{{ $labels.version }}}} "
+                     f"were turned away for {duration(a.limits.leading_for)} (threshold {limit:.2%}): answered 429 "
+                     "or 503 as the sampling proxy saw them, or refused at admission by vLLM's queue limits "
+                     "(observer_admission_rejections_total). The fleet turns users away — a leading sign of a "
+                     "capacity shortage, seen before latency or availability SLOs burn."),
         runbook="load-shedding",
         examples=(Example(f"{names.ALERT_LOAD_SHEDDING} fires at {high / per_step:.1%} shed", series(high), at,
                           interval, (Firing(key, high / per_step),)),
-                  Example(f"{names.ALERT_LOAD_SHEDDING} quiet at {low / per_step:.2%}", series(low), at, interval)),
+                  Example(f"{names.ALERT_LOAD_SHEDDING} quiet at {low / per_step:.2%}", series(low), at, interval),
+                  Example(f"{names.ALERT_LOAD_SHEDDING} fires on vLLM admission rejections at {high / per_step:.1%}",
+                          engine(high), at, interval, (Firing(key, high / per_step),)),
+                  Example(f"{names.ALERT_LOAD_SHEDDING} quiet on rare admission rejections", engine(low), at,
+                          interval)),
     )
 
 

@@ -66,7 +66,7 @@ def build(ctx: Context) -> ScrapeComponent:
     stale = 2 * cfg.interval_seconds + cfg.timeout_seconds
     meter = CostMeter(ctx.config.cost, max_gap_seconds=stale) if ctx.config.cost.enabled else None
     store = SignalStore(ctx.fleet.versions(), window_seconds=cfg.window_seconds, stale_after_seconds=stale,
-                        cost=meter)
+                        cost=meter, hung_after_seconds=cfg.hung_after_seconds)
     health = TargetHealth(store.bindings())
     scraper = Scraper(client=ctx.http,
                       parse_vllm=partial(parse_vllm, max_samples=cfg.max_samples_per_target,

@@ -39,6 +39,7 @@ from observer_dev.gameday.looks import (
     alert_round,
     argo_checks,
     check_row,
+    firing,
     must_fail_streak,
     settled,
     verdict_body,
@@ -128,7 +129,8 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
     data: dict[str, Any] = {
         "fleet": {"versions": versions},
         "scrape": {"interval_seconds": plan.scrape_interval, "timeout_seconds": plan.scrape_interval,
-                   "window_seconds": 60},
+                   "window_seconds": 60,
+                   **({"hung_after_seconds": scenario.hung_after} if scenario.hung_after else {})},
         # Loopback only, and the game day mirrors samples into ingest itself: no token to hand around.
         "server": {"host": "127.0.0.1", "port": ports["observer"], "auth": {"mode": "none"}},
         # Time is compressed (one round of simulated load per ~2 s): two-second slices keep about one round
@@ -362,7 +364,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
             streak = must_fail_streak(s, body, streak)
             if settled(s, rnd, row.verdicts[-1], body, streak):
                 break
-            if s.expect in ("nodata", "not-pass") and rnd + 1 >= plan.max_rounds // 2 \
+            if s.expect in ("nodata", "not-pass", "idle", "inconclusive") and rnd + 1 >= plan.max_rounds // 2 \
                     and (s.restart_after is None or rnd > s.restart_after + 2):
                 break  # enough looks to show it never passes
         if s.expect == "alerts":
@@ -402,6 +404,9 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
         page = httpx.get(obs.url + "/report/canary/canary", params={"baseline": "stable"}, timeout=10)
         row.report = page.text if page.status_code == 200 else f"HTTP {page.status_code}: {page.text[:300]}"
         ok, detail = check_row(s, row, body)
+        for alert in s.alerts:  # alerts a verdict scenario must also fire, as Prometheus evaluates them now
+            if not firing(prom_url, exprs[alert], s.alert_labels):
+                ok, detail = False, f"{detail}; {alert} not firing with {dict(s.alert_labels)}"
         row.ok, row.detail = ok, (row.detail + "; " + detail).strip("; ") if not ok else detail
     finally:
         obs.stop()

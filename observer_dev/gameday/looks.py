@@ -151,6 +151,21 @@ def check_row(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str
         want_verdict = want_gate
         if prom.get("verdict") != want_verdict:
             problems.append(f"Prometheus verdict metric {prom.get('verdict')}, expected {want_verdict}")
+    if s.expect in ("idle", "inconclusive"):
+        if final != s.expect:
+            problems.append(f"verdict {final}, expected {s.expect}")
+        if row.web_gate.split(" ")[0] != "Inconclusive":
+            problems.append(f"web gate {row.web_gate}, expected Inconclusive")
+        if prom.get("verdict") != "Inconclusive":
+            problems.append(f"Prometheus verdict metric {prom.get('verdict')}, expected Inconclusive")
+        if row.guardrail != "Successful":
+            problems.append(f"guardrail {row.guardrail}, expected Successful")
+        if "pass" in row.verdicts or "fail" in row.verdicts:
+            problems.append(f"verdicts {row.verdicts}: an {s.expect} canary must never pass or fail")
+    if s.expect == "idle" and "nodata" in row.verdicts:
+        problems.append("an asleep canary read nodata (the no-data path pages)")
+    if s.reason and s.reason not in str(body.get("reason", "")):
+        problems.append(f"reason {str(body.get('reason', ''))[:120]!r} does not name {s.reason!r}")
     if s.expect == "nodata" and "pass" in row.verdicts:
         problems.append("passed with no canary traffic")
     if s.expect == "pass" and any(p == "Failed" for k, p in prom.items() if not (s.costly and k == "cost")):

@@ -20,7 +20,7 @@ class Scenario:
 
     name: str
     title: str
-    expect: str  # pass | fail | nodata | drift | not-pass | alerts
+    expect: str  # pass | fail | nodata | idle | inconclusive | drift | not-pass | alerts
     canary: Mapping[str, Any] = field(default_factory=dict)
     stable: Mapping[str, Any] = field(default_factory=dict)
     change_after: int | None = None  # rounds before `change` is applied to the canary
@@ -40,6 +40,8 @@ class Scenario:
     change_version: str = "canary"
     min_rounds: int = 0  # looks allowed at least, whatever the plan (a slow-to-decide metric on a busy machine)
     blind: tuple[str, ...] = ()  # PromQL on the engine-side signals that must stay empty: what dashboards show
+    hung_after: float | None = None  # scrape.hung_after_seconds for this scenario (default: the config's)
+    reason: str = ""  # text the final verdict's reason must contain
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -55,6 +57,14 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("drifted", "10% prompts from another domain", "drift", canary={"preset": "drifted"},
              dimension="drift", needs="drift"),
     Scenario("idle", "canary with no traffic", "nodata", canary={"preset": "idle"}),
+    Scenario("asleep", "canary engines asleep (vLLM sleep mode)", "idle", canary={"asleep": True}),
+    Scenario("unhealthy", "canary engine reports vllm:engine_healthy 0", "inconclusive",
+             canary={"engine_healthy": False}, stable={"engine_healthy": True}, reason="unhealthy engine"),
+    Scenario("hung", "canary engine hung: requests run, none finishes; /metrics still answers", "inconclusive",
+             canary={"hung": True}, hung_after=3.0, reason="hung", alerts=(names.ALERT_ENGINE_HUNG,),
+             alert_labels={names.VERSION: "canary", names.STATE: "hung"}),
+    Scenario("admission", "canary refuses 3% at admission (vLLM queue limit, 503 before the engine)", "fail",
+             canary={"admission_reject_rate": 0.03}, dimension="errors", must_fail=("errors",)),
     Scenario("restart", "observer restarted mid-analysis", "not-pass", canary={"preset": "slow"},
              restart_after=2),
     Scenario("html", "verdict URL answers 200 with an HTML page", "not-pass", html_at_verdict_url=True),

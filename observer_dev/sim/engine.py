@@ -160,6 +160,7 @@ class SimEngine:
         self._mean_queue = profile.queue_median_s
         self._mean_tokens = float(profile.prompt_tokens_median + profile.output_tokens_median / 2)
         self.restarts = 0
+        self._stuck = 0  # requests a hung engine holds
         self._reset()
 
     @property
@@ -170,6 +171,8 @@ class SimEngine:
         """Switch behaviour from now on (counters keep counting)."""
         with self._lock:
             self._profile = profile
+            if not profile.hung:
+                self._stuck = 0
 
     def _reset(self) -> None:
         self.created = self.clock()
@@ -260,7 +263,16 @@ class SimEngine:
         `prompt_factors(n)` is asked for the per-request prompt-length factors of the n new requests."""
         with self._lock:
             p = self._profile
-            n = int(self.rng.poisson(p.load_rps * dt)) if p.load_rps > 0 and dt > 0 else 0
+            n = int(self.rng.poisson(p.load_rps * dt)) if p.load_rps > 0 and dt > 0 and not p.asleep else 0
+            if n and p.admission_reject_rate:
+                refused = int(self.rng.binomial(n, p.admission_reject_rate))
+                n -= refused  # answered 503 before the engine: in no finished count, in no histogram
+                self._labelled["admission_rejections"]["max_num_queued_reqs"] += float(refused)
+                key = ("/v1/chat/completions", "5xx")
+                self._http[key] = self._http.get(key, 0.0) + float(refused)
+            if p.hung:  # the requests arrive and run; none finishes
+                self._stuck = min(self._stuck + n, 10_000)
+                n = 0
             factors = prompt_factors(n) if prompt_factors is not None and n else None
             reqs = draw_requests(p, n, self.rng, prompt_factor=factors)
             self._record(reqs, load=True)
@@ -269,9 +281,9 @@ class SimEngine:
 
     def _update_gauges(self) -> None:
         p = self._profile
-        running = float(self._in_flight)
+        running = float(self._in_flight + self._stuck)
         waiting = 0.0
-        if p.load_rps > 0:
+        if p.load_rps > 0 and not p.asleep and not p.hung:
             running += float(self.rng.poisson(p.load_rps * self._mean_inference))
             waiting += float(self.rng.poisson(p.load_rps * self._mean_queue))
         kv = min(1.0, running * self._mean_tokens / p.kv_capacity_tokens)
@@ -299,6 +311,13 @@ class SimEngine:
             key = (handler, f"{status // 100}xx")
             self._http[key] = self._http.get(key, 0.0) + 1.0
             self._update_gauges()
+
+    def reject_admission(self, *, handler: str) -> None:
+        """An API request refused by a queue limit: vLLM answers 503 and counts it by reason, never finished."""
+        with self._lock:
+            self._labelled["admission_rejections"]["max_num_queued_reqs"] += 1.0
+            key = (handler, "5xx")
+            self._http[key] = self._http.get(key, 0.0) + 1.0
 
     def draw(self, n: int = 1, *, prompt_tokens: Sequence[int] | None = None,
              gen_tokens: Sequence[int] | None = None, max_tokens: Sequence[int] | None = None,

@@ -30,6 +30,8 @@ from observer_dev.sim.traffic import LoadSample
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
+HUNG_HOLD_SECONDS = 30.0
+"""How long a hung engine holds an API request before the simulated gateway gives up with 504."""
 VLLM_VERSION = "0.33.0"
 _PIECE = re.compile(r"\s*\S+")
 
@@ -181,6 +183,17 @@ async def _complete(request: Request, version: SimVersion, replica: Replica, *, 
         return _error(e.status, str(e), e.kind)
     profile = engine.profile
     scale = profile.time_scale
+    if profile.asleep:
+        engine.end_request(handler=handler, status=503, reqs=None, begun=False)
+        return _error(503, "the engine is asleep (sleep mode); POST /wake_up first", "ServiceUnavailableError")
+    if profile.admission_reject_rate and engine.uniform() < profile.admission_reject_rate:
+        engine.reject_admission(handler=handler)
+        return _error(503, "the request queue is full (max_num_queued_reqs)", "ServiceUnavailableError")
+    if profile.hung:  # the engine takes the request and never finishes it; the client gives up first
+        engine.begin_request()
+        await asyncio.sleep(HUNG_HOLD_SECONDS)
+        engine.end_request(handler=handler, status=504, reqs=None)
+        return _error(504, "the engine did not answer (hung)", "GatewayTimeoutError")
     if profile.shed_rate and engine.uniform() < profile.shed_rate:
         engine.end_request(handler=handler, status=503, reqs=None, begun=False)
         return _error(503, f"server overloaded: request shed (shed_rate={profile.shed_rate})",

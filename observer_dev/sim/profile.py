@@ -33,6 +33,16 @@ class Profile(BaseModel):
                                                            "engine (admission control / an overloaded server).")
     legacy_errors: bool = Field(False, description="As vLLM < 0.13: failed requests have no `error` finish reason, "
                                                    "they show only as HTTP 5xx in http_requests_total.")
+    admission_reject_rate: float = Field(
+        0.0, ge=0, le=1, description="Share of requests vLLM refuses at admission (a queue limit): answered 503, "
+                                     "counted in admission_rejections_total, in no finished count.")
+    asleep: bool = Field(False, description="Sleep mode (POST /sleep): the engine serves nothing and reports "
+                                            "engine_sleep_state{sleep_state=\"awake\"} 0.")
+    hung: bool = Field(False, description="The engine loop is stuck: requests keep arriving and running, none "
+                                          "finishes; /health and /metrics still answer.")
+    engine_healthy: bool | None = Field(
+        None, description="Expose vllm:engine_healthy (vLLM's fault tolerance, main after 0.33) with this value; "
+                          "None: the family is absent, as without --enable-fault-tolerance.")
     abort_rate: float = Field(0.005, ge=0, le=1, description="Share of load requests aborted by clients.")
     preemption_rate: float = Field(0.0, ge=0, le=1, description="Share of requests preempted once.")
     prefix_cache_hit_ratio: float = Field(0.3, ge=0, le=1, description="Share of prompt tokens cached.")

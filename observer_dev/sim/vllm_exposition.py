@@ -24,6 +24,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENGINE = "0"
 WAITING_SPLIT = {"capacity": 1.0, "deferred": 0.0}
 SLEEP_STATE = {"awake": 1.0, "weights_offloaded": 0.0, "discard_all": 0.0}
+ASLEEP = {"awake": 0.0, "weights_offloaded": 1.0, "discard_all": 0.0}  # sleep level 1
 
 
 class VllmCollector(Collector):
@@ -59,6 +60,10 @@ class VllmCollector(Collector):
                 for extra, reading in _gauge_values(f, s):
                     g.add_metric([*values, *extra], reading)
                 yield g
+        if s.profile.engine_healthy is not None:  # vLLM main's fault-tolerance gauge: an `engine` label only
+            health = GaugeMetricFamily(fam.PREFIX + "engine_healthy", fam.ENGINE_HEALTHY_HELP, labels=["engine"])
+            health.add_metric([ENGINE], 1.0 if s.profile.engine_healthy else 0.0)
+            yield health
         info = GaugeMetricFamily(fam.PREFIX + "cache_config_info", fam.CACHE_CONFIG_HELP,
                                  labels=[*fam.CACHE_CONFIG_INFO, "engine"])
         info.add_metric([*fam.CACHE_CONFIG_INFO.values(), ENGINE], 1.0)
@@ -74,7 +79,8 @@ def _gauge_values(f: fam.Family, s: EngineSnapshot) -> list[tuple[list[str], flo
         waiting = s.gauges["num_requests_waiting"]
         return [([reason], waiting * share) for reason, share in WAITING_SPLIT.items()]
     if f.name == "engine_sleep_state":
-        return [([state], value) for state, value in SLEEP_STATE.items()]
+        states = ASLEEP if s.profile.asleep else SLEEP_STATE
+        return [([state], value) for state, value in states.items()]
     return [([], s.gauges[f.name])]
 
 

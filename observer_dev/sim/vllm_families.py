@@ -176,3 +176,6 @@ CACHE_CONFIG_INFO = {
 """Labels of vllm:cache_config_info as vLLM 0.33 prints them (value always 1)."""
 
 HTTP_REQUESTS_HELP = "Total number of requests by method, status and handler."
+
+ENGINE_HEALTHY_HELP = "Whether the engine reports healthy under fault tolerance."
+"""vllm:engine_healthy{engine} as vLLM's main branch (after 0.33) serves it with --enable-fault-tolerance."""

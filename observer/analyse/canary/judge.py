@@ -23,9 +23,23 @@ from observer.analyse.canary.results import (
 from observer.collect.model import Histogram
 from observer.config.canary import CanaryMetricSpec, CanarySpec, FairnessSpec, MetricKind
 
-__all__ = ["GAUGE_VALUE", "ArmData", "DriftObservation", "MetricResult", "Outcome", "PairCounts", "Verdict", "judge",
-           "judge_metric", "latency_edge", "metric_alpha", "metric_slices", "mute_unfair_latency",
-           "per_pod_load_ratio"]
+__all__ = [
+    "GAUGE_VALUE",
+    "ArmData",
+    "DriftObservation",
+    "MetricResult",
+    "Outcome",
+    "PairCounts",
+    "Verdict",
+    "engine_trouble",
+    "judge",
+    "judge_metric",
+    "latency_edge",
+    "metric_alpha",
+    "metric_slices",
+    "mute_unfair_latency",
+    "per_pod_load_ratio",
+]
 
 MIN_EDGE_OBSERVATIONS = 20
 """Baseline observations needed before an automatic SLO edge is placed at its quantile."""
@@ -157,8 +171,11 @@ def _bad(m: CanaryMetricSpec, a: ArmData) -> tuple[float, float]:
     if a.requests is None:
         return 0.0, 0.0
     bad, total = float(sum(a.requests.get(r, 0.0) for r in m.finished_reasons)), float(sum(a.requests.values()))
-    if m.http_5xx and a.http_status:
-        extra = max(0.0, float(a.http_status.get("5xx", 0.0)) - float(a.requests.get("error", 0.0)))
+    if m.http_5xx and (a.http_status or a.admission_rejections):
+        # vLLM answers an admission rejection 503: it is in the 5xx count when the HTTP counters are there, and
+        # a floor under it when they are not (a multi-model target), never counted twice.
+        five = float((a.http_status or {}).get("5xx", 0.0)) - float(a.requests.get("error", 0.0))
+        extra = max(0.0, five, float(a.admission_rejections or 0.0))
         bad, total = bad + extra, total + extra
     return bad, total
 
@@ -435,6 +452,13 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
     unfair = environment_mismatch(spec, canary_data, baseline_data)
     results = mute_unfair_latency(spec, results, canary_data, baseline_data)
     note = canary_data.note or baseline_data.note
+    asleep = [f"the {arm}'s engines are asleep (vLLM sleep mode, {a.replicas_asleep} replica(s))"
+              for arm, a in (("canary", canary_data), ("baseline", baseline_data)) if _asleep(a)]
+    if asleep:
+        return verdict(Outcome.IDLE, _muted(results), "; ".join(asleep) + ": nothing to compare until they wake")
+    trouble = engine_trouble(canary_data, baseline_data)
+    if trouble and (not n_c or not n_b):
+        return verdict(Outcome.INCONCLUSIVE, _muted(results), "engine trouble: " + "; ".join(trouble))
     if n_c is None or n_b is None:
         return verdict(Outcome.NODATA, results, note or "no request counters for "
                        + ("the canary" if n_c is None else "the baseline"))
@@ -460,15 +484,18 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
         return verdict(Outcome.FAIL, results, "critical metric failed: "
                        + "; ".join(_describe(r) for r in failed_critical),
                        score_value=value, critical_failed=True, share=share)
+    failed = [r for r in scored if r.outcome is Outcome.FAIL]
+    if value < spec.marginal_score and len(failed) >= SCORE_FAILURES_TO_FAIL:
+        return verdict(Outcome.FAIL, results, f"score {value:.0f} below marginal {spec.marginal_score:.0f}: "
+                       + "; ".join(_describe(r) for r in failed), score_value=value, share=share)
+    if trouble:  # a failure above stands (users saw it); a pass cannot, on engines that are not serving
+        return verdict(Outcome.INCONCLUSIVE, _muted(results), "engine trouble: " + "; ".join(trouble),
+                       score_value=value, share=share)
     if decided == 0:
         if all(r.outcome is Outcome.NODATA for r in scored):
             return verdict(Outcome.NODATA, results, "no metric has data", share=share)
         return verdict(Outcome.INCONCLUSIVE, results, "not enough data yet: "
                        + _pending(scored), score_value=value, share=share)
-    failed = [r for r in scored if r.outcome is Outcome.FAIL]
-    if value < spec.marginal_score and len(failed) >= SCORE_FAILURES_TO_FAIL:
-        return verdict(Outcome.FAIL, results, f"score {value:.0f} below marginal {spec.marginal_score:.0f}: "
-                       + "; ".join(_describe(r) for r in failed), score_value=value, share=share)
     if value < spec.marginal_score:
         # One non-critical metric, tested at α/k, must not fail the step alone: the step's budget is α.
         return verdict(Outcome.INCONCLUSIVE, results, f"score {value:.0f} below marginal "
@@ -490,6 +517,22 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
     return verdict(Outcome.INCONCLUSIVE, results, f"marginal score {value:.0f}: "
                    + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
                    score_value=value, share=share)
+
+
+def _asleep(a: ArmData) -> bool:
+    """Every replica of the arm sleeps (a partly asleep arm still serves, and is judged)."""
+    return a.replicas_asleep > 0 and (a.replicas is None or a.replicas_asleep >= a.replicas)
+
+
+def engine_trouble(c: ArmData, b: ArmData) -> list[str]:
+    """Unhealthy or hung engines in either arm: a comparison that cannot pass (what it measured was not serving)."""
+    out = []
+    for arm, a in (("canary", c), ("baseline", b)):
+        if a.replicas_unhealthy:
+            out.append(f"{a.replicas_unhealthy} {arm} replica(s) report an unhealthy engine (vLLM engine_healthy 0)")
+        if a.replicas_hung:
+            out.append(f"{a.replicas_hung} {arm} replica(s) hung: requests running, none finished")
+    return out
 
 
 def _waiting(scored: Sequence[MetricResult], window_slices: int) -> list[MetricResult]:

@@ -18,10 +18,13 @@ class Outcome(StrEnum):
     FAIL = "fail"
     INCONCLUSIVE = "inconclusive"
     NODATA = "nodata"
+    IDLE = "idle"
+    """An arm's engines sleep (vLLM sleep mode): nothing to compare, on purpose. Never a fail, never a nodata
+    that pages; Argo reads it as neither pass nor fail (inconclusive)."""
 
 
 GAUGE_VALUE: Mapping[Outcome, float] = {Outcome.PASS: 1.0, Outcome.FAIL: -1.0, Outcome.INCONCLUSIVE: 0.0,
-                                        Outcome.NODATA: 0.0}
+                                        Outcome.NODATA: 0.0, Outcome.IDLE: 0.0}
 """How outcomes are exported as gauges: never NaN, so Argo conditions can always be evaluated."""
 
 
@@ -96,6 +99,14 @@ class ArmData:
     """Why paired comparisons are missing or stopped (replay budget spent, shadow replay off)."""
     judge_identity: Mapping[str, str] = field(default_factory=dict)
     """The LLM judge behind quality results (model, prompt hash, rubric hash), pinned in the verdict."""
+    admission_rejections: float | None = None
+    """Requests vLLM refused at admission in the window (503 before the engine; in no finished count)."""
+    replicas_unhealthy: int = 0
+    """Replicas reporting an unhealthy engine now (vLLM's engine_healthy 0)."""
+    replicas_asleep: int = 0
+    """Replicas whose engines all sleep now (sleep mode)."""
+    replicas_hung: int = 0
+    """Replicas with requests running and none finished for scrape.hung_after_seconds."""
 
     @property
     def total_requests(self) -> int | None:

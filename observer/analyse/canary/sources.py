@@ -149,7 +149,7 @@ class OwnSource:
         assert self.signals is not None
         raw = self.signals.slices(version, since=since, until=now, step=self.slice_seconds,
                                   histograms=[LATENCY[f].vllm for f in sorted(families)],
-                                  labelled=[vllm.REQUEST_SUCCESS, vllm.HTTP_STATUS])
+                                  labelled=[vllm.REQUEST_SUCCESS, vllm.HTTP_STATUS, vllm.ADMISSION_REJECTIONS])
         raw = raw or ()
         edges = [st.start for st in raw] + [raw[-1].end] if raw else []  # consecutive slices
         per_check = {} if self.quality is None else {
@@ -158,8 +158,10 @@ class OwnSource:
         for i, st in enumerate(raw):
             req, http = st.labelled.get(vllm.REQUEST_SUCCESS), st.labelled.get(vllm.HTTP_STATUS)
             live = {c: counts[i] for c, counts in per_check.items()}
+            rejected = st.labelled.get(vllm.ADMISSION_REJECTIONS)
             out.append(ArmData(requests=None if req is None else {str(k): float(x) for k, x in req.items()},
                                http_status=None if http is None else {str(k): float(x) for k, x in http.items()},
+                               admission_rejections=None if rejected is None else float(sum(rejected.values())),
                                histograms={f: st.histograms[LATENCY[f].vllm] for f in sorted(families)
                                            if LATENCY[f].vllm in st.histograms},
                                live_checks=live))
@@ -173,6 +175,7 @@ class OwnSource:
         raw = self.signals.labelled_counter_delta(version, vllm.REQUEST_SUCCESS, since=since)
         requests = None if raw is None else {str(k): float(v) for k, v in raw.items()}
         http = self.signals.labelled_counter_delta(version, vllm.HTTP_STATUS, since=since)
+        rejected = self.signals.labelled_counter_delta(version, vllm.ADMISSION_REJECTIONS, since=since)
         hists: dict[str, Histogram] = {}
         for fam in sorted(families):
             h = self.signals.histogram_delta(version, LATENCY[fam].vllm, since=since)
@@ -215,7 +218,11 @@ class OwnSource:
                        slices=slices, replicas=None if latest is None else latest.replicas_up,
                        prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,
                        environment=environment(self.signals, version), cost_per_million_tokens=cost, paired=paired,
-                       paired_note=note, judge_identity=identity)
+                       paired_note=note, judge_identity=identity,
+                       admission_rejections=None if rejected is None else max(0.0, float(sum(rejected.values()))),
+                       replicas_unhealthy=0 if latest is None else latest.replicas_unhealthy,
+                       replicas_asleep=0 if latest is None else latest.replicas_asleep,
+                       replicas_hung=0 if latest is None else latest.replicas_hung)
 
 
 ENVIRONMENT_KEYS = (names.GPU_MODEL, names.GPU_DRIVER, names.ENGINE_ARGS)
@@ -305,6 +312,7 @@ class PrometheusSource:
 
         requests = await by_label(names.REQUESTS, names.FINISHED_REASON)
         statuses = await by_label(names.HTTP_RESPONSES, names.HTTP_STATUS_CLASS) if http else {}
+        rejected = await by_label(names.ADMISSION_REJECTIONS, names.REASON) if http else {}
         hists: dict[int, dict[str, Histogram]] = {}
         for fam in sorted(families):
             res = await self.query_range(f"sum by (le) ({self._delta(f'{LATENCY[fam].exported}_bucket{v}', rng)})",
@@ -325,7 +333,8 @@ class PrometheusSource:
                 live[i] = {c: (min(round(failures.get(i, {}).get(c, 0.0)), round(n)), round(n))
                            for c, n in by_check.items() if c in checks}
         return tuple(ArmData(requests=requests.get(i), histograms=hists.get(i, {}), http_status=statuses.get(i),
-                             live_checks=live.get(i, {}))
+                             live_checks=live.get(i, {}),
+                             admission_rejections=sum(rejected[i].values()) if i in rejected else None)
                      for i in range(len(ends)))
 
     async def query(self, promql: str, *, at: float) -> list[dict[str, Any]]:
@@ -366,6 +375,9 @@ class PrometheusSource:
                                    f"({self._inc(f'{names.HTTP_RESPONSES}_total{v}', rng)})", at=now)
             statuses = {str(s["metric"].get(names.HTTP_STATUS_CLASS, "")): _finite(s["value"][1]) for s in res} \
                 if res else None
+        rejected = None
+        if http:
+            rejected = await self._scalar(f"sum({self._inc(f'{names.ADMISSION_REJECTIONS}_total{v}', rng)})", now)
         hists: dict[str, Histogram] = {}
         for fam in sorted(families):
             res = await self.query(f"sum by (le) ({self._inc(f'{LATENCY[fam].exported}_bucket{v}', rng)})", at=now)
@@ -415,13 +427,17 @@ class PrometheusSource:
             outcomes, note, identity = await asyncio.to_thread(self.pairs.paired_outcomes, version, since=since)
             paired = paired_counts(outcomes, paired_checks)
         replicas = await self._scalar(f"max({names.REPLICAS}{v})", now)
+        states = await self.query(f"max by ({names.STATE}) ({names.REPLICAS_IN_STATE}{v})", at=now)
+        in_state = {str(s["metric"].get(names.STATE, "")): round(_finite(s["value"][1])) for s in states}
         prefix = await self._scalar(f"max({names.WIN_PREFIX_CACHE_HIT_RATIO}{v})", now)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
                        golden_judge_errors=golden_errors,
                        slices=slices, cost_per_million_tokens=cost, paired=paired, paired_note=note,
                        judge_identity=identity, http_status=statuses,
                        replicas=None if replicas is None else round(replicas), prefix_cache_hit_ratio=prefix,
-                       environment=await self._environment(v, now))
+                       environment=await self._environment(v, now), admission_rejections=rejected,
+                       replicas_unhealthy=in_state.get("unhealthy", 0), replicas_asleep=in_state.get("asleep", 0),
+                       replicas_hung=in_state.get("hung", 0))
 
     async def _environment(self, v: str, now: float) -> dict[str, str]:
         """The same-environment facts the observer exported for the version (VERSION_ENVIRONMENT); with two

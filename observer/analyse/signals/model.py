@@ -93,6 +93,13 @@ class VersionSignals:
     kv_cache_mean: float | None
     kv_cache_max: float | None
     gpu: GpuSignals | None
+    replicas_unhealthy: int = 0
+    """Replicas up with an engine reporting `engine_healthy` 0 (vLLM's fault tolerance)."""
+    replicas_asleep: int = 0
+    """Replicas up whose every engine sleeps (sleep mode): idle on purpose, not failing."""
+    replicas_hung: int = 0
+    """Replicas up with requests running and none finished for `hung_after_seconds`: /health stays green, the
+    latency and error ratios go missing instead of burning."""
 
 
 @dataclass(frozen=True)

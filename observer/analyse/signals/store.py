@@ -8,6 +8,7 @@ import logging
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from observer.analyse import histogram as hmath
 from observer.analyse.cost import CostMeter
@@ -67,8 +68,9 @@ class SignalStore:
     def __init__(self, versions: Sequence[VersionSpec], *, window_seconds: float, stale_after_seconds: float,
                  retention_seconds: float = 6 * 3600.0, fine_seconds: float = 900.0,
                  coarse_step_seconds: float = 60.0, max_models_per_target: int = 8,
-                 cost: CostMeter | None = None) -> None:
+                 cost: CostMeter | None = None, hung_after_seconds: float = 300.0) -> None:
         self.window_seconds = window_seconds
+        self.hung_after_seconds = hung_after_seconds
         self.cost = cost
         self.stale_after_seconds = stale_after_seconds
         self._lock = threading.RLock()
@@ -77,6 +79,7 @@ class SignalStore:
         self._versions: dict[str, VersionState] = {}
         self._target_totals: dict[Target, TargetTotals] = {}
         self._last_ok: dict[Target, ScrapeResult] = {}
+        self._progress: dict[Target, tuple[float, float]] = {}  # target → (finished requests seen, since when)
         self._xids = XidCounter()
         self._cycles = 0
         self._last_cycle_ts: float | None = None
@@ -127,6 +130,8 @@ class SignalStore:
             bound = used | {t for v in kept.values() for t in v.dcgm}
             for t in self._last_ok.keys() - bound:
                 del self._last_ok[t]
+            for t in self._progress.keys() - used:
+                del self._progress[t]
             self._served_info.retain(kept)
 
     # --- feeding ---------------------------------------------------------------------------------
@@ -146,6 +151,8 @@ class SignalStore:
                 if target not in self._last_ok and result.vllm is not None and result.vllm.models:
                     self._cold_start(target, ts)
                 self._last_ok[target] = result
+                if result.vllm is not None:
+                    self._track_progress(target, result, ts)
                 if result.vllm is not None and target in self._target_totals:
                     tt = self._target_totals[target]
                     before = tt.resets
@@ -173,6 +180,23 @@ class SignalStore:
                 first = self._first_cycle_ts
                 if started is not None and first is not None and started >= first - self.stale_after_seconds:
                     v.cold_starts.observe(ts - started)
+
+    def _track_progress(self, target: Target, result: ScrapeResult, ts: float) -> None:
+        """When the target last finished a request, or last had none running (an idle engine is not hung)."""
+        assert result.vllm is not None
+        finished = running = 0.0
+        for m in result.vllm.models.values():
+            by_reason = m.labelled_counters.get(REQUEST_SUCCESS)
+            e2e = m.histograms.get(E2E)
+            finished += sum(by_reason.values()) if by_reason else (e2e.count if e2e is not None else 0.0)
+            running += m.gauges.get(RUNNING, 0.0)
+        seen = self._progress.get(target)
+        if seen is None or running <= 0 or finished != seen[0]:
+            self._progress[target] = (finished, ts)
+
+    def _hung(self, target: Target, ts: float) -> bool:
+        seen = self._progress.get(target)
+        return seen is not None and ts - seen[1] >= self.hung_after_seconds
 
     def _fresh(self, target: Target, ts: float) -> ScrapeResult | None:
         r = self._last_ok.get(target)
@@ -205,6 +229,15 @@ class SignalStore:
         waiting = running = 0.0
         kv_means: list[float] = []
         kv_maxes: list[float] = []
+        unhealthy = asleep = hung = 0
+        for t in v.vllm:
+            r = results.get(t)
+            if r is None or not r.ok or r.vllm is None:
+                continue
+            ms = self._models(v, r.vllm.models)
+            unhealthy += any((m.engines_unhealthy or 0) > 0 for m in ms)
+            asleep += bool(ms) and all(m.engines_asleep is not None and m.engines_asleep >= m.engines for m in ms)
+            hung += self._hung(t, ts)
         for r in up:
             assert r.vllm is not None
             for m in self._models(v, r.vllm.models):
@@ -216,7 +249,8 @@ class SignalStore:
         v.gauges.append(ts, GaugePoint(len(up), waiting, running, mean(kv_means),
                                         max(kv_maxes) if kv_maxes else None))
         gpus = [g for g, owners in gpu_owners.values() if name in owners]
-        v.signals = self._signals(name, v, ts, len(up), gpus)
+        v.signals = replace(self._signals(name, v, ts, len(up), gpus), replicas_unhealthy=unhealthy,
+                            replicas_asleep=asleep, replicas_hung=hung)
         if v.replicas is None:
             v.replicas = ReplicaTracker(window_seconds=self.window_seconds)
         def per_replica(family: str) -> dict[str, Histogram | None]:

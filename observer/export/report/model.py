@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from observer import conventions as names
-from observer.analyse.canary.judge import metric_slices, per_pod_load_ratio
+from observer.analyse.canary.judge import engine_trouble, metric_slices, per_pod_load_ratio
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome, Verdict
 from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
 from observer.config.spec import ObserverConfig
@@ -258,6 +258,15 @@ def fairness(spec: CanarySpec, v: Verdict, c: ArmData, b: ArmData) -> tuple[Chec
         ok = hb - hc <= f.warmup_hit_ratio_gap
         out.append(Check("warm-up (prefix-cache hit ratio)", f"{hc:.2f}", f"{hb:.2f}", "pass" if ok else "problem",
                          f"a gap above {f.warmup_hit_ratio_gap:g} means the canary is still warming up"))
+    def engines(a: ArmData) -> str:
+        parts = [f"{n} {state}" for state, n in (("unhealthy", a.replicas_unhealthy), ("hung", a.replicas_hung),
+                                                 ("asleep", a.replicas_asleep)) if n]
+        return ", ".join(parts) or f"{a.replicas if a.replicas is not None else '?'} serving"
+
+    trouble = engine_trouble(c, b)
+    out.append(Check("engines", engines(c), engines(b),
+                     "problem" if trouble or c.replicas_asleep or b.replicas_asleep else "pass",
+                     "; ".join(trouble) or "unhealthy or hung engines make the verdict inconclusive, asleep ones idle"))
     keys = sorted(set(c.environment) | set(b.environment) | set(f.same_environment))
     for key in keys:
         vc, vb = c.environment.get(key, ""), b.environment.get(key, "")

@@ -89,6 +89,13 @@ def dashboard(obj: Objectives) -> DashboardSpec:
                            f"{{{{{V}}}}}")],
         ),
         PanelSpec(
+            title="Replicas unhealthy, asleep or hung", unit="short", width=8, runbooks=(names.ALERT_ENGINE_HUNG,),
+            description="Replicas whose vLLM reports engine_healthy 0, that sleep (sleep mode: idle on purpose), or "
+                        "that are hung: requests running and none finished for scrape.hung_after_seconds.",
+            queries=[Query(f"max by ({V}, {names.STATE}) ({sel(names.REPLICAS_IN_STATE)})",
+                           f"{{{{{V}}}}} {{{{{names.STATE}}}}}")],
+        ),
+        PanelSpec(
             title="GPUs per version", unit="short", width=8,
             description="GPUs the observer joined to each version (pods listed in the fleet config).",
             queries=[Query(f"sum by ({V}) ({sel(names.GPU_COUNT)})", f"{{{{{V}}}}}")],
