@@ -57,6 +57,22 @@ class VllmScrape:
 
 
 @dataclass(frozen=True)
+class RouterScrape:
+    """What one router /metrics body says (observer.collect.routers): per routed model (the target model or LoRA
+    adapter it sent requests to) TTFT, requests by outcome and requests held; and the pool's state."""
+
+    kind: str
+    models: Mapping[str, ModelMetrics]
+    saturation: float | None = None
+    """llm-d: flow-control pool saturation (stage `effective`; ≥ 1 holds requests back); None: not reported."""
+    stale_endpoints: float | None = None
+    """llm-d: endpoints whose metrics are missing or stale (scored as saturated); None: not reported."""
+    families_seen: int = 0
+    twins_skipped: int = 0
+    """Deprecated families exposed beside today's name and not read (never counted twice)."""
+
+
+@dataclass(frozen=True)
 class GpuMetrics:
     """One GPU as a DCGM-exporter reports it; None where the exporter does not say."""
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from observer.collect.model import DcgmScrape, VllmScrape
+from observer.collect.model import DcgmScrape, RouterScrape, VllmScrape
 from observer.errors import ObserverError, ParseError, SampleLimitError
 
 log = logging.getLogger("observer.scrape")
@@ -34,7 +34,7 @@ ACCEPT = ("text/plain;version=0.0.4;q=1.0,text/plain;version=1.0.0;q=0.9,"
 _TEXT_TYPES = ("text/plain", "application/openmetrics-text")
 _THREAD_PARSE_BYTES = 1 << 20  # parse bigger bodies off the event loop so /metrics stays responsive
 _MESSAGE_CHARS = 300
-_P = TypeVar("_P", VllmScrape, DcgmScrape)
+_P = TypeVar("_P", VllmScrape, DcgmScrape, RouterScrape)
 
 
 class TargetKind(StrEnum):
@@ -42,6 +42,13 @@ class TargetKind(StrEnum):
 
     VLLM = "vllm"
     DCGM = "dcgm"
+    LLMD_EPP = "llm-d-epp"
+    DYNAMO = "dynamo"
+
+    @property
+    def router(self) -> bool:
+        """A router in front of vLLM (its families are per routed model)."""
+        return self in (TargetKind.LLMD_EPP, TargetKind.DYNAMO)
 
 
 class ScrapeReason(StrEnum):
@@ -105,6 +112,7 @@ class ScrapeResult:
     body_bytes: int = 0
     vllm: VllmScrape | None = None
     dcgm: DcgmScrape | None = None
+    router: RouterScrape | None = None
 
     @property
     def ok(self) -> bool:
@@ -185,6 +193,7 @@ class Scraper:
     client: httpx.AsyncClient
     parse_vllm: Callable[[str], VllmScrape]
     parse_dcgm: Callable[[str], DcgmScrape]
+    parse_router: Callable[[str, TargetKind], RouterScrape] | None = None
     timeout_seconds: float = 5.0
     max_body_bytes: int = 16 * 1024 * 1024
     concurrency: int = 32
@@ -215,6 +224,9 @@ class Scraper:
             async with self._deadline("fetched and parsed"):
                 body, content_type = await self._fetch_retrying(target)
                 size = len(body)
+                if target.kind.router:
+                    router = await self._parse_router(target, _decode(body, content_type), len(body))
+                    return ScrapeResult(target, started, time.perf_counter() - t0, None, "", size, router=router)
                 vllm, dcgm = await self._parse(target, _decode(body, content_type), len(body))
         except _Failed as e:
             duration = time.perf_counter() - t0
@@ -304,6 +316,21 @@ class Scraper:
                           before_response=isinstance(e, httpx.WriteError)) from e
         except httpx.UnsupportedProtocol as e:
             raise _Failed(ScrapeReason.CONNECT_ERROR, f"unsupported URL: {e}") from e
+
+    async def _parse_router(self, target: Target, text: str, size: int) -> RouterScrape:
+        if self.parse_router is None:
+            raise _Failed(ScrapeReason.INTERNAL, "no router parser configured")
+        parser = self.parse_router
+        try:
+            scrape = await self._run_parser(lambda t: parser(t, target.kind), text)
+        except SampleLimitError as e:
+            raise _Failed(ScrapeReason.SAMPLE_LIMIT, f"over the per-target limit: {_trim(str(e))}") from e
+        except ParseError as e:
+            raise _Failed(ScrapeReason.PARSE_ERROR, f"could not parse the exposition: {_trim(str(e))}") from e
+        if not scrape.models and scrape.saturation is None:
+            raise _Failed(ScrapeReason.NO_DATA, f"no {target.kind} router families in {size} bytes "
+                                                f"({scrape.families_seen} families)")
+        return scrape
 
     async def _parse(self, target: Target, text: str, size: int
                      ) -> tuple[VllmScrape | None, DcgmScrape | None]:

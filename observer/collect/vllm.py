@@ -180,7 +180,8 @@ def _unhealthy(families: list[Family]) -> int | None:
     return None
 
 
-def _histogram(buckets: dict[str, float], total_sum: float, count: float) -> Histogram | None:
+def histogram_from_buckets(buckets: dict[str, float], total_sum: float, count: float) -> Histogram | None:
+    """A Histogram from `le` text → cumulative count (None without the +Inf bucket); edges sorted, texts kept."""
     edges: list[tuple[float, str, float]] = []
     inf = None
     for le, value in buckets.items():
@@ -225,7 +226,7 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
     for model, acc in models.items():
         histograms = {}
         for name, buckets in acc.hist_buckets.items():
-            h = _histogram(buckets, acc.hist_sum.get(name, 0.0), acc.hist_count.get(name, 0.0))
+            h = histogram_from_buckets(buckets, acc.hist_sum.get(name, 0.0), acc.hist_count.get(name, 0.0))
             if h is not None:
                 histograms[name] = h
         gauges = {n: (sum(v) / len(v) if n in RATIO_GAUGES else sum(v)) for n, v in acc.gauge_values.items()}

@@ -28,6 +28,23 @@ class PodRef(Spec):
                                                        "from status.startTime; for the cold-start time).")
 
 
+class RouterRef(Spec):
+    """The router in front of a version, read per routed model (observer.collect.routers)."""
+
+    kind: Literal["llm-d-epp", "dynamo"] = Field(description="llm-d-epp: llm-d's endpoint picker (`llm_d_epp_*`); "
+                                                             "dynamo: NVIDIA Dynamo's frontend (`dynamo_frontend_*`).")
+    urls: list[str] = Field(min_length=1, description="The router's /metrics URLs (a router in front of several "
+                                                      "versions is listed on each; it is scraped once).")
+    model: str | None = Field(None, description="The model name the router routes this version under: llm-d's "
+                                                "`target_model_name` (a model or LoRA adapter), Dynamo's `model`. "
+                                                "Default: the version's `model`.")
+
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        return [_check_url(u) for u in v]
+
+
 class VersionSpec(Spec):
     """One model version of the fleet (stable, canary, ...)."""
 
@@ -49,6 +66,8 @@ class VersionSpec(Spec):
     retired: bool = Field(False, description="A retired version must receive no traffic (hygiene alert).")
     group: str | None = Field(None, description="The model (discovery) this version belongs to: canaries are "
                                                 "paired with the stable version of their own group.")
+    router: RouterRef | None = Field(None, description="The router in front of this version (llm-d EPP, Dynamo): "
+                                                       "its TTFT (gateway queueing included) and pool state.")
 
     @field_validator("name")
     @classmethod
@@ -66,6 +85,18 @@ class VersionSpec(Spec):
     @classmethod
     def _openai(cls, v: str | None) -> str | None:
         return None if v is None else _check_url(v)
+
+    @model_validator(mode="after")
+    def _router_model(self) -> VersionSpec:
+        if self.router is not None and not (self.router.model or self.model):
+            raise ValueError(f"version {self.name!r}: router needs the model name it routes this version under "
+                             f"(router.model, or the version's model)")
+        return self
+
+    @property
+    def router_model(self) -> str | None:
+        """The model name the router's series carry for this version."""
+        return None if self.router is None else (self.router.model or self.model)
 
 
 class FleetSpec(Spec):

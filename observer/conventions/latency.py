@@ -28,6 +28,8 @@ LATENCY: Mapping[LatencyId, LatencyFamily] = MappingProxyType({
     "itl": LatencyFamily("itl", FAMILY["itl"], m.HIST_ITL, m.WIN_ITL, "Inter-token latency"),
     "e2e": LatencyFamily("e2e", FAMILY["e2e"], m.HIST_E2E, m.WIN_E2E, "End-to-end latency"),
     "queue": LatencyFamily("queue", FAMILY["queue"], m.HIST_QUEUE, m.WIN_QUEUE, "Queue time"),
+    "router_ttft": LatencyFamily("router_ttft", FAMILY["router_ttft"], m.HIST_ROUTER_TTFT, m.WIN_ROUTER_TTFT,
+                                 "Time to first token at the router (gateway queueing included)"),
 })
 assert tuple(LATENCY) == LATENCY_IDS
 

@@ -12,8 +12,10 @@ from typing import Literal
 
 from prometheus_client.utils import floatToGoString
 
-LatencyId = Literal["ttft", "itl", "e2e", "queue"]
-LATENCY_IDS: tuple[LatencyId, ...] = ("ttft", "itl", "e2e", "queue")
+LatencyId = Literal["ttft", "itl", "e2e", "queue", "router_ttft"]
+LATENCY_IDS: tuple[LatencyId, ...] = ("ttft", "itl", "e2e", "queue", "router_ttft")
+"""`router_ttft` is the TTFT a router in front of vLLM measures (llm-d EPP, Dynamo; observer.conventions.routers):
+the engine's TTFT plus the time the request waited at the gateway."""
 
 # The SLO section has always spelled inter-token latency `inter_token`; it is the same family as `itl`.
 SLO_ALIASES: dict[str, LatencyId] = {"inter_token": "itl"}
@@ -24,6 +26,7 @@ FAMILY: dict[LatencyId, str] = {
     "itl": "inter_token_latency_seconds",
     "e2e": "e2e_request_latency_seconds",
     "queue": "request_queue_time_seconds",
+    "router_ttft": "router_ttft_seconds",  # observer.conventions.routers.TTFT: not a vLLM family
 }
 
 # vLLM's default bucket edges (unchanged 0.8.5 → 0.33). Overridable in vLLM ≥ 0.32 with
@@ -35,14 +38,18 @@ ITL_EDGES: tuple[float, ...] = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0
 # e2e, queue, inference, prefill and decode time share one set of edges.
 REQUEST_EDGES: tuple[float, ...] = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                                     60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+ROUTER_TTFT_EDGES: tuple[float, ...] = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0,
+                                         5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0)
+"""llm-d EPP's `llm_d_epp_request_ttft_seconds` buckets (Dynamo's are log-spaced and configurable)."""
 DEFAULT_EDGES: dict[LatencyId, tuple[float, ...]] = {
     "ttft": TTFT_EDGES, "itl": ITL_EDGES, "e2e": REQUEST_EDGES, "queue": REQUEST_EDGES,
+    "router_ttft": ROUTER_TTFT_EDGES,
 }
 
 
 # vLLM ≥ 0.32 `--custom-histogram-buckets` family keys (vllm/v1/metrics/buckets.py): e2e and queue time share
 # `request_latency`.
-BUCKET_FAMILY: dict[LatencyId, str] = {
+BUCKET_FAMILY: dict[LatencyId, str] = {  # no router_ttft: the router's buckets are not vLLM's flag
     "ttft": "time_to_first_token", "itl": "inter_token_latency", "e2e": "request_latency", "queue": "request_latency",
 }
 

@@ -27,7 +27,7 @@ from observer import conventions as names
 from observer.analyse.signals import Quantiles, SignalStore, VersionExport
 from observer.analyse.signals.model import OTHER_REASON
 from observer.collect.scraper import TargetHealth
-from observer.conventions import vllm
+from observer.conventions import routers, vllm
 from observer.conventions.latency import LATENCY
 
 _VM = [names.VERSION, names.MODEL]
@@ -45,6 +45,8 @@ _HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
     (names.HIST_GENERATION_LENGTH, vllm.GENERATION_LENGTH, "Generated tokens per finished request."),
     (names.HIST_MAX_GENERATION_TOKENS, vllm.MAX_GENERATION_TOKENS,
      "Requested max generation tokens per request."),
+    (names.HIST_ROUTER_TTFT, routers.TTFT, "Time to first token the router in front of the version measured "
+                                          "(llm-d EPP, Dynamo frontend): gateway queueing included."),
 )
 _COUNTERS: tuple[tuple[str, str, str], ...] = (
     (names.PROMPT_TOKENS, vllm.PROMPT_TOKENS, "Prompt tokens processed, accumulated over replicas."),
@@ -129,6 +131,22 @@ class ScrapeCollector(Collector):
             for reason, n in sorted((by_reason or {}).items()):
                 rejected.add_metric([*self._labels(e), reason], n)
         yield rejected
+        routed = CounterMetricFamily(names.ROUTER_REQUESTS, "Requests the router in front of the version routed to "
+                                     "it, by outcome (ok, error), accumulated.", labels=[*_VM, names.OUTCOME])
+        saturated = _gauge(names.ROUTER_SATURATED, "1 while the router's pool is saturated or has endpoints with "
+                           "stale metrics (llm-d flow control): the canary comparison is unfair then.", [names.VERSION])
+        queued = _gauge(names.ROUTER_QUEUED, "Requests of the version held at the router now (llm-d flow control "
+                        "queue, Dynamo's HTTP queue).", [names.VERSION])
+        for e in exports:
+            by_outcome = None if e.totals is None else e.totals.labelled(routers.REQUESTS)
+            for outcome, n in sorted((by_outcome or {}).items()):
+                routed.add_metric([*self._labels(e), outcome], n)
+            if e.signals.router_trouble_at is not None or e.signals.router_ttft is not None \
+                    or e.signals.router_queued is not None:
+                saturated.add_metric([e.signals.version], float(e.signals.router_saturated))
+            if e.signals.router_queued is not None:
+                queued.add_metric([e.signals.version], e.signals.router_queued)
+        yield from (routed, saturated, queued)
         http = CounterMetricFamily(names.HTTP_RESPONSES, "Responses of vLLM's generation handlers by status class "
                                    "(its HTTP instrumentator), accumulated; single-model targets only.",
                                    labels=[*_VM, names.HTTP_STATUS_CLASS])

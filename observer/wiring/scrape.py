@@ -21,9 +21,11 @@ from observer.analyse.scrapeloop import ScrapeLoop
 from observer.analyse.signals import SignalStore
 from observer.collect import edges
 from observer.collect.dcgm import parse_dcgm
+from observer.collect.routers import parse_router
 from observer.collect.scraper import Scraper, TargetHealth
 from observer.collect.vllm import parse_vllm
 from observer.config.fleet import VersionSpec
+from observer.conventions.routers import RouterKind
 from observer.export import signals_api
 from observer.export.collector import ScrapeCollector
 from observer.wiring.runtime import BaseComponent, Context, Job
@@ -72,6 +74,9 @@ def build(ctx: Context) -> ScrapeComponent:
                       parse_vllm=partial(parse_vllm, max_samples=cfg.max_samples_per_target,
                                          max_models=cfg.max_models_per_target),
                       parse_dcgm=partial(parse_dcgm, max_samples=cfg.max_samples_per_target),
+                      parse_router=lambda text, kind: parse_router(text, RouterKind(kind),
+                                                                   max_samples=cfg.max_samples_per_target,
+                                                                   max_models=cfg.max_models_per_target),
                       timeout_seconds=cfg.timeout_seconds, max_body_bytes=cfg.max_body_bytes,
                       concurrency=cfg.concurrency, clock=ctx.clock)
     loop = ScrapeLoop(scraper=scraper, store=store, health=health, fleet=ctx.fleet, http=ctx.http, clock=ctx.clock,

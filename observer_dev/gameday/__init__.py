@@ -121,7 +121,10 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
                          "openai": f"http://127.0.0.1:{ports[keys[0]]}/v1",
                          "dcgm": [f"http://127.0.0.1:{ports['dcgm']}/metrics"],
                          "pods": [{"namespace": "llm-serving", "pod": f"sim-{name}-{i}"} for i in range(pods)],
-                         "expected_traffic_weight": weight})
+                         "expected_traffic_weight": weight,
+                         # Both behind one llm-d endpoint picker, routed by target model (the simulator's names).
+                         "router": {"kind": "llm-d-epp", "urls": [f"http://127.0.0.1:{ports['router']}/metrics"],
+                                    "model": f"sim-{name}"}})
     metrics = [m.model_dump(mode="json", exclude_defaults=True) for m in default_metrics()]
     for m in metrics:
         if m["name"] == "golden" and scenario.needs == "quality":
@@ -427,7 +430,7 @@ def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed:
     if short and only is None:
         chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full game day
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
-             "dcgm": free_port(), "observer": free_port(), "proxy": free_port()}
+             "dcgm": free_port(), "observer": free_port(), "proxy": free_port(), "router": free_port()}
     base = _config(ports, plan, SCENARIOS[0])
     rows: list[Row] = []
     with run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),

@@ -325,7 +325,8 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
     if short and not only:
         chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full form
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
-             "dcgm": free_port(), "observer": free_port(), "observer_b": free_port(), "proxy": free_port()}
+             "dcgm": free_port(), "observer": free_port(), "observer_b": free_port(), "proxy": free_port(),
+             "router": free_port()}
     base = _config(ports, plan, SCENARIOS[0])
     rows: list[ClusterRow] = []
     api = ScriptedKubeApi()

@@ -65,6 +65,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              alert_labels={names.VERSION: "canary", names.STATE: "hung"}),
     Scenario("admission", "canary refuses 3% at admission (vLLM queue limit, 503 before the engine)", "fail",
              canary={"admission_reject_rate": 0.03}, dimension="errors", must_fail=("errors",)),
+    Scenario("router-queue", "the router queues the canary: 0.5 s at the gateway, llm-d pool saturated",
+             "inconclusive", canary={"router_queue_s": 0.5, "router_saturation": 1.3}, reason="router"),
     Scenario("restart", "observer restarted mid-analysis", "not-pass", canary={"preset": "slow"},
              restart_after=2),
     Scenario("html", "verdict URL answers 200 with an HTML page", "not-pass", html_at_verdict_url=True),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from observer.conventions.vllm import ROUTER_TTFT_EDGES
 from observer_dev.sim import vllm_families as fam
 from observer_dev.sim.profile import Profile
 
@@ -143,6 +144,9 @@ class EngineSnapshot:
     gauges: Mapping[str, float]
     http: Mapping[tuple[str, str], float] = field(default_factory=dict)
     profile: Profile = field(default_factory=Profile)
+    router: tuple[tuple[float, ...], float, float, float] = ((), 0.0, 0.0, 0.0)
+    """What a router in front of this engine saw: (cumulative TTFT counts incl. +Inf on ROUTER_TTFT_EDGES, TTFT sum,
+    requests, errors)."""
 
 
 class SimEngine:
@@ -161,6 +165,9 @@ class SimEngine:
         self._mean_tokens = float(profile.prompt_tokens_median + profile.output_tokens_median / 2)
         self.restarts = 0
         self._stuck = 0  # requests a hung engine holds
+        # What a router in front of it counted: another process, so an engine restart does not reset it.
+        self._router_ttft = HistogramState.empty(ROUTER_TTFT_EDGES)
+        self._router_counts = [0.0, 0.0]  # requests, errors
         self._reset()
 
     @property
@@ -234,6 +241,9 @@ class SimEngine:
         h["request_params_n"].observe(np.ones(prompt.shape[0]))
         h["request_params_max_tokens"].observe(r.max_tokens[ok].astype(np.float64))
         h["time_to_first_token_seconds"].observe(r.ttft[ok])
+        self._router_ttft.observe(r.ttft[ok] + self._profile.router_queue_s)
+        self._router_counts[0] += float(r.n)
+        self._router_counts[1] += float(r.n - int(ok.sum()))
         h["inter_token_latency_seconds"].observe(r.itl)
         steps = np.maximum(r.gen_tokens[ok] - 1, 0)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -339,4 +349,6 @@ class SimEngine:
             return EngineSnapshot(model=self.model, created=self.created, counters=dict(self._counters),
                                   labelled={k: dict(v) for k, v in self._labelled.items()},
                                   histograms=hists, gauges=dict(self._gauges), http=dict(self._http),
-                                  profile=self._profile)
+                                  profile=self._profile,
+                                  router=(tuple(np.cumsum(self._router_ttft.counts).tolist()),
+                                          self._router_ttft.total, self._router_counts[0], self._router_counts[1]))

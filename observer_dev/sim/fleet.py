@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,9 +27,11 @@ from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError, ObserverError
 from observer.httpserve import uvicorn_config
 from observer_dev.sim.answers import AnswerBook
-from observer_dev.sim.openai_api import create_dcgm_app, create_replica_app
+from observer_dev.sim.engine import EngineSnapshot
+from observer_dev.sim.openai_api import create_dcgm_app, create_replica_app, create_router_app
 from observer_dev.sim.profile import Profile, build_profile
 from observer_dev.sim.replica import SimVersion
+from observer_dev.sim.router_exposition import Routed
 from observer_dev.sim.spans import EngineTracer, TraceTarget
 from observer_dev.sim.traffic import LoadSample
 
@@ -209,11 +212,26 @@ def _plan(config: ObserverConfig, versions: Mapping[str, SimVersion]) -> tuple[l
             host, port, _ = _endpoint(spec.openai, f"fleet.versions.{spec.name}.openai")
             if (host, port) not in servers:
                 add(host, port, create_replica_app(v, v.replicas[0]), f"{spec.name}/openai")
+    routed: dict[tuple[str, int, str, str], list[Routed]] = {}
+    for spec in config.fleet.versions:
+        if spec.router is None or spec.name not in versions:
+            continue
+        sim = versions[spec.name]
+        for url in spec.router.urls:
+            host, port, path = _endpoint(url, f"fleet.versions.{spec.name}.router")
+            routed.setdefault((host, port, path, spec.router.kind), []).append(
+                Routed(spec.router_model or sim.model, partial(_snapshots, sim)))
+    for (host, port, path, kind), behind in routed.items():
+        add(host, port, create_router_app(kind, behind, path=path), f"{kind} router")
     dcgm_urls = []
     for (host, port, path), gpus in dcgm_gpus.items():
         add(host, port, create_dcgm_app(gpus, path=path), "dcgm-exporter")
         dcgm_urls.append(f"http://{host}:{port}{path}")
     return list(servers.values()), urls, dcgm_urls
+
+
+def _snapshots(version: SimVersion) -> list[EngineSnapshot]:
+    return [r.engine.snapshot() for r in version.replicas]
 
 
 def _bind(s: _Server) -> socket.socket:

@@ -20,8 +20,9 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from observer.conventions.routers import RouterKind
 from observer.errors import ConfigError, ObserverError
-from observer_dev.sim import dcgm_exposition, vllm_exposition
+from observer_dev.sim import dcgm_exposition, router_exposition, vllm_exposition
 from observer_dev.sim.answers import choose_answer, content_text, json_answer, prompt_text
 from observer_dev.sim.engine import ABORT, ERROR, LENGTH, STOP, Requests
 from observer_dev.sim.replica import Replica, SimVersion
@@ -130,6 +131,20 @@ def create_dcgm_app(replicas: list[Replica], *, path: str = "/metrics") -> FastA
     async def metrics() -> Response:
         gpus = [g for r in replicas for g in r.gpus()]
         return Response(dcgm_exposition.render(gpus), media_type=dcgm_exposition.CONTENT_TYPE)
+
+    for p in sorted({path, "/metrics"}):
+        app.add_api_route(p, metrics, methods=["GET"])
+    return app
+
+
+def create_router_app(kind: str, routed: list[router_exposition.Routed], *, path: str = "/metrics") -> FastAPI:
+    """The app of one simulated router (llm-d EPP or Dynamo frontend) in front of the `routed` versions: its
+    /metrics only (requests go to the versions directly; the router's own view is computed from their engines)."""
+    app = FastAPI(title=f"observer simulator: {kind} router", docs_url=None, redoc_url=None, openapi_url=None)
+    router_kind = RouterKind(kind)
+
+    async def metrics() -> Response:
+        return Response(router_exposition.render(router_kind, routed), media_type=router_exposition.CONTENT_TYPE)
 
     for p in sorted({path, "/metrics"}):
         app.add_api_route(p, metrics, methods=["GET"])

@@ -43,6 +43,12 @@ class Profile(BaseModel):
     engine_healthy: bool | None = Field(
         None, description="Expose vllm:engine_healthy (vLLM's fault tolerance, main after 0.33) with this value; "
                           "None: the family is absent, as without --enable-fault-tolerance.")
+    router_queue_s: float = Field(0.0, ge=0, le=600, description="Seconds each request waits at the router (llm-d "
+                                                               "EPP flow control, Dynamo's HTTP queue) before the "
+                                                               "engine: in the router's TTFT only.")
+    router_saturation: float = Field(0.4, ge=0, le=10, description="The pool saturation llm-d's EPP reports while "
+                                                                   "this version is routed (≥ 1: saturated).")
+    router_stale_endpoints: int = Field(0, ge=0, le=1000, description="Endpoints whose metrics the EPP sees as stale.")
     abort_rate: float = Field(0.005, ge=0, le=1, description="Share of load requests aborted by clients.")
     preemption_rate: float = Field(0.0, ge=0, le=1, description="Share of requests preempted once.")
     prefix_cache_hit_ratio: float = Field(0.3, ge=0, le=1, description="Share of prompt tokens cached.")

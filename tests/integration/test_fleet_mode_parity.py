@@ -1,6 +1,7 @@
 """Fleet mode judges with the same facts: the own source and the Prometheus source read the same recorded
 window of the same simulated fleet (the observer scraping it, a real Prometheus scraping the observer), and
-give the same ArmData fields — replicas, prefix-cache hit ratio, GPU and engine environment, paired counts."""
+give the same ArmData fields — replicas, prefix-cache hit ratio, GPU and engine environment, paired counts, the
+router's TTFT and its saturated pool."""
 
 from __future__ import annotations
 
@@ -23,3 +24,5 @@ def test_the_prometheus_source_gives_every_fact_the_own_source_gives() -> None:
         assert b.paired == a.paired
         assert b.prefix_cache_hit_ratio == pytest.approx(a.prefix_cache_hit_ratio, abs=0.1)
         assert b.total_requests == pytest.approx(a.total_requests, rel=0.35)
+        assert "saturated" in a.router_trouble and b.router_trouble  # the router's pool, in both modes
+        assert b.histograms["router_ttft"].count == pytest.approx(a.histograms["router_ttft"].count, rel=0.35)

@@ -13,6 +13,7 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs the prometheus binary")]
 
 
+@pytest.mark.timeout(720)  # ~23 scenarios of about 15 s each (the suite's 300 s is for one test, not a game day)
 def test_short_gameday_every_scenario_matches() -> None:
     report = run_gameday(short=True, seed=7)
     names = [r.scenario for r in report.rows]

@@ -31,11 +31,13 @@ class StoredPairs:
 def both_sources(seconds: float = 12.0) -> dict[str, tuple[ArmData, ArmData]]:
     """version → (own source's ArmData, Prometheus source's) for the same window of `seconds`, with the
     default metrics plus a paired one."""
-    cfg = sim_config(interval_seconds=1.0, window_seconds=30.0)
+    cfg = sim_config(interval_seconds=1.0, window_seconds=30.0, with_router=True)
     metrics = [*cfg.canary.metrics, CanaryMetricSpec(name="paired_judge", kind=MetricKind.PAIRED,
-                                                      paired_check="judge")]
+                                                      paired_check="judge"),
+               CanaryMetricSpec(name="router_ttft", kind=MetricKind.LATENCY, family="router_ttft")]
     out: dict[str, tuple[ArmData, ArmData]] = {}
-    with running_fleet(cfg, seed=3, total_rps=20.0) as (_, config):
+    # The router in front of both reports its pool saturated: both sources must see it in the window.
+    with running_fleet(cfg, seed=3, total_rps=20.0, profiles={"canary": {"router_saturation": 1.5}}) as (_, config):
         obs = start_in_thread(config, areas=["scrape", "canary"])
         try:
             with run_prometheus([obs.url.removeprefix("http://")], scrape_interval="1s") as prom:

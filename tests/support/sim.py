@@ -36,12 +36,13 @@ class SimPorts:
 
 def fleet_dict(versions: Sequence[str] = ("stable", "canary"), *, weights: Sequence[float] | None = None,
                observer_port: int | None = None, interval_seconds: float = 1.0, window_seconds: float = 60.0,
-               with_dcgm: bool = True) -> tuple[dict[str, Any], SimPorts]:
+               with_dcgm: bool = True, with_router: bool = False) -> tuple[dict[str, Any], SimPorts]:
     """A config mapping (fleet, scrape, server) for `versions` on fresh free ports."""
     weights = list(weights) if weights is not None else ([0.9, 0.1] if len(versions) == 2 else
                                                           [round(1 / len(versions), 6)] * len(versions))
     ports = {v: free_port() for v in versions}
     dcgm = free_port()
+    router = free_port()
     roles = ["stable", "canary"] + ["other"] * max(0, len(versions) - 2)
     items = []
     for i, v in enumerate(versions):
@@ -52,6 +53,9 @@ def fleet_dict(versions: Sequence[str] = ("stable", "canary"), *, weights: Seque
         if with_dcgm:
             item["dcgm"] = [f"http://127.0.0.1:{dcgm}/metrics"]
             item["pods"] = [{"namespace": "llm-serving", "pod": f"sim-{v}-0"}]
+        if with_router:  # every version behind one llm-d endpoint picker stand-in, routed by the simulator's names
+            item["router"] = {"kind": "llm-d-epp", "urls": [f"http://127.0.0.1:{router}/metrics"],
+                              "model": f"sim-{v}"}
         items.append(item)
     port = observer_port or free_port()
     # Each config gets its own sample store: tests never share (or leave) a database in the working tree.

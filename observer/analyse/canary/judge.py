@@ -471,6 +471,19 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
         split_ok, share = stats.split_check(n_c, n_b, expected=expected_share, tolerance=spec.split_tolerance,
                                             min_requests=spec.split_min_requests)
     value, decided = score(results, spec.groups)
+    routed = [f"{arm} router: {a.router_trouble}" for arm, a in (("canary", canary_data), ("baseline", baseline_data))
+              if a.router_trouble]
+    if routed:
+        # Requests held at a saturated router wait whatever version they go to: only what the router itself
+        # measured (router_ttft, gateway queueing included) may still fail, when it is critical.
+        failed_router = [r for r in results if r.outcome is Outcome.FAIL and r.critical
+                         and _family(spec, r.name) == "router_ttft"]
+        if failed_router:
+            return verdict(Outcome.FAIL, results, "critical metric failed: "
+                           + "; ".join(_describe(r) for r in failed_router), score_value=value,
+                           critical_failed=True, share=share)
+        return verdict(Outcome.INCONCLUSIVE, _muted(results), "arms are not comparable: " + "; ".join(routed),
+                       score_value=value, share=share)
     if unfair:
         return verdict(Outcome.INCONCLUSIVE, _muted(results), "arms are not comparable: " + "; ".join(unfair),
                        score_value=value, share=share)
@@ -517,6 +530,10 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
     return verdict(Outcome.INCONCLUSIVE, results, f"marginal score {value:.0f}: "
                    + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
                    score_value=value, share=share)
+
+
+def _family(spec: CanarySpec, name: str) -> str | None:
+    return next((m.family for m in spec.metrics if m.name == name), None)
 
 
 def _asleep(a: ArmData) -> bool:

@@ -107,6 +107,8 @@ class ArmData:
     """Replicas whose engines all sleep now (sleep mode)."""
     replicas_hung: int = 0
     """Replicas with requests running and none finished for scrape.hung_after_seconds."""
+    router_trouble: str = ""
+    """What the router in front of the arm reported in the window: its pool saturated or endpoints stale."""
 
     @property
     def total_requests(self) -> int | None:

@@ -222,7 +222,9 @@ class OwnSource:
                        admission_rejections=None if rejected is None else max(0.0, float(sum(rejected.values()))),
                        replicas_unhealthy=0 if latest is None else latest.replicas_unhealthy,
                        replicas_asleep=0 if latest is None else latest.replicas_asleep,
-                       replicas_hung=0 if latest is None else latest.replicas_hung)
+                       replicas_hung=0 if latest is None else latest.replicas_hung,
+                       router_trouble=latest.router_trouble if latest is not None and latest.router_trouble_at
+                       is not None and latest.router_trouble_at >= since else "")
 
 
 ENVIRONMENT_KEYS = (names.GPU_MODEL, names.GPU_DRIVER, names.ENGINE_ARGS)
@@ -427,6 +429,7 @@ class PrometheusSource:
             outcomes, note, identity = await asyncio.to_thread(self.pairs.paired_outcomes, version, since=since)
             paired = paired_counts(outcomes, paired_checks)
         replicas = await self._scalar(f"max({names.REPLICAS}{v})", now)
+        saturated = await self._scalar(f"max(max_over_time({names.ROUTER_SATURATED}{v}{rng}))", now)
         states = await self.query(f"max by ({names.STATE}) ({names.REPLICAS_IN_STATE}{v})", at=now)
         in_state = {str(s["metric"].get(names.STATE, "")): round(_finite(s["value"][1])) for s in states}
         prefix = await self._scalar(f"max({names.WIN_PREFIX_CACHE_HIT_RATIO}{v})", now)
@@ -437,7 +440,9 @@ class PrometheusSource:
                        replicas=None if replicas is None else round(replicas), prefix_cache_hit_ratio=prefix,
                        environment=await self._environment(v, now), admission_rejections=rejected,
                        replicas_unhealthy=in_state.get("unhealthy", 0), replicas_asleep=in_state.get("asleep", 0),
-                       replicas_hung=in_state.get("hung", 0))
+                       replicas_hung=in_state.get("hung", 0),
+                       router_trouble="the router's pool was saturated or had stale endpoints in the window"
+                       if saturated else "")
 
     async def _environment(self, v: str, now: float) -> dict[str, str]:
         """The same-environment facts the observer exported for the version (VERSION_ENVIRONMENT); with two

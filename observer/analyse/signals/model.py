@@ -100,6 +100,16 @@ class VersionSignals:
     replicas_hung: int = 0
     """Replicas up with requests running and none finished for `hung_after_seconds`: /health stays green, the
     latency and error ratios go missing instead of burning."""
+    router_ttft: Quantiles | None = None
+    """Window quantiles of the TTFT the router in front of the version measured (gateway queueing included)."""
+    router_saturated: bool = False
+    """The router's pool is saturated or has endpoints with stale metrics now (llm-d flow control)."""
+    router_trouble_at: float | None = None
+    """When the router last reported its pool saturated or endpoints stale (None: never, or no router)."""
+    router_trouble: str = ""
+    """What it reported then, in words."""
+    router_queued: float | None = None
+    """Requests of this version held at the router now (llm-d flow control queue, Dynamo's HTTP queue)."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,9 @@ class VersionState:
     departed: list[ModelTotals] = field(default_factory=list)  # frozen counts of pods that left
     replicas: ReplicaTracker | None = None
     cold_starts: ColdStarts = field(default_factory=ColdStarts)
+    routers: tuple[Target, ...] = ()
+    router_trouble_at: float | None = None
+    router_trouble: str = ""
 
 
 def replica_name(spec: VersionSpec, index: int, url: str) -> str:

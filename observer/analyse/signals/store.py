@@ -34,10 +34,10 @@ from observer.analyse.signals.model import (
     replica_name,
 )
 from observer.analyse.window import History, ModelTotals, TargetTotals, Totals, sum_totals
-from observer.collect.model import GpuMetrics, Histogram, ModelMetrics
+from observer.collect.model import GpuMetrics, Histogram, ModelMetrics, VllmScrape
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
 from observer.config.fleet import VersionSpec
-from observer.conventions import FINISHED_REASONS
+from observer.conventions import FINISHED_REASONS, routers
 from observer.conventions.vllm import (
     E2E,
     GENERATION_TOKENS,
@@ -103,6 +103,8 @@ class SignalStore:
             for spec in versions:
                 vllm = tuple(dict.fromkeys(Target(TargetKind.VLLM, u) for u in spec.vllm))
                 dcgm = tuple(dict.fromkeys(Target(TargetKind.DCGM, u) for u in spec.dcgm))
+                routers = () if spec.router is None else tuple(
+                    dict.fromkeys(Target(TargetKind(spec.router.kind), u) for u in spec.router.urls))
                 v = self._versions.get(spec.name)
                 if v is None:
                     v = VersionState(spec=spec, vllm=vllm, dcgm=dcgm,
@@ -118,11 +120,12 @@ class SignalStore:
                     if len(v.departed) > MAX_DEPARTED:
                         v.departed = [ModelTotals(*sum_totals(v.departed))]
                     v.spec, v.vllm, v.dcgm = spec, vllm, dcgm
+                v.routers = routers
                 kept[spec.name] = v
             self._versions = kept
             if self.cost is not None:
                 self.cost.retain(list(kept))
-            used = {t for v in kept.values() for t in v.vllm}
+            used = {t for v in kept.values() for t in (*v.vllm, *v.routers)}
             for t in used - self._target_totals.keys():
                 self._target_totals[t] = TargetTotals(max_models=self._max_models)
             for t in self._target_totals.keys() - used:
@@ -138,7 +141,7 @@ class SignalStore:
 
     def bindings(self) -> list[tuple[str, Target]]:
         """Every (version, target) pair in config order."""
-        return [(name, t) for name, v in self._versions.items() for t in (*v.vllm, *v.dcgm)]
+        return [(name, t) for name, v in self._versions.items() for t in (*v.vllm, *v.dcgm, *v.routers)]
 
     def record(self, results: Mapping[Target, ScrapeResult], *, ts: float) -> None:
         """Fold one cycle (results of every target, scraped at about `ts`) into the store."""
@@ -153,6 +156,9 @@ class SignalStore:
                 self._last_ok[target] = result
                 if result.vllm is not None:
                     self._track_progress(target, result, ts)
+                if result.router is not None and target in self._target_totals:
+                    # Per routed model, folded like a vLLM target's models (resets and new buckets absorbed).
+                    self._target_totals[target].observe(VllmScrape(models=result.router.models))
                 if result.vllm is not None and target in self._target_totals:
                     tt = self._target_totals[target]
                     before = tt.resets
@@ -194,6 +200,28 @@ class SignalStore:
         if seen is None or running <= 0 or finished != seen[0]:
             self._progress[target] = (finished, ts)
 
+    def _router_state(self, v: VersionState, results: Mapping[Target, ScrapeResult], ts: float
+                      ) -> tuple[bool, float | None]:
+        """(saturated or stale now, requests of the version held at the router) from this cycle's router scrapes;
+        remembers when and why the pool was last in trouble."""
+        troubles: list[str] = []
+        queued: float | None = None
+        for t in v.routers:
+            res = results.get(t)
+            scrape = None if res is None or not res.ok else res.router
+            if scrape is None:
+                continue
+            if scrape.saturation is not None and scrape.saturation >= routers.SATURATED_AT:
+                troubles.append(f"{scrape.kind} pool saturated ({scrape.saturation:.2f} ≥ {routers.SATURATED_AT:g})")
+            if scrape.stale_endpoints:
+                troubles.append(f"{scrape.kind}: {scrape.stale_endpoints:.0f} endpoint(s) with stale metrics")
+            m = scrape.models.get(v.spec.router_model or "")
+            if m is not None and routers.QUEUED in m.gauges:
+                queued = (queued or 0.0) + m.gauges[routers.QUEUED]
+        if troubles:
+            v.router_trouble_at, v.router_trouble = ts, "; ".join(troubles)
+        return bool(troubles), queued
+
     def _hung(self, target: Target, ts: float) -> bool:
         seen = self._progress.get(target)
         return seen is not None and ts - seen[1] >= self.hung_after_seconds
@@ -220,6 +248,10 @@ class SignalStore:
                     v.ignored.add((t, model))
                     log.warning("version %s: %s serves model %r, not the configured %r; it is not counted",
                                 name, t.url, model, v.spec.model)
+        routed = v.spec.router_model
+        for t in v.routers:
+            model_totals.extend(mt for model, mt in self._target_totals[t].models.items() if model == routed)
+        router = self._router_state(v, results, ts)
         previous = v.totals.latest()
         hists, counters, labelled = sum_totals(model_totals)
         totals = None
@@ -250,7 +282,9 @@ class SignalStore:
                                         max(kv_maxes) if kv_maxes else None))
         gpus = [g for g, owners in gpu_owners.values() if name in owners]
         v.signals = replace(self._signals(name, v, ts, len(up), gpus), replicas_unhealthy=unhealthy,
-                            replicas_asleep=asleep, replicas_hung=hung)
+                            replicas_asleep=asleep, replicas_hung=hung, router_saturated=router[0],
+                            router_queued=router[1], router_trouble_at=v.router_trouble_at,
+                            router_trouble=v.router_trouble)
         if v.replicas is None:
             v.replicas = ReplicaTracker(window_seconds=self.window_seconds)
         def per_replica(family: str) -> dict[str, Histogram | None]:
@@ -306,7 +340,7 @@ class SignalStore:
         return VersionSignals(
             version=name, model=self._model_label(v), models=tuple(sorted(v.models_seen)), ts=ts,
             window_seconds=max(elapsed, 0.0), replicas_up=replicas_up, replicas_total=len(v.vllm),
-            ttft=hist(TTFT), itl=hist(ITL), e2e=hist(E2E), queue=hist(QUEUE),
+            ttft=hist(TTFT), itl=hist(ITL), e2e=hist(E2E), queue=hist(QUEUE), router_ttft=hist(routers.TTFT),
             requests=requests,
             request_rate=requests / elapsed if requests is not None and elapsed > 0 else None,
             prompt_token_rate=rate(PROMPT_TOKENS), generation_token_rate=rate(GENERATION_TOKENS),
