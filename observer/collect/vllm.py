@@ -21,6 +21,9 @@ from observer.conventions.vllm import (
     GENERATION_HANDLERS,
     HTTP_STATUS,
     SLEEP_STATE,
+    SPEC_ACCEPTED_TOKENS,
+    SPEC_DECODE,
+    SPEC_DRAFT_TOKENS,
 )
 from observer.errors import SampleLimitError
 
@@ -230,6 +233,9 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
             if h is not None:
                 histograms[name] = h
         gauges = {n: (sum(v) / len(v) if n in RATIO_GAUGES else sum(v)) for n, v in acc.gauge_values.items()}
+        draft, accepted = acc.counters.get(SPEC_DRAFT_TOKENS), acc.counters.get(SPEC_ACCEPTED_TOKENS)
+        if draft is not None and accepted is not None:
+            acc.labelled[SPEC_DECODE].update(accepted=accepted, rejected=max(0.0, draft - accepted))
         out[model] = ModelMetrics(
             model=model, histograms=histograms, gauges=gauges,
             gauges_max={n: max(v) for n, v in acc.gauge_values.items()},

@@ -69,6 +69,10 @@ class CanaryMetricSpec(Spec):
                            "traffic is the canary's doing.")
     live_check: str | None = Field(
         None, description="ratio: a quality live-check name (failures over total) instead of finished_reasons.")
+    spec_decode: bool = Field(
+        False, description="ratio: speculative decoding's rejected draft tokens over draft tokens (vLLM "
+                           "spec_decode_num_draft_tokens, _accepted_tokens): a draft-model change is what a canary "
+                           "ships, and a worse draft shows as more rejected tokens before any latency moves.")
     family: LatencyId | None = Field(None, description="latency: which histogram.")
     le: str | None = Field(
         None, description="latency: the SLO bucket edge as exposed (`le` text, e.g. \"0.5\"); default: the "
@@ -97,11 +101,12 @@ class CanaryMetricSpec(Spec):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> CanaryMetricSpec:
-        if self.kind == "ratio" and bool(self.finished_reasons) + (self.live_check is not None) + self.http_4xx != 1:
-            raise ValueError(f"ratio metric {self.name!r} needs exactly one of finished_reasons, live_check or "
-                             f"http_4xx")
+        if self.kind == "ratio" and (bool(self.finished_reasons) + (self.live_check is not None) + self.http_4xx
+                                     + self.spec_decode) != 1:
+            raise ValueError(f"ratio metric {self.name!r} needs exactly one of finished_reasons, live_check, "
+                             f"http_4xx or spec_decode")
         if self.kind == "latency" and self.family is None:
-            raise ValueError(f"latency metric {self.name!r} needs family (ttft, itl, e2e or queue)")
+            raise ValueError(f"latency metric {self.name!r} needs family (ttft, itl, e2e, queue or router_ttft)")
         if self.kind == "drift" and self.field is None:
             raise ValueError(f"drift metric {self.name!r} needs field (prompts, outputs, …)")
         if self.kind == "paired" and self.paired_check not in PAIRED_CHECKS:

@@ -115,6 +115,11 @@ ADMISSION_REJECTIONS = "admission_rejections"
 answered 503 before the engine, so they are in no finished-request count."""
 ADMISSION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
 """The reasons vLLM knows today; any other value is counted as `other` (a bounded label)."""
+SPEC_DRAFT_TOKENS = "spec_decode_num_draft_tokens"
+SPEC_ACCEPTED_TOKENS = "spec_decode_num_accepted_tokens"
+SPEC_DECODE = "spec_decode_tokens"
+"""Labelled counter the parser adds from the two above (speculative decoding, when enabled): draft tokens by
+`accepted` / `rejected`, so the canary's acceptance ratio can be cut into slices like finished requests."""
 ENGINE_HEALTHY = "engine_healthy"
 """1/0 per data-parallel rank, with `--enable-fault-tolerance` (vLLM main, after 0.33): only an `engine` label, no
 `model_name`, so it is attributed to every model the target serves."""
@@ -147,6 +152,9 @@ MAPPED: dict[str, str] = {
     ENGINE_HEALTHY: "replicas with an unhealthy engine: the canary verdict is inconclusive, never pass; hung-engine "
                     "alert",
     SLEEP_STATE: "replicas asleep: an asleep arm is judged idle, never nodata that pages, never fail",
+    SPEC_DRAFT_TOKENS: "observer_spec_decode_tokens_total{outcome} (with the accepted tokens), the optional canary "
+                       "ratio metric `spec_decode: true`",
+    SPEC_ACCEPTED_TOKENS: "observer_spec_decode_tokens_total{outcome=accepted}",
 }
 """Family → where it goes."""
 
@@ -182,8 +190,10 @@ IGNORED: dict[str, str] = {
     "estimated_flops_per_gpu_total": "MFU estimate (the 0.33 counter); 0 on the CPU build",
     "estimated_read_bytes_per_gpu_total": "memory-bandwidth estimate (the 0.33 counter); 0 on the CPU build",
     "estimated_write_bytes_per_gpu_total": "memory-bandwidth estimate (the 0.33 counter); 0 on the CPU build",
-    "spec_decode_num_accepted_tokens_per_pos": "speculative-decoding acceptance per draft position; planned as an "
-                                               "optional canary ratio (a draft-model change is what a canary ships)",
+    "spec_decode_num_accepted_tokens_per_pos": "speculative-decoding acceptance per draft position; the totals "
+                                               "(spec_decode_num_draft_tokens, _accepted_tokens) carry the canary's "
+                                               "acceptance ratio",
+    "spec_decode_num_drafts": "verification steps with a draft; the token counters carry the acceptance",
     "sleep_mode_operation_duration_seconds": "sleep/wake operations of the dev endpoints; not a serving signal",
     "sleep_mode_operations_in_flight": "sleep/wake operations in flight; not a serving signal",
     "rl_weight_update_operation_duration_seconds": "online-RL weight transfers; not a serving signal",

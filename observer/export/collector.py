@@ -99,6 +99,16 @@ class ScrapeCollector(Collector):
     def _labels(e: VersionExport) -> list[str]:
         return [e.signals.version, e.signals.model or ""]
 
+    def _by_label(self, exports: Sequence[VersionExport], name: str, doc: str, family: str, label: str
+                  ) -> CounterMetricFamily:
+        """A labelled running total of every version (label values as the parser bounded them)."""
+        out = CounterMetricFamily(name, doc, labels=[*_VM, label])
+        for e in exports:
+            values = None if e.totals is None else e.totals.labelled(family)
+            for value, n in sorted((values or {}).items()):
+                out.add_metric([*self._labels(e), value], n)
+        return out
+
     def _totals(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         for name, fam, doc in _HISTOGRAMS:
             h_family = HistogramMetricFamily(name, doc, labels=_VM)
@@ -123,30 +133,25 @@ class ScrapeCollector(Collector):
             for reason, n in folded.items():
                 requests.add_metric([*self._labels(e), reason], n)
         yield requests
-        rejected = CounterMetricFamily(names.ADMISSION_REJECTIONS, "Requests vLLM refused at admission (a queue "
-                                       "limit; answered 503 before the engine), by reason, accumulated.",
-                                       labels=[*_VM, names.REASON])
-        for e in exports:
-            by_reason = None if e.totals is None else e.totals.labelled(vllm.ADMISSION_REJECTIONS)
-            for reason, n in sorted((by_reason or {}).items()):
-                rejected.add_metric([*self._labels(e), reason], n)
-        yield rejected
-        routed = CounterMetricFamily(names.ROUTER_REQUESTS, "Requests the router in front of the version routed to "
-                                     "it, by outcome (ok, error), accumulated.", labels=[*_VM, names.OUTCOME])
+        yield self._by_label(exports, names.ADMISSION_REJECTIONS, "Requests vLLM refused at admission (a queue "
+                             "limit; answered 503 before the engine), by reason, accumulated.",
+                             vllm.ADMISSION_REJECTIONS, names.REASON)
+        yield self._by_label(exports, names.SPEC_DECODE_TOKENS, "Speculative-decoding draft tokens by outcome "
+                             "(accepted, rejected), accumulated; present only where vLLM speculates.",
+                             vllm.SPEC_DECODE, names.OUTCOME)
+        yield self._by_label(exports, names.ROUTER_REQUESTS, "Requests the router in front of the version routed to "
+                             "it, by outcome (ok, error), accumulated.", routers.REQUESTS, names.OUTCOME)
         saturated = _gauge(names.ROUTER_SATURATED, "1 while the router's pool is saturated or has endpoints with "
                            "stale metrics (llm-d flow control): the canary comparison is unfair then.", [names.VERSION])
         queued = _gauge(names.ROUTER_QUEUED, "Requests of the version held at the router now (llm-d flow control "
                         "queue, Dynamo's HTTP queue).", [names.VERSION])
         for e in exports:
-            by_outcome = None if e.totals is None else e.totals.labelled(routers.REQUESTS)
-            for outcome, n in sorted((by_outcome or {}).items()):
-                routed.add_metric([*self._labels(e), outcome], n)
             if e.signals.router_trouble_at is not None or e.signals.router_ttft is not None \
                     or e.signals.router_queued is not None:
                 saturated.add_metric([e.signals.version], float(e.signals.router_saturated))
             if e.signals.router_queued is not None:
                 queued.add_metric([e.signals.version], e.signals.router_queued)
-        yield from (routed, saturated, queued)
+        yield from (saturated, queued)
         http = CounterMetricFamily(names.HTTP_RESPONSES, "Responses of vLLM's generation handlers by status class "
                                    "(its HTTP instrumentator), accumulated; single-model targets only.",
                                    labels=[*_VM, names.HTTP_STATUS_CLASS])

@@ -187,6 +187,7 @@ class SimEngine:
                                             and f.label is None}
         self._labelled: dict[str, dict[str, float]] = {f.name: dict.fromkeys(f.values, 0.0)
                                                        for f in fam.FAMILIES if f.type == "counter" and f.label}
+        self._counters.update(spec_decode_num_draft_tokens=0.0, spec_decode_num_accepted_tokens=0.0)  # if speculating
         self._hists = {f.name: HistogramState.empty(f.buckets) for f in fam.FAMILIES if f.type == "histogram"}
         self._http: dict[tuple[str, str], float] = {}
         self._gauges = {"num_requests_running": 0.0, "num_requests_waiting": 0.0, "kv_cache_usage_perc": 0.0}
@@ -241,6 +242,12 @@ class SimEngine:
         h["request_params_n"].observe(np.ones(prompt.shape[0]))
         h["request_params_max_tokens"].observe(r.max_tokens[ok].astype(np.float64))
         h["time_to_first_token_seconds"].observe(r.ttft[ok])
+        if self._profile.spec_decode_acceptance is not None and g_sum > 0:
+            # Three draft tokens per verification step; accepted ones are generated tokens the step saved.
+            draft = round(0.75 * g_sum)
+            accepted = self.rng.binomial(draft, self._profile.spec_decode_acceptance)
+            c["spec_decode_num_draft_tokens"] += float(draft)
+            c["spec_decode_num_accepted_tokens"] += float(accepted)
         self._router_ttft.observe(r.ttft[ok] + self._profile.router_queue_s)
         self._router_counts[0] += float(r.n)
         self._router_counts[1] += float(r.n - int(ok.sum()))

@@ -43,6 +43,10 @@ class Profile(BaseModel):
     engine_healthy: bool | None = Field(
         None, description="Expose vllm:engine_healthy (vLLM's fault tolerance, main after 0.33) with this value; "
                           "None: the family is absent, as without --enable-fault-tolerance.")
+    spec_decode_acceptance: float | None = Field(
+        None, ge=0, le=1, description="Speculative decoding on, with this share of draft tokens accepted (a draft "
+                                      "model's quality): exposes spec_decode_num_draft_tokens and _accepted_tokens. "
+                                      "None: speculation off, as by default in vLLM.")
     router_queue_s: float = Field(0.0, ge=0, le=600, description="Seconds each request waits at the router (llm-d "
                                                                "EPP flow control, Dynamo's HTTP queue) before the "
                                                                "engine: in the router's TTFT only.")

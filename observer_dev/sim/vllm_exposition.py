@@ -60,6 +60,12 @@ class VllmCollector(Collector):
                 for extra, reading in _gauge_values(f, s):
                     g.add_metric([*values, *extra], reading)
                 yield g
+        if s.profile.spec_decode_acceptance is not None:  # vllm/v1/spec_decode/metrics.py, only when speculating
+            for name, doc in (("spec_decode_num_draft_tokens", "Number of draft tokens."),
+                              ("spec_decode_num_accepted_tokens", "Number of accepted tokens.")):
+                c = CounterMetricFamily(fam.PREFIX + name, doc, labels=["engine", "model_name"])
+                c.add_metric(base, s.counters[name], created=s.created)
+                yield c
         if s.profile.engine_healthy is not None:  # vLLM main's fault-tolerance gauge: an `engine` label only
             health = GaugeMetricFamily(fam.PREFIX + "engine_healthy", fam.ENGINE_HEALTHY_HELP, labels=["engine"])
             health.add_metric([ENGINE], 1.0 if s.profile.engine_healthy else 0.0)

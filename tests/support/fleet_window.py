@@ -34,10 +34,13 @@ def both_sources(seconds: float = 12.0) -> dict[str, tuple[ArmData, ArmData]]:
     cfg = sim_config(interval_seconds=1.0, window_seconds=30.0, with_router=True)
     metrics = [*cfg.canary.metrics, CanaryMetricSpec(name="paired_judge", kind=MetricKind.PAIRED,
                                                       paired_check="judge"),
-               CanaryMetricSpec(name="router_ttft", kind=MetricKind.LATENCY, family="router_ttft")]
+               CanaryMetricSpec(name="router_ttft", kind=MetricKind.LATENCY, family="router_ttft"),
+               CanaryMetricSpec(name="spec_acceptance", kind=MetricKind.RATIO, spec_decode=True)]
     out: dict[str, tuple[ArmData, ArmData]] = {}
-    # The router in front of both reports its pool saturated: both sources must see it in the window.
-    with running_fleet(cfg, seed=3, total_rps=20.0, profiles={"canary": {"router_saturation": 1.5}}) as (_, config):
+    # The router in front of both reports its pool saturated, and both speculate: both sources must see it all.
+    profiles = {"canary": {"router_saturation": 1.5, "spec_decode_acceptance": 0.7},
+                "stable": {"spec_decode_acceptance": 0.7}}
+    with running_fleet(cfg, seed=3, total_rps=20.0, profiles=profiles) as (_, config):
         obs = start_in_thread(config, areas=["scrape", "canary"])
         try:
             with run_prometheus([obs.url.removeprefix("http://")], scrape_interval="1s") as prom:

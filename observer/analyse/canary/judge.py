@@ -165,6 +165,10 @@ def _bad(m: CanaryMetricSpec, a: ArmData) -> tuple[float, float]:
     errors count as bad requests the engine never finished (vLLM < 0.13 has no `error` finish reason;
     a request refused before the engine has none either): max(5xx − errors, 0) is added to both, so a
     failed request seen as both an `error` finish and a 500 is counted once."""
+    if m.spec_decode:  # draft tokens, not requests: the rejected ones are the bad events
+        spec = a.spec_decode or {}
+        rejected = float(spec.get("rejected", 0.0))
+        return rejected, rejected + float(spec.get("accepted", 0.0))
     if m.http_4xx:  # refused before the engine: in no finished-request count, so added to the total
         refused = float((a.http_status or {}).get("4xx", 0.0))
         return refused, float(sum((a.requests or {}).values())) + refused
@@ -202,6 +206,9 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
                                   power=power, pooled=False, detail="sampled requests")
         return _ratio_outcome(m, cc[0], cc[1], bc[0], bc[1], alpha=alpha, power=power,
                               detail="samples assumed independent (no slices)")
+    if m.spec_decode and (c.spec_decode is None or b.spec_decode is None):
+        return _base(m, Outcome.NODATA, detail="no speculative-decoding counters (spec_decode_num_draft_tokens) in "
+                                               "both arms: speculative decoding is off in one")
     if c.requests is None or b.requests is None:
         return _base(m, Outcome.NODATA, detail="no request counters")
     if m.http_4xx and (c.http_status is None or b.http_status is None):  # unseen refusals are not zero

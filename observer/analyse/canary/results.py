@@ -107,6 +107,8 @@ class ArmData:
     """Replicas whose engines all sleep now (sleep mode)."""
     replicas_hung: int = 0
     """Replicas with requests running and none finished for scrape.hung_after_seconds."""
+    spec_decode: Mapping[str, float] | None = None
+    """Speculative-decoding draft tokens in the window by outcome (accepted, rejected); None without it."""
     router_trouble: str = ""
     """What the router in front of the arm reported in the window: its pool saturated or endpoints stale."""
 
