@@ -262,17 +262,16 @@ class SignalStore:
         kv_means: list[float] = []
         kv_maxes: list[float] = []
         unhealthy = asleep = hung = 0
-        for t in v.vllm:
+        for t in v.vllm:  # the replicas up (`up`), with their targets for the hung check
             r = results.get(t)
-            if r is None or not r.ok or r.vllm is None:
+            if r is None or not r.ok:
                 continue
+            assert r.vllm is not None
             ms = self._models(v, r.vllm.models)
             unhealthy += any((m.engines_unhealthy or 0) > 0 for m in ms)
             asleep += bool(ms) and all(m.engines_asleep is not None and m.engines_asleep >= m.engines for m in ms)
             hung += self._hung(t, ts)
-        for r in up:
-            assert r.vllm is not None
-            for m in self._models(v, r.vllm.models):
+            for m in ms:
                 waiting += m.gauges.get(WAITING, 0.0)
                 running += m.gauges.get(RUNNING, 0.0)
                 if KV_CACHE in m.gauges:
