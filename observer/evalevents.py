@@ -6,10 +6,13 @@ The conventions name the result (`gen_ai.evaluation.name`, `score.value`, `score
 those go under `observer.*` attributes (the evaluator's model and prompt and rubric hashes, the reference set and
 its content hash, the version, the canary pair) until the conventions name them.
 
-An event is parented to the span current when it is emitted (the job span of the run that scored it, or the
-replayed request's span), so a trace backend shows it inside that trace. Emitting never blocks and never raises:
-events beyond `queue_size` still waiting for export are dropped and counted; an endpoint that is down or slow
-costs failed exports, counted, and nothing else.
+An event about a sampled request (a live check, the judge's look at it, a shadow pair made from it) is linked
+to the trace and span the request carried (its stored W3C traceparent), so a trace backend shows the score
+inside the request's own trace. Any other event (a golden item, a verdict), or one whose request carried no
+trace context, is parented to the span current when it is emitted: the job span of the run that scored it.
+
+Emitting never blocks and never raises: events beyond `queue_size` still waiting for export are dropped and
+counted; an endpoint that is down or slow costs failed exports, counted, and nothing else.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
@@ -60,6 +66,8 @@ class Evaluation:
     error_type: str | None = None
     attributes: Mapping[str, str | int | float | bool] = field(default_factory=dict)
     """`observer.*` attributes: version, evaluator identity, reference set."""
+    traceparent: str | None = None
+    """The W3C traceparent of the request this evaluates; None: the current span's."""
 
     def otel_attributes(self) -> dict[str, Any]:
         out: dict[str, Any] = {NAME: self.name, SCORE_LABEL: self.label}
@@ -73,6 +81,24 @@ class Evaluation:
             out[ERROR_TYPE] = self.error_type
         out.update({k: v for k, v in self.attributes.items() if k.startswith("observer.") and v != ""})
         return out
+
+
+def linked(traceparent: str | None) -> Context | None:
+    """A context whose span is the one `traceparent` names (remote: the request's), or None (the current
+    context) when there is none or it is malformed; the store and ingest validated it, so this is a backstop."""
+    if not traceparent:
+        return None
+    parts = traceparent.strip().split("-")
+    if len(parts) != 4 or [len(p) for p in parts] != [2, 32, 16, 2]:
+        return None
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except ValueError:
+        return None
+    if not trace_id or not span_id:
+        return None
+    span = NonRecordingSpan(SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)))
+    return trace.set_span_in_context(span)
 
 
 class _Counting(LogRecordExporter):
@@ -150,7 +176,8 @@ class EvaluationEvents:
                 return False
             self._pending += 1
         try:
-            self.logger.emit(event_name=EVENT, body=None, attributes=e.otel_attributes())
+            self.logger.emit(event_name=EVENT, body=None, attributes=e.otel_attributes(),
+                             context=linked(e.traceparent))
         except Exception as err:  # the SDK must never fail a scoring run
             self.settled(1, "failed")
             log.warning("evaluation events: emit raised %s: %s", type(err).__name__, err)

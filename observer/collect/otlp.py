@@ -62,6 +62,7 @@ class GenAiSpan:
     resource: dict[str, Value]
     start_s: float
     end_s: float
+    traceparent: str | None = None  # the span's own context, so scores of its sample link back to it
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,8 @@ def decode_export(body: bytes, *, content_type: str, content_encoding: str = "",
             attributes = _attributes(span.attributes)
             if attributes.get("gen_ai.operation.name") in GENAI_OPERATIONS:
                 genai.append(GenAiSpan(attributes, _attributes(resource.attributes),
-                                       span.start_time_unix_nano / 1e9, span.end_time_unix_nano / 1e9))
+                                       span.start_time_unix_nano / 1e9, span.end_time_unix_nano / 1e9,
+                                       _traceparent(span.trace_id, span.span_id, span.flags)))
             else:
                 other += 1
             continue
@@ -193,6 +195,13 @@ def _attributes(kvs: Any) -> dict[str, Value]:
         else:
             out[kv.key] = None
     return out
+
+
+def _traceparent(trace_id: bytes, span_id: bytes, flags: int) -> str | None:
+    """The W3C traceparent of a span's context; None when its ids are malformed or zero."""
+    if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id):
+        return None
+    return f"00-{trace_id.hex()}-{span_id.hex()}-{flags & 0xFF:02x}"
 
 
 def _seconds(attrs: dict[str, Value], name: str) -> float | None:

@@ -35,6 +35,7 @@ import logging
 import os
 import queue
 import random
+import re
 import threading
 import time
 import urllib.error
@@ -232,7 +233,25 @@ def sample_of(kwargs: Mapping[str, Any], response: Any) -> dict[str, Any] | None
                          "presence_penalty") and isinstance(v, (int, float, str, list))}
     if sampling:
         sample["sampling"] = sampling
+    traceparent = _traceparent(params, metadata)
+    if traceparent is not None:
+        sample["traceparent"] = traceparent
     return sample
+
+
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def _traceparent(params: Mapping[str, Any], metadata: Mapping[str, Any]) -> str | None:
+    """The caller's W3C traceparent, which LiteLLM's proxy keeps among the request's headers (the metadata's
+    logging-safe copy, or the raw request); None when absent or malformed (the observer would refuse it)."""
+    request = params.get("proxy_server_request") or {}
+    for headers in (metadata.get("headers"), request.get("headers") if isinstance(request, Mapping) else None):
+        if isinstance(headers, Mapping):
+            value = next((v for k, v in headers.items() if isinstance(k, str) and k.lower() == "traceparent"), None)
+            if isinstance(value, str) and _TRACEPARENT.fullmatch(value.strip()):
+                return value.strip()
+    return None
 
 
 try:  # the LiteLLM base class when loaded by LiteLLM; a plain base elsewhere (tests, type checks)

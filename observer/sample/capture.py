@@ -37,6 +37,7 @@ class Capture:
     ttft_s: float | None
     latency_s: float
     content_encoding: str = ""
+    traceparent: str = ""  # what went upstream: the client's, or the one the proxy made
 
 
 def render_messages(messages: Any) -> str:
@@ -208,7 +209,7 @@ def to_record(capture: Capture) -> SampleRecord:
         finish_reason=finish if isinstance(finish, str) else None,
         prompt_tokens=_int(usage.get("prompt_tokens")), output_tokens=_int(usage.get("completion_tokens")),
         latency_s=capture.latency_s, ttft_s=capture.ttft_s, source="proxy", template_hash=template,
-        sampling_hash=sampling)
+        sampling_hash=sampling, traceparent=capture.traceparent or None)
 
 
 def _int(value: Any) -> int | None:

@@ -92,7 +92,7 @@ def to_record(span: GenAiSpan, version: str) -> SampleRecord:
         output_tokens=_tokens(a.get("gen_ai.usage.output_tokens")),
         latency_s=latency if 0 <= latency <= 86_400 else None, ttft_s=None, source="otel",
         template_hash=fingerprint.messages_template_hash(messages) if messages else None,
-        sampling_hash=fingerprint.sampling_hash(sampling) if sampling else None)
+        sampling_hash=fingerprint.sampling_hash(sampling) if sampling else None, traceparent=span.traceparent)
 
 
 def _tokens(value: Value) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from observer.conventions import fingerprint
 from observer.export import contract
@@ -26,6 +26,7 @@ from observer.export.contract import inline_schema
 from observer.sample.capture import CaptureError, render_messages
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.pipeline import redact_records
+from observer.sample.proxy import valid_traceparent
 from observer.sample.redact import Redactor
 from observer.store.base import SampleRecord, SampleStore, StoreError
 
@@ -63,6 +64,16 @@ class IngestSample(BaseModel):
                                       "default: computed from `sampling`.")
     sampling: dict[str, Any] | None = Field(None, description="The request's sampling parameters (temperature, "
                                             "top_p, ...), hashed into sampling_hash and not stored.")
+    traceparent: str | None = Field(None, max_length=55, description="The W3C traceparent the request carried "
+                                    "(version 00): the sample's scores are linked to its trace.")
+
+    @field_validator("traceparent")
+    @classmethod
+    def _traceparent(cls, value: str | None) -> str | None:
+        if value is not None and not valid_traceparent(value):
+            raise ValueError("not a W3C traceparent: 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, "
+                             "lowercase, ids not all zero")
+        return value
 
     @model_validator(mode="after")
     def _one_prompt(self) -> IngestSample:
@@ -160,7 +171,7 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
                 version=s.version, prompt=prompt, output=s.output, ts=s.ts if s.ts is not None else now,
                 model=s.model, finish_reason=s.finish_reason, prompt_tokens=s.prompt_tokens,
                 output_tokens=s.output_tokens, latency_s=s.latency_s, ttft_s=s.ttft_s,
-                tenant_tier=s.tenant_tier, source=s.source, **_observed(s)))
+                tenant_tier=s.tenant_tier, source=s.source, traceparent=s.traceparent, **_observed(s)))
         for r in records:
             metrics.seen[(r.version, r.source)] += 1
             metrics.sampled[(r.version, r.source)] += 1
@@ -210,7 +221,8 @@ def _commit(store: SampleStore, redactor: Redactor | None, records: Sequence[Sam
 def _public(sample: Any) -> dict[str, Any]:
     out = {k: getattr(sample, k) for k in (
         "id", "version", "ts", "source", "model", "prompt", "output", "finish_reason", "prompt_tokens",
-        "output_tokens", "latency_s", "ttft_s", "tenant_tier", "content_hash", "template_hash", "sampling_hash")}
+        "output_tokens", "latency_s", "ttft_s", "tenant_tier", "content_hash", "template_hash", "sampling_hash",
+        "traceparent")}
     out["scores"] = {name: {"passed": s.passed, "score": None if s.score is None or math.isnan(s.score)
                             else s.score, "reason": s.reason} for name, s in sample.scores.items()}
     return out

@@ -298,7 +298,8 @@ class _Forward:
             app.pipeline.submit(Capture(
                 version=self.version, kind=self.kind, request=self.request.body, response=b"".join(self.chunks),
                 content_type=self.content_type.decode("latin-1"), ts=app._wall() - e2e, ttft_s=self.ttft,
-                latency_s=e2e, content_encoding=self.content_encoding.decode("latin-1")))
+                latency_s=e2e, content_encoding=self.content_encoding.decode("latin-1"),
+                traceparent=self.traceparent))
 
     def flush(self) -> None:
         self.responder.flush()

@@ -35,6 +35,7 @@ class SampleRecord:
     source: Source = "ingest"
     template_hash: str | None = None  # observed identity (conventions.fingerprint); None: not known
     sampling_hash: str | None = None
+    traceparent: str | None = None  # the W3C traceparent the request carried (its scores link to its trace)
 
 
 @dataclass(frozen=True)

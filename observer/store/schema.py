@@ -117,6 +117,10 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX drift_reports_feed ON drift_reports (xid, id);
     """,
+    # 7: the W3C traceparent the sampled request carried, so its scores link to its trace.
+    """
+    ALTER TABLE samples ADD COLUMN traceparent TEXT;
+    """,
 )
 
 
@@ -226,5 +230,9 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         checked_at REAL NOT NULL,
         body TEXT NOT NULL
     );
+    """,
+    # 8: the W3C traceparent the sampled request carried, so its scores link to its trace.
+    """
+    ALTER TABLE samples ADD COLUMN traceparent TEXT;
     """,
 )

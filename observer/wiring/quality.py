@@ -120,7 +120,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
     shadow = None
     if spec.shadow.enabled and store is not None:  # no store: the sample area was left out of this assembly
         shadow = build_shadow(ctx, spec, store, judge, judging.pairwise_prompt if judging is not None else None,
-                              rubrics)
+                              rubrics, events)
     reliability = None
     if judge is not None and judging is not None and judging.anchors is not None:
         reliability = JudgeReliability(judge, rubrics, judging.anchors, spec=spec.reliability, clock=ctx.clock)
@@ -150,7 +150,8 @@ def build(ctx: Context, *, store: ManagedStore | None,
                 return await enqueue(store, specs, spec=work_spec, metrics=work_metrics)
 
             live = LiveScorer(store=store, state=state, spec=spec.live, judge=judge, rubric=rubric,
-                              judge_jobs=judge_jobs if judge is not None else None, sync=sync.run_once)
+                              judge_jobs=judge_jobs if judge is not None else None, sync=sync.run_once,
+                              events=events)
             if rubric is not None:
                 workers.append(Worker(store, JUDGE_JOB, SharedJudging(store, live, rubric).judge, work_spec,
                                       work_metrics, limit=spec.judge.concurrency))
@@ -184,11 +185,13 @@ def build(ctx: Context, *, store: ManagedStore | None,
 
 
 def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore, judge: JudgeClient | None,
-                 pairwise_prompt: JudgePrompt | None, rubrics: Mapping[str, Rubric]) -> ShadowReplayer:
+                 pairwise_prompt: JudgePrompt | None, rubrics: Mapping[str, Rubric],
+                 events: EvaluationSink | None = None) -> ShadowReplayer:
     """The shadow replayer of every (canary, baseline) pair of the live fleet."""
     pairs = FleetShadowPairs(FleetPairs(ctx.config, ctx.fleet).current, ctx.fleet, spec.shadow.targets)
     pairwise = None
     if judge is not None and pairwise_prompt is not None:
         pw = spec.shadow.pairwise
         pairwise = PairwiseJudge(judge, pairwise_prompt, rubrics[pw.rubric], votes=pw.votes, temperature=pw.temperature)
-    return ShadowReplayer(http=ctx.http, spec=spec.shadow, store=store, pairs=pairs, judge=pairwise, clock=ctx.clock)
+    return ShadowReplayer(http=ctx.http, spec=spec.shadow, store=store, pairs=pairs, judge=pairwise, clock=ctx.clock,
+                          events=events)

@@ -190,3 +190,114 @@ def test_the_root_wires_the_emitter_into_the_canary_service_and_stops_it() -> No
         assert [r.attributes["gen_ai.evaluation.name"] for r in rx.wait(1)] == ["canary_verdict"]
     assert 'observer_evaluation_events_total{outcome="exported"} 1.0' in generate_latest(
         _registry(component.events)).decode()
+
+
+TP_LIVE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+TP_PAIRED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def ids(traceparent: str) -> tuple[str, str]:
+    _, trace_id, span_id, _ = traceparent.split("-")
+    return trace_id, span_id
+
+
+async def test_live_checks_judge_looks_and_shadow_pairs_link_to_the_sampled_requests_trace(tmp_path: Path) -> None:
+    """Scores of a sampled request land in that request's trace (the traceparent it carried, stored with the
+    sample); a request that carried none gets them under the scoring job's span. One receiver, the real SDK."""
+    import httpx
+
+    from observer.analyse.quality.jobs import SharedJudging
+    from observer.analyse.quality.judge import JudgeClient
+    from observer.analyse.quality.live import LiveScorer
+    from observer.analyse.quality.pairwise import PairwiseJudge
+    from observer.analyse.quality.prompts import load_prompt, load_rubrics
+    from observer.analyse.quality.shadow import ShadowPair, ShadowReplayer
+    from observer.analyse.quality.state import QualityState
+    from observer.config.fleet import VersionSpec
+    from observer.config.quality import LiveSpec, ShadowSpec
+    from observer.store.base import SampleRecord
+    from observer.store.jobs import ClaimedJob
+    from observer.store.sqlite import SqliteStore
+    from tests.support.judge_server import run_judge_server
+    from tests.support.scripted_openai import ScriptedUpstream
+
+    root = Path(__file__).resolve().parents[2]
+    rubric = load_rubrics(root / "evals" / "rubrics")["helpfulness"]
+    now = time.time()
+    store = SqliteStore(tmp_path / "s.db")
+    store.add([SampleRecord(version="canary", prompt="How do I kill a process?", ts=now - 30, finish_reason="stop",
+                            output="I'm sorry, but I can't help with that request.", source="proxy",
+                            traceparent=TP_LIVE),
+               SampleRecord(version="canary", prompt="Capital of France?", output="Paris.", ts=now - 20,
+                            finish_reason="stop", source="ingest"),
+               SampleRecord(version="stable", prompt="Name a prime.", output="Seven.", ts=now - 10,
+                            finish_reason="stop", source="proxy", traceparent=TP_PAIRED)])
+    tracer = TracerProvider().get_tracer("test")
+    with otlp_logs_receiver() as rx, run_judge_server() as judge_server, ScriptedUpstream() as upstream:
+        events = EvaluationEvents(spec(rx.url), schedule_delay_millis=50)
+        async with httpx.AsyncClient() as http:
+            judge = JudgeClient(http, base_url=judge_server.url, model="scripted", max_retries=0,
+                                prompt=load_prompt(root / "evals" / "judge_prompt.yaml"))
+            live = LiveScorer(store=store, state=QualityState(versions=["canary"], golden_sets=[],
+                                                              live_checks=["empty", "refusal", "judge"]),
+                              spec=LiveSpec(checks=["empty", "refusal"], judge_fraction=1.0), judge=judge,
+                              rubric=rubric, events=events)
+            with tracer.start_as_current_span("job quality-live") as live_span:
+                assert await live.run_once(["canary"]) == 2
+            # with a shared store any replica judges a sample as a job: its event is linked the same way
+            shared = SharedJudging(store, live, rubric)
+            job = ClaimedJob(id=1, kind="judge", key="judge:helpfulness:1", payload={"sample_id": 1}, attempt=1,
+                             worker="w", lease_until=now + 60)
+            assert (await shared.judge(job)).scores[0].passed is False
+            pairwise = PairwiseJudge(JudgeClient(http, base_url=judge_server.url, model="scripted", max_retries=0,
+                                                 prompt=load_prompt(root / "evals" / "pairwise_prompt.yaml")),
+                                     load_prompt(root / "evals" / "pairwise_prompt.yaml"), rubric)
+            canary = VersionSpec(name="canary", role="canary", vllm=["http://c/metrics"], openai=upstream.url + "/v1",
+                                 model="m")
+            stable = VersionSpec(name="stable", role="stable", vllm=["http://s/metrics"], model="m")
+            shadow = ShadowReplayer(http=http, spec=ShadowSpec(enabled=True, baseline="stored", rules=["refusal"]),
+                                    store=store, judge=pairwise, events=events,
+                                    pairs=lambda: [ShadowPair(canary=canary, baseline=stable,
+                                                              canary_url=upstream.url + "/v1", baseline_url=None)])
+            assert await shadow.run_once() == 1
+        assert events.flush()
+        got = rx.wait(9)
+        events.shutdown()
+    store.close()
+    looks = [r for r in got if r.attributes["gen_ai.evaluation.name"] == "judge/helpfulness"
+             and r.attributes["observer.sample.id"] == 1]
+    assert len(looks) == 2 and all((r.trace_id, r.span_id) == ids(TP_LIVE) for r in looks)  # the pass's, the job's
+    got.remove(looks[1])
+    by = {(r.attributes["gen_ai.evaluation.name"], r.attributes.get("observer.sample.id")): r for r in got}
+    assert len(got) == 8 == len(by)
+    refused, plain, prime = 1, 2, 3  # sample ids in insertion order
+    # the refused request's checks sit in its own trace, under the span that sent it
+    for name in ("live/empty", "live/refusal", "judge/helpfulness"):
+        r = by[(name, refused)]
+        assert (r.trace_id, r.span_id) == ids(TP_LIVE), name
+        assert r.attributes["observer.version"] == "canary" and r.attributes["observer.sample.source"] == "proxy"
+    assert by[("live/refusal", refused)].attributes["gen_ai.evaluation.score.label"] == "fail"
+    assert by[("live/empty", refused)].attributes["gen_ai.evaluation.score.label"] == "pass"
+    judged = by[("judge/helpfulness", refused)].attributes
+    assert judged["gen_ai.evaluation.score.label"] == "fail"
+    assert judged["observer.evaluator.model"] == "scripted" and judged["observer.evaluator.rubric_hash"] == rubric.hash
+    assert judged["observer.evaluator.prompt_hash"]
+    # a request that carried no trace context: its scores go under the job that scored them
+    live_ctx = live_span.get_span_context()
+    for name in ("live/empty", "live/refusal", "judge/helpfulness"):
+        r = by[(name, plain)]
+        assert (r.trace_id, r.span_id) == (f"{live_ctx.trace_id:032x}", f"{live_ctx.span_id:016x}"), name
+        assert r.attributes["gen_ai.evaluation.score.label"] == "pass"
+    # the shadow pair made from the stable request: in that request's trace, from the canary's side
+    paired, paired_judge = by[("paired/refusal", prime)], by[("paired_judge/helpfulness", prime)]
+    for r in (paired, paired_judge):
+        assert (r.trace_id, r.span_id) == ids(TP_PAIRED)
+        assert r.attributes["observer.version"] == "canary" and r.attributes["observer.baseline"] == "stable"
+    assert paired.attributes["gen_ai.evaluation.score.label"] == "tie"
+    assert paired.attributes["gen_ai.evaluation.score.value"] == 0.5
+    assert paired_judge.attributes["gen_ai.evaluation.score.label"] in ("win", "loss", "tie", "inconsistent")
+    assert paired_judge.attributes["observer.evaluator.rubric"] == "helpfulness"
+    defined = convention_attributes()
+    for r in got:
+        assert {k for k in r.attributes if not k.startswith("observer.")} <= defined
+    assert events.counts["exported"] == 9

@@ -71,7 +71,8 @@ def test_accepted_batch_is_committed_redacted_and_readable(observer: ObserverPro
         sample(),
         sample(version="canary", prompt=None, messages=[{"role": "system", "content": "be short"},
                                                         {"role": "user", "content": "mail me: a@b.example"}],
-               output="sure, call +44 20 7946 0958", ts=None, source="proxy"),
+               output="sure, call +44 20 7946 0958", ts=None, source="proxy",
+               traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
     ]})
     assert resp.status_code == 200, resp.text
     body = resp.json()
@@ -80,6 +81,7 @@ def test_accepted_batch_is_committed_redacted_and_readable(observer: ObserverPro
     [row] = got["samples"]
     assert row["prompt"] == "system: be short\nuser: mail me: <EMAIL>"
     assert row["output"] == "sure, call <PHONE>" and row["source"] == "proxy"
+    assert row["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     assert abs(row["ts"] - time.time()) < 60  # defaulted to arrival time
     [stable] = httpx.get(observer.url + "/api/v1/samples", params={"version": "stable"}, headers=AUTH).json()[
         "samples"]
@@ -106,8 +108,12 @@ def test_accepted_batch_is_committed_redacted_and_readable(observer: ObserverPro
     ({"samples": []}, "samples", "at least 1"),
     ({"items": []}, "samples", "Field required"),
     ([1, 2], "body", "valid dictionary"),
+    ({"samples": [sample(traceparent="00-00000000000000000000000000000000-00f067aa0ba902b7-01")]},
+     "samples.0.traceparent", "not a W3C traceparent"),
+    ({"samples": [sample(traceparent="4bf92f3577b34da6a3ce929d0e0e4736")]}, "samples.0.traceparent",
+     "not a W3C traceparent"),
 ], ids=["missing-output", "negative-tokens", "prompt-and-messages", "unknown-field", "bad-messages",
-        "empty-batch", "no-samples", "not-an-object"])
+        "empty-batch", "no-samples", "not-an-object", "zero-trace-id", "bare-trace-id"])
 def test_malformed_batches_are_400_naming_the_field(observer: ObserverProcess, body: Any, field: str,
                                                     message: str) -> None:
     resp = post(observer, body)

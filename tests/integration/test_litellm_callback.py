@@ -61,12 +61,16 @@ def fleet() -> Iterator[dict[str, str]]:
         yield {v.name: str(v.openai) for v in cfg.fleet.versions}
 
 
+def traceparent(i: int) -> str:
+    return f"00-{i + 1:032x}-{i + 1:016x}-01"
+
+
 def ask(url: str, i: int, *, stream: bool) -> tuple[int, float]:
     body = {"model": "llama", "stream": stream, "max_tokens": 16,
             "messages": [{"role": "user", "content": f"Question {i}: mail me at jo{i}@example.com"}]}
     t0 = time.perf_counter()
     with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=30,
-                      headers={"authorization": f"Bearer {gw.LITELLM_KEY}"}) as resp:
+                      headers={"authorization": f"Bearer {gw.LITELLM_KEY}", "traceparent": traceparent(i)}) as resp:
         resp.read()
     return resp.status_code, time.perf_counter() - t0
 
@@ -96,6 +100,10 @@ def test_samples_land_under_each_deployments_version_redacted(tmp_path: Path, fl
             assert sample["output"] and sample["source"] == "ingest"
             assert sample["latency_s"] is not None and sample["output_tokens"]
         assert sum(s["ttft_s"] is not None for s in stable + canary) >= 15  # the streamed half
+        # the caller's trace context, read from the request headers LiteLLM keeps, links the sample's scores
+        for sample in stable + canary:
+            i = int(sample["prompt"].split(":")[0].removeprefix("Question "))
+            assert sample["traceparent"] == traceparent(i), sample
         assert metric(obs.url, "observer_ingest_client_dropped_total", client="litellm") == 0
 
 

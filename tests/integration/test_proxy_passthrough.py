@@ -197,6 +197,10 @@ async def test_traceparent_is_propagated_or_created(rig: Rig) -> None:
     assert valid_traceparent(second.headers["traceparent"])
     assert valid_traceparent(third.headers["traceparent"]) and "tracestate" not in third.headers
     assert second.headers["traceparent"].split("-")[1] != third.headers["traceparent"].split("-")[1]
+    # each sample keeps the context that went upstream, so its scores can be linked to the request's trace
+    await wait_until(lambda: rig.metrics.stored["stable"] == 3)
+    stored = {s.prompt: s.traceparent for s in rig.store.samples("stable")}
+    assert stored == {"a": incoming, "b": second.headers["traceparent"], "c": third.headers["traceparent"]}
 
 
 async def test_request_headers_pass_except_hop_by_hop(rig: Rig) -> None:

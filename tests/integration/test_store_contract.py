@@ -233,7 +233,8 @@ def test_shadow_pairs_are_stored_once_read_in_order_and_pruned(clocked: tuple[Ma
 
 
 def test_fingerprint_counts_group_by_hash_pair_in_the_range(store: ManagedStore) -> None:
-    store.add([rec(i=1, template_hash="aaaaaaaaaaaa", sampling_hash="111111111111"),
+    store.add([rec(i=1, template_hash="aaaaaaaaaaaa", sampling_hash="111111111111",
+                   traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
                rec(i=2, template_hash="aaaaaaaaaaaa", sampling_hash="111111111111"),
                rec(i=3, template_hash="bbbbbbbbbbbb"),  # a mirror that sent no sampling parameters
                rec(i=4),  # no fingerprint at all: not counted
@@ -243,6 +244,8 @@ def test_fingerprint_counts_group_by_hash_pair_in_the_range(store: ManagedStore)
     assert got == {("aaaaaaaaaaaa", "111111111111"): 2, ("bbbbbbbbbbbb", ""): 1}
     [back] = [s for s in store.samples("stable") if s.prompt == "prompt 1"]
     assert (back.template_hash, back.sampling_hash) == ("aaaaaaaaaaaa", "111111111111")
+    assert back.traceparent == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"  # scores link to it
+    assert {s.traceparent for s in store.samples("stable") if s.prompt != "prompt 1"} == {None}
     assert store.fingerprint_counts("nope", since=0.0, until=2e9) == {}
 
 

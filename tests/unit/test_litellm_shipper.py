@@ -93,12 +93,15 @@ def test_client_reports_are_bounded() -> None:
     assert set(cb.DROP_REASONS) <= set(CLIENT_DROP_REASONS)  # the callback's file stands alone: kept in step
 
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
 def test_sample_of_a_litellm_call() -> None:
     kwargs = {"model": "llama", "messages": [{"role": "system", "content": "Be brief."},
                                             {"role": "user", "content": [{"type": "text", "text": "Hi"},
                                                                          {"type": "image_url"}]}],
               "optional_params": {"temperature": 0.2, "max_tokens": 16, "user": "u1"},
-              "litellm_params": {"metadata": {"model_group": "llama",
+              "litellm_params": {"metadata": {"model_group": "llama", "headers": {"Traceparent": TRACEPARENT},
                                               "model_info": {"observer_version": "canary"}}},
               "standard_logging_object": {"startTime": 100.0, "endTime": 100.5, "completionStartTime": 100.1,
                                           "stream": True, "model_group": "llama"}}
@@ -112,6 +115,12 @@ def test_sample_of_a_litellm_call() -> None:
     assert got["sampling"] == {"temperature": 0.2, "max_tokens": 16}
     assert (got["ts"], got["latency_s"], round(got["ttft_s"], 6)) == (100.0, 0.5, 0.1)
     assert (got["prompt_tokens"], got["output_tokens"]) == (9, 2)
+    assert got["traceparent"] == TRACEPARENT
     no_info = {**kwargs, "litellm_params": {}}
     assert cb.sample_of(no_info, response)["version"] == "llama"  # type: ignore[index]
+    assert "traceparent" not in cb.sample_of(no_info, response)  # type: ignore[operator]
+    raw = {**kwargs, "litellm_params": {"proxy_server_request": {"headers": {"traceparent": TRACEPARENT}}}}
+    assert cb.sample_of(raw, response)["traceparent"] == TRACEPARENT  # type: ignore[index]
+    garbage = {**kwargs, "litellm_params": {"metadata": {"headers": {"traceparent": "00-" + "0" * 32 + "-x-01"}}}}
+    assert "traceparent" not in cb.sample_of(garbage, response)  # type: ignore[operator]  # ingest would refuse
     assert cb.sample_of(kwargs, {"choices": []}) is None  # an embedding, an image: not a sample

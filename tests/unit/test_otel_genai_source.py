@@ -15,6 +15,8 @@ from observer.sample.metrics import SamplingMetrics
 from observer.sample.redact import Redactor
 from observer.store.sqlite import SqliteStore
 
+TRACE, SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+
 
 def export(*spans: dict[str, object], resource: dict[str, str] | None = None) -> bytes:
     request = ExportTraceServiceRequest()
@@ -26,6 +28,7 @@ def export(*spans: dict[str, object], resource: dict[str, str] | None = None) ->
     for attrs in spans:
         span = scope.spans.add()
         span.name, span.start_time_unix_nano, span.end_time_unix_nano = "chat m", 10**18, 10**18 + 2 * 10**9
+        span.trace_id, span.span_id, span.flags = bytes.fromhex(TRACE), bytes.fromhex(SPAN), 0x301
         for k, v in attrs.items():
             kv = span.attributes.add()
             kv.key = k
@@ -67,6 +70,8 @@ def test_a_chat_span_becomes_a_redacted_sample(tmp_path: Path) -> None:
     assert sample.prompt == "mail <EMAIL>\n[image]" and sample.output == "ok" and sample.source == "otel"
     assert (sample.finish_reason, sample.prompt_tokens, sample.output_tokens, sample.latency_s) == ("stop", 7, 1, 2.0)
     assert genai.outcomes == {"stored": 1} and metrics.stored["canary"] == 1
+    # the span's own context (W3C flags: the low byte of OTLP's), so the sample's scores link back to it
+    assert sample.traceparent == f"00-{TRACE}-{SPAN}-01"
     store.close()
 
 

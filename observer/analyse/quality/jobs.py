@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from observer.analyse.quality.events import EvaluationSink, emit_golden
+from observer.analyse.quality.events import EvaluationSink, emit_all, emit_golden, sample_events
 from observer.analyse.quality.golden import GoldenSet
 from observer.analyse.quality.live import LiveScorer, as_score
 from observer.analyse.quality.model import GoldenRunResult, encode_run, scorer_name
@@ -130,4 +130,7 @@ class SharedJudging:
         if not found:  # pruned by retention since it was queued
             return WorkResult()
         outcome = await self.live.judge_sample(found[0])
-        return WorkResult(scores=[as_score(sid, scorer_name("judge", self.rubric.name), outcome)])
+        scorer = scorer_name("judge", self.rubric.name)
+        # Sent before the job's result commits: a replica that dies in between sends it again (at least once).
+        emit_all(self.live.events, sample_events(found[0], [(scorer, outcome)]))
+        return WorkResult(scores=[as_score(sid, scorer, outcome)])

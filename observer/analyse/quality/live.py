@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from observer.analyse.quality import rules
+from observer.analyse.quality.events import EvaluationSink, emit_all, sample_events
 from observer.analyse.quality.judge import JudgeClient
 from observer.analyse.quality.model import Outcome, scorer_name
 from observer.analyse.quality.prompts import Rubric
@@ -85,6 +86,7 @@ class LiveScorer:
     # Shared store: enqueue judge calls as jobs, and read results back from the store's feed.
     judge_jobs: Callable[[Sequence[JobSpec]], Awaitable[object]] | None = None
     sync: Callable[[], Awaitable[int]] | None = None
+    events: EvaluationSink | None = None  # each check's result as an evaluation event, once it is stored
 
     async def run_once(self, versions: Sequence[str]) -> int:
         """Score up to `batch_size` unscored samples per version; return how many were scored."""
@@ -125,6 +127,13 @@ class LiveScorer:
                              {"checks": list(self.spec.checks)})
             attachments.append((sample.id, DONE_MARKER, marker))
         await asyncio.to_thread(self._attach, attachments)
+        if self.events is not None:
+            by_id = {s.id: s for s in batch}
+            scored: dict[int, list[tuple[str, Outcome]]] = {}
+            for sid, scorer, o in attachments:
+                scored.setdefault(sid, []).append((scorer, o))
+            for sid, checks in scored.items():
+                emit_all(self.events, sample_events(by_id[sid], checks))
         if self.sync is not None:
             await self.sync()
             return len(batch)

@@ -28,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
+from observer.analyse.quality.events import EvaluationSink, emit_all, pair_events
 from observer.analyse.quality.model import Answer
 from observer.analyse.quality.pairwise import PairwiseJudge, paired_rule
 from observer.analyse.quality.runner import ServedModels, ask
@@ -122,8 +123,10 @@ class ShadowReplayer:
     def __init__(self, *, http: httpx.AsyncClient, spec: ShadowSpec, store: ShadowStore,
                  pairs: Callable[[], Sequence[ShadowPair]], judge: PairwiseJudge | None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 events: EvaluationSink | None = None) -> None:
         self.http = http
+        self.events = events
         self.spec = spec
         self.store = store
         self._pairs = pairs
@@ -323,7 +326,10 @@ class ShadowReplayer:
         self.stats.pairs[(pair.canary.name, outcome)] += 1
         record = PairRecord(canary=pair.canary.name, baseline=pair.baseline.name, sample_id=sample.id,
                             ts=self.clock(), body=body)
-        return await asyncio.to_thread(self.store.add_pair, record)
+        stored = await asyncio.to_thread(self.store.add_pair, record)
+        if stored:
+            emit_all(self.events, pair_events(pair.canary.name, pair.baseline.name, sample, body))
+        return stored
 
 
 def _answer_body(a: Answer) -> dict[str, Any]:
