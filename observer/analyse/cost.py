@@ -48,6 +48,8 @@ class CostTotals:
     prompt_tokens: float | None = None
     generation_tokens: float | None = None
     requests: float | None = None
+    computed_prompt_tokens: float | None = None
+    """Prompt tokens the engines prefilled (None unless every replica reports it)."""
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,12 @@ class CostWindow:
     prompt_tokens: float | None
     generation_tokens: float | None
     requests: float | None
+    computed_prompt_tokens: float | None = None
 
     def per_million_tokens(self, kind: str) -> float | None:
-        """Cost per million `kind` tokens (prompt | generation | total): the whole cost over those tokens."""
+        """Cost per million `kind` tokens (prompt | generation | total | computed): the whole cost over those
+        tokens. `computed` counts the work done: the prompt tokens prefilled (not served from a cache or
+        transferred) plus the generated ones."""
         n = self._tokens(kind)
         return self.cost / n * 1e6 if n else None
 
@@ -79,6 +84,9 @@ class CostWindow:
         if kind == "total":
             parts = [t for t in (self.prompt_tokens, self.generation_tokens) if t is not None]
             n = sum(parts) if parts else None
+        elif kind == "computed":
+            n = None if self.computed_prompt_tokens is None or self.generation_tokens is None else \
+                self.computed_prompt_tokens + self.generation_tokens
         else:
             n = self.prompt_tokens if kind == "prompt" else self.generation_tokens
         return n if n is not None and n > 0 else None
@@ -120,7 +128,7 @@ class CostMeter:
 
     def observe(self, version: str, *, ts: float, replicas_up: int, gpus: Sequence[GpuMetrics],
                 prompt_tokens: float | None = None, generation_tokens: float | None = None,
-                requests: float | None = None) -> CostTotals:
+                requests: float | None = None, computed_prompt_tokens: float | None = None) -> CostTotals:
         """Add one cycle of `version` (its replicas up and attributed GPUs at `ts`, and its running token and
         request counters then); return its totals."""
         acc = self._acc.get(version)
@@ -156,7 +164,8 @@ class CostMeter:
         totals = CostTotals(replica_seconds=acc.replica_seconds, gpu_seconds=tuple(sorted(acc.gpu_seconds.items())),
                             unpriced_gpu_seconds=tuple(sorted(acc.unpriced.items())), cost=acc.cost,
                             energy_joules=acc.energy, prompt_tokens=prompt_tokens,
-                            generation_tokens=generation_tokens, requests=requests)
+                            generation_tokens=generation_tokens, requests=requests,
+                            computed_prompt_tokens=computed_prompt_tokens)
         acc.history.append(ts, totals)
         return totals
 
@@ -192,7 +201,10 @@ class CostMeter:
         return CostWindow(seconds=t1 - t0, cost=new.cost - old.cost, energy_joules=energy,
                           unpriced_gpu_seconds=unpriced, prompt_tokens=delta(new.prompt_tokens, old.prompt_tokens),
                           generation_tokens=delta(new.generation_tokens, old.generation_tokens),
-                          requests=delta(new.requests, old.requests))
+                          requests=delta(new.requests, old.requests),
+                          # a window that began before every replica reported it has no base: absent
+                          computed_prompt_tokens=None if old.computed_prompt_tokens is None else
+                          delta(new.computed_prompt_tokens, old.computed_prompt_tokens))
 
     def totals(self, version: str) -> CostTotals | None:
         """The running totals after the last cycle."""

@@ -11,7 +11,9 @@ KIND = "kind"  # target kind: vllm | dcgm; token kind on cost ratios: prompt | g
 GPU_MODEL = "gpu_model"  # DCGM modelName (bounded by cost.max_gpu_models, then "other")
 GPU_DRIVER = "gpu_driver"  # DCGM_FI_DRIVER_VERSION label (one per node image)
 ENGINE_ARGS = "engine_args"  # vLLM cache settings from cache_config_info, key=value joined (bounded text)
-TOKEN_KINDS: tuple[str, ...] = ("prompt", "generation", "total")
+TOKEN_KINDS: tuple[str, ...] = ("prompt", "generation", "total", "computed")
+"""`computed`: the prompt tokens the engine prefilled (cache hits and KV transfers left out) plus the generated
+ones: the work done; only where every replica reports vLLM's prompt_tokens_by_source."""
 TARGET = "target"  # configured target URL (bounded by config)
 REASON = "reason"  # bounded error reason token
 SERVER = "server"  # which of the observer's HTTP servers: observer | proxy

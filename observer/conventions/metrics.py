@@ -19,6 +19,7 @@ ROUTER_SATURATED = "observer_router_saturated"  # gauge {version}: 1 when the ro
 REQUESTS = "observer_requests"  # counter; sample name observer_requests_total{finished_reason}
 PROMPT_TOKENS = "observer_prompt_tokens"  # counter
 GENERATION_TOKENS = "observer_generation_tokens"  # counter
+PROMPT_TOKENS_COMPUTED = "observer_prompt_tokens_computed"  # counter: prefilled here (no cache hits, no transfers)
 PREEMPTIONS = "observer_preemptions"  # counter
 PREFIX_CACHE_QUERIES = "observer_prefix_cache_queries_tokens"  # counter
 PREFIX_CACHE_HITS = "observer_prefix_cache_hits_tokens"  # counter

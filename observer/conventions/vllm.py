@@ -120,6 +120,11 @@ SPEC_ACCEPTED_TOKENS = "spec_decode_num_accepted_tokens"
 SPEC_DECODE = "spec_decode_tokens"
 """Labelled counter the parser adds from the two above (speculative decoding, when enabled): draft tokens by
 `accepted` / `rejected`, so the canary's acceptance ratio can be cut into slices like finished requests."""
+PROMPT_TOKENS_BY_SOURCE = "prompt_tokens_by_source"
+"""Prompt tokens by where their KV came from (vLLM ≥ 0.16): `local_compute` (prefilled here), `local_cache_hit`,
+`external_kv_transfer` (a KV connector, disaggregated prefill)."""
+COMPUTED_SOURCE = "local_compute"
+"""The prefill work the engine did: the prompt tokens cost and energy per computed token divide by."""
 ENGINE_HEALTHY = "engine_healthy"
 """1/0 per data-parallel rank, with `--enable-fault-tolerance` (vLLM main, after 0.33): only an `engine` label, no
 `model_name`, so it is attributed to every model the target serves."""
@@ -155,6 +160,8 @@ MAPPED: dict[str, str] = {
     SPEC_DRAFT_TOKENS: "observer_spec_decode_tokens_total{outcome} (with the accepted tokens), the optional canary "
                        "ratio metric `spec_decode: true`",
     SPEC_ACCEPTED_TOKENS: "observer_spec_decode_tokens_total{outcome=accepted}",
+    PROMPT_TOKENS_BY_SOURCE: "observer_prompt_tokens_computed_total (source local_compute: the prefill the engine "
+                             "did), cost and energy per computed token (kind `computed`)",
 }
 """Family → where it goes."""
 
@@ -169,14 +176,14 @@ IGNORED: dict[str, str] = {
     "mm_cache_hits": "multimodal processor cache; text models only here",
     "mm_cache_queries": "multimodal processor cache; text models only here",
     "num_requests_waiting_by_reason": "breakdown of num_requests_waiting (which is used)",
-    "prompt_tokens_by_source": "breakdown of prompt_tokens (which is used)",
     "prompt_tokens_cached": "covered by the prefix-cache hit ratio",
     "prompt_tokens_cached_by_source": "breakdown of prompt_tokens_cached",
     "request_inference_time_seconds": "prefill + decode, both of which are used",
     "request_num_preemptions": "per-request preemptions; the num_preemptions counter is used",
     "request_params_max_tokens": "a request parameter, not the engine's behaviour",
     "request_params_n": "a request parameter (parallel samples)",
-    "request_prefill_kv_computed_tokens": "prefill work per request; prompt length and prefix cache cover it",
+    "request_prefill_kv_computed_tokens": "prefill work per request; the prompt_tokens_by_source counter "
+                                          "(local_compute) carries the same work as a total",
     "num_requests_kv_fetch_by_stage": "waiting requests by async KV-load stage (KV connectors only); a breakdown "
                                       "of num_requests_waiting",
     "corrupted_requests": "requests with NaNs in the logits, counted only when vLLM is asked to check "

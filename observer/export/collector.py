@@ -172,6 +172,14 @@ class ScrapeCollector(Collector):
                     assert value is not None
                     c_family.add_metric(self._labels(e), value)
             yield c_family
+        computed = CounterMetricFamily(names.PROMPT_TOKENS_COMPUTED, "Prompt tokens the engines prefilled (vLLM's "
+                                       "prompt_tokens_by_source, local_compute: no prefix-cache hits, no KV "
+                                       "transfers); absent unless every replica reports it.", labels=_VM)
+        for e in exports:
+            if _ok(e.prompt_tokens_computed):
+                assert e.prompt_tokens_computed is not None
+                computed.add_metric(self._labels(e), e.prompt_tokens_computed)
+        yield computed
 
     def _window(self, exports: Sequence[VersionExport]) -> Iterator[Metric]:
         # A summary: quantiles over the sliding window, _count/_sum the running totals (as client
@@ -364,7 +372,7 @@ class ScrapeCollector(Collector):
                 if _ok(value):
                     assert value is not None
                     per_kreq.add_metric([v], value)
-            for kind in ("generation", "total"):
+            for kind in ("generation", "total", "computed"):
                 value = w.joules_per_token(kind)
                 if _ok(value):
                     assert value is not None

@@ -48,8 +48,9 @@ POWER = ((300.0, 200.0), (350.0, 250.0), (400.0, 260.0))
 ENERGY = (1.0e9, 1.0e9 + 4.5e6, 1.0e9 + 16.5e6)  # mJ: +4.5 kJ, then +12 kJ
 
 
-def raw_counter(text: str, name: str) -> float:
-    return sum(float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}\{{[^}}]*\}} (\S+)$", text, re.M))
+def raw_counter(text: str, name: str, having: str = "") -> float:
+    return sum(float(m.group(2)) for m in re.finditer(rf"^{re.escape(name)}\{{([^}}]*)\}} (\S+)$", text, re.M)
+               if having in m.group(1))
 
 
 def run(spec: CostSpec, *, dcgm: bool = True, model: str = H100, energy: bool = True,
@@ -94,7 +95,10 @@ def test_cost_and_energy_equal_an_independent_computation() -> None:
     prompt = raw_counter(texts[-1], "vllm:prompt_tokens_total") - raw_counter(texts[0], "vllm:prompt_tokens_total")
     requests = raw_counter(texts[-1], "vllm:request_success_total") - raw_counter(texts[0],
                                                                                    "vllm:request_success_total")
-    assert gen > 0 and prompt > 0 and requests > 0
+    by_source = "vllm:prompt_tokens_by_source_total"
+    computed = raw_counter(texts[-1], by_source, 'source="local_compute"') - raw_counter(
+        texts[0], by_source, 'source="local_compute"')
+    assert gen > 0 and prompt > computed > 0 and requests > 0  # the fixture's prefix cache served some prompts
     assert close(get(m, names.COST + "_total", version="stable"), cost)
     assert close(get(m, names.GPU_SECONDS + "_total", version="stable", gpu_model=H100), 2 * seconds)
     assert close(get(m, names.REPLICA_SECONDS + "_total", version="stable"), seconds)
@@ -104,6 +108,11 @@ def test_cost_and_energy_equal_an_independent_computation() -> None:
     assert close(get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="total"), cost / (gen + prompt) * 1e6)
     assert close(get(m, names.COST_PER_THOUSAND_REQUESTS, version="stable"), cost / requests * 1e3)
     assert close(get(m, names.ENERGY_PER_TOKEN, version="stable", kind="generation"), joules / gen)
+    # the work done: prompt tokens prefilled here (no cache hits, no KV transfers) plus the generated ones
+    assert close(get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="computed"),
+                 cost / (computed + gen) * 1e6)
+    assert close(get(m, names.ENERGY_PER_TOKEN, version="stable", kind="computed"), joules / (computed + gen))
+    assert close(get(m, names.PROMPT_TOKENS_COMPUTED + "_total", version="stable"), computed)  # since first seen
     assert get(m, names.UNPRICED_GPU_SECONDS + "_total", version="stable") == 0.0
 
 
@@ -200,3 +209,36 @@ def test_the_simulators_gpu_spends_idle_power_plus_its_energy_per_token() -> Non
     r = gpu.readings()
     assert r["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] - start == pytest.approx((50.0 * 10 + 0.5 * 1000 / 2) * 1000)
     assert r["DCGM_FI_DEV_POWER_USAGE"] == pytest.approx(75.0)  # (500 J + 250 J) / 10 s
+
+
+def test_a_release_without_prompt_tokens_by_source_has_no_computed_ratio() -> None:
+    """vLLM before the family (or a fleet mixing releases): the work done is not known, so no figure is made
+    from the prompt tokens instead."""
+    global FIXTURE
+    kept = FIXTURE
+    FIXTURE = "\n".join(line for line in kept.splitlines() if "prompt_tokens_by_source" not in line) + "\n"
+    try:
+        m, _ = run(CostSpec(gpu_hour_prices={H100: 4.0}))
+    finally:
+        FIXTURE = kept
+    assert get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="total") is not None
+    assert get(m, names.COST_PER_MILLION_TOKENS, version="stable", kind="computed") is None
+    assert get(m, names.ENERGY_PER_TOKEN, version="stable", kind="computed") is None
+    assert get(m, names.PROMPT_TOKENS_COMPUTED + "_total", version="stable") is None
+
+
+def test_a_fleet_mixing_releases_has_no_computed_figure() -> None:
+    """One replica on a vLLM that reports prompt_tokens_by_source, one on a release that does not: summing the
+    one that reports would undercount the work, and the cost per computed token would look better than it is."""
+    old = "\n".join(line for line in FIXTURE.splitlines() if "prompt_tokens_by_source" not in line) + "\n"
+    urls = ("http://new/metrics", "http://old/metrics")
+    store = SignalStore([VersionSpec(name="stable", vllm=list(urls))], window_seconds=300.0, stale_after_seconds=60.0,
+                        cost=CostMeter(CostSpec(gpu_hour_prices={H100: 4.0}, gpu_model=H100), max_gap_seconds=60.0))
+    for ts, k in zip(TIMES, SCALES, strict=True):
+        new_t, old_t = (Target(TargetKind.VLLM, u) for u in urls)
+        store.record({new_t: ScrapeResult(new_t, ts, 0.01, vllm=parse_vllm(scaled_exposition(FIXTURE, k))),
+                      old_t: ScrapeResult(old_t, ts, 0.01, vllm=parse_vllm(scaled_exposition(old, k)))}, ts=ts)
+    export = store.snapshot.versions["stable"]
+    assert export.prompt_tokens_computed is None
+    assert export.cost_window is not None and export.cost_window.per_million_tokens("total") is not None
+    assert export.cost_window.per_million_tokens("computed") is None

@@ -136,6 +136,8 @@ class VersionExport:
     """Per replica (pod, else host:port of its target): window TTFT p95, request share, outlier test."""
     cold_starts: ColdStarts | None = None
     """Pod start → first good scrape of the version's pods that started while the observer watched."""
+    prompt_tokens_computed: float | None = None
+    """Running total of the prompt tokens its engines prefilled (None: not every replica reports it)."""
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from observer.collect.scraper import ScrapeResult, Target, TargetKind
 from observer.config.fleet import VersionSpec
 from observer.conventions import FINISHED_REASONS, routers
 from observer.conventions.vllm import (
+    COMPUTED_SOURCE,
     E2E,
     GENERATION_TOKENS,
     ITL,
@@ -47,6 +48,7 @@ from observer.conventions.vllm import (
     PREFIX_HITS,
     PREFIX_QUERIES,
     PROMPT_TOKENS,
+    PROMPT_TOKENS_BY_SOURCE,
     QUEUE,
     REQUEST_SUCCESS,
     RUNNING,
@@ -293,15 +295,18 @@ class SignalStore:
                 for i, t in enumerate(v.vllm)}
 
         v.replicas.observe(per_replica(TTFT), ts, e2e=per_replica(E2E))
+        computed = _computed_prompt_tokens(model_totals, totals)
         cost = window = None
         if self.cost is not None:
             finished = None if totals is None else totals.labelled(REQUEST_SUCCESS)
             cost = self.cost.observe(name, ts=ts, replicas_up=len(up), gpus=gpus,
                                      prompt_tokens=None if totals is None else totals.counter(PROMPT_TOKENS),
                                      generation_tokens=None if totals is None else totals.counter(GENERATION_TOKENS),
-                                     requests=None if finished is None else sum(finished.values()))
+                                     requests=None if finished is None else sum(finished.values()),
+                                     computed_prompt_tokens=computed)
             window = self.cost.window(name, since=ts - self.cost.spec.window_seconds)
         return VersionExport(signals=v.signals, totals=totals, xid_errors_seen=v.xid_seen, cost=cost,
+                             prompt_tokens_computed=computed,
                              cost_window=window, engine_restarts=v.restarts,
                              replicas=tuple(v.replicas.window(ts)),
                              cold_starts=copy.deepcopy(v.cold_starts) if v.cold_starts.n else None)
@@ -479,3 +484,14 @@ class SignalStore:
     def last_cycle_ts(self) -> float | None:
         """Unix time of the last recorded cycle."""
         return self._last_cycle_ts
+
+
+def _computed_prompt_tokens(models: Sequence[ModelTotals], totals: Totals | None) -> float | None:
+    """The prompt tokens a version's engines prefilled (vLLM's prompt_tokens_by_source, local_compute); None
+    unless every replica that counts prompt tokens also counts them by source: a fleet of mixed vLLM releases
+    would undercount the work, and a cost per computed token would look better than it is."""
+    if totals is None or not all(PROMPT_TOKENS_BY_SOURCE in m.labelled for m in models
+                                 if PROMPT_TOKENS in m.counters):
+        return None
+    by_source = totals.labelled(PROMPT_TOKENS_BY_SOURCE)
+    return None if by_source is None else by_source.get(COMPUTED_SOURCE, 0.0)
