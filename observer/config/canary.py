@@ -177,12 +177,23 @@ class ReportSpec(Spec):
                                                       "(the generated canary dashboard); null: no links.")
     examples: int = Field(3, ge=0, le=10, description="Worst lost pairs or live failures shown as text "
                                                       "(only to requests carrying the private-route token).")
+    trace_url: str | None = Field(
+        None, description="A trace viewer's URL with `{trace_id}` where the id goes (e.g. "
+                          "https://jaeger.example/trace/{trace_id}, or Grafana Explore's): each worst answer links "
+                          "to the trace of the request it came from; null: the trace id is shown as text.")
 
-    @field_validator("public_url", "prometheus_url", "grafana_url")
+    @field_validator("public_url", "prometheus_url", "grafana_url", "trace_url")
     @classmethod
     def _http(cls, v: str | None) -> str | None:
         if v is not None and not v.startswith(("http://", "https://")):
             raise ValueError(f"{v!r} must be an http:// or https:// URL")
+        return v
+
+    @field_validator("trace_url")
+    @classmethod
+    def _trace_id(cls, v: str | None) -> str | None:
+        if v is not None and "{trace_id}" not in v:
+            raise ValueError(f"{v!r} has no {{trace_id}} to put the request's trace id in")
         return v
 
 

@@ -88,7 +88,8 @@ def report_router(ctx: Context, service: CanaryService, *, examples: ExampleStor
     """The report pages over the service's snapshots; texts from `examples`, redacted again by the sampling
     area's own redactor (a replayed answer was never captured)."""
     source = None if examples is None else StoreExamples(
-        examples, redact=None if redactor is None else (lambda text: redactor.redact(text).text))
+        examples, redact=None if redactor is None else (lambda text: redactor.redact(text).text),
+        trace_url=ctx.config.canary.report.trace_url)
 
     def group_of(name: str) -> str | None:
         v = ctx.fleet.version(name)

@@ -308,6 +308,8 @@ class ShadowReplayer:
             b = Answer(sample.output, sample.finish_reason, sample.ttft_s, sample.latency_s or 0.0)
         body: dict[str, Any] = {"prompt": sample.prompt, "baseline_from": self.spec.baseline,
                                 "canary": _answer_body(c), "baseline": _answer_body(b)}
+        if sample.traceparent:  # the replayed request's trace, for the report's link
+            body["traceparent"] = sample.traceparent
         error = c.error or b.error
         if error:
             body["error"] = ("canary: " if c.error else "baseline: ") + error[:300]

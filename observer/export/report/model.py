@@ -60,6 +60,10 @@ class Example:
     canary: str
     baseline: str
     why: str
+    trace_id: str = ""
+    """The W3C trace id of the request it came from (32 hex digits), when that request carried one."""
+    trace_url: str = ""
+    """report.trace_url with that id in it; empty: no viewer configured."""
 
 
 @dataclass(frozen=True)
