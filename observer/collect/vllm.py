@@ -17,6 +17,8 @@ from observer.collect.promtext import Family, Sample, parse
 from observer.conventions.vllm import (
     ADMISSION_REASONS,
     ADMISSION_REJECTIONS,
+    CORRUPTED_REQUESTS,
+    CORRUPTION,
     ENGINE_HEALTHY,
     GENERATION_HANDLERS,
     HTTP_STATUS,
@@ -233,6 +235,9 @@ def normalise(families: list[Family], *, max_models: int | None = None) -> VllmS
             if h is not None:
                 histograms[name] = h
         gauges = {n: (sum(v) / len(v) if n in RATIO_GAUGES else sum(v)) for n, v in acc.gauge_values.items()}
+        corrupted = acc.counters.get(CORRUPTED_REQUESTS)
+        if corrupted is not None:
+            acc.labelled[CORRUPTION]["corrupted"] = corrupted
         draft, accepted = acc.counters.get(SPEC_DRAFT_TOKENS), acc.counters.get(SPEC_ACCEPTED_TOKENS)
         if draft is not None and accepted is not None:
             acc.labelled[SPEC_DECODE].update(accepted=accepted, rejected=max(0.0, draft - accepted))

@@ -73,6 +73,10 @@ class CanaryMetricSpec(Spec):
         False, description="ratio: speculative decoding's rejected draft tokens over draft tokens (vLLM "
                            "spec_decode_num_draft_tokens, _accepted_tokens): a draft-model change is what a canary "
                            "ships, and a worse draft shows as more rejected tokens before any latency moves.")
+    corrupted: bool = Field(
+        False, description="ratio: finished requests with NaNs in their logits (vLLM corrupted_requests, counted "
+                           "with VLLM_COMPUTE_NANS_IN_LOGITS=1) over finished requests: a broken quantisation or "
+                           "kernel answers garbage that finishes like any other request.")
     family: LatencyId | None = Field(None, description="latency: which histogram.")
     le: str | None = Field(
         None, description="latency: the SLO bucket edge as exposed (`le` text, e.g. \"0.5\"); default: the "
@@ -102,9 +106,9 @@ class CanaryMetricSpec(Spec):
     @model_validator(mode="after")
     def _kind_fields(self) -> CanaryMetricSpec:
         if self.kind == "ratio" and (bool(self.finished_reasons) + (self.live_check is not None) + self.http_4xx
-                                     + self.spec_decode) != 1:
+                                     + self.spec_decode + self.corrupted) != 1:
             raise ValueError(f"ratio metric {self.name!r} needs exactly one of finished_reasons, live_check, "
-                             f"http_4xx or spec_decode")
+                             f"http_4xx, spec_decode or corrupted")
         if self.kind == "latency" and self.family is None:
             raise ValueError(f"latency metric {self.name!r} needs family (ttft, itl, e2e, queue or router_ttft)")
         if self.kind == "drift" and self.field is None:

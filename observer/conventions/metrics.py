@@ -67,6 +67,7 @@ GPU_THROTTLE_SECONDS = "observer_gpu_throttle_seconds"  # counter {version, reas
 ENGINE_RESTARTS = "observer_engine_restarts"  # counter {version}: vLLM restarts seen as counter resets
 REPLICAS_IN_STATE = "observer_replicas_in_state"  # gauge {version, state}: replicas up that are unhealthy|asleep|hung
 SPEC_DECODE_TOKENS = "observer_spec_decode_tokens"  # counter {version, model, outcome=accepted|rejected}: draft tokens
+CORRUPTED_REQUESTS = "observer_corrupted_requests"  # counter {version, model}: finished with NaNs in the logits
 ADMISSION_REJECTIONS = "observer_admission_rejections"  # counter {version, reason}: vLLM's queue-limit 503s
 GPU_XID_ERRORS = "observer_gpu_xid_errors"  # counter: XID events seen (changes of the last-XID gauge to non-zero)
 # --- Cost and energy per version: running totals and window ratios.

@@ -120,6 +120,12 @@ SPEC_ACCEPTED_TOKENS = "spec_decode_num_accepted_tokens"
 SPEC_DECODE = "spec_decode_tokens"
 """Labelled counter the parser adds from the two above (speculative decoding, when enabled): draft tokens by
 `accepted` / `rejected`, so the canary's acceptance ratio can be cut into slices like finished requests."""
+CORRUPTED_REQUESTS = "corrupted_requests"
+"""Finished requests with NaNs in their logits (vLLM ≥ 0.12, only with VLLM_COMPUTE_NANS_IN_LOGITS=1): garbage
+answers that finished like any other, so no error count sees them."""
+CORRUPTION = "request_corruption"
+"""Labelled counter the parser adds from the one above ({corrupted: n}), so the canary can cut it into slices like
+finished requests."""
 PROMPT_TOKENS_BY_SOURCE = "prompt_tokens_by_source"
 """Prompt tokens by where their KV came from (vLLM ≥ 0.16): `local_compute` (prefilled here), `local_cache_hit`,
 `external_kv_transfer` (a KV connector, disaggregated prefill)."""
@@ -160,6 +166,8 @@ MAPPED: dict[str, str] = {
     SPEC_DRAFT_TOKENS: "observer_spec_decode_tokens_total{outcome} (with the accepted tokens), the optional canary "
                        "ratio metric `spec_decode: true`",
     SPEC_ACCEPTED_TOKENS: "observer_spec_decode_tokens_total{outcome=accepted}",
+    CORRUPTED_REQUESTS: "observer_corrupted_requests_total, the optional canary ratio metric `corrupted: true` "
+                        "(over finished requests)",
     PROMPT_TOKENS_BY_SOURCE: "observer_prompt_tokens_computed_total (source local_compute: the prefill the engine "
                              "did), cost and energy per computed token (kind `computed`)",
 }
@@ -186,8 +194,6 @@ IGNORED: dict[str, str] = {
                                           "(local_compute) carries the same work as a total",
     "num_requests_kv_fetch_by_stage": "waiting requests by async KV-load stage (KV connectors only); a breakdown "
                                       "of num_requests_waiting",
-    "corrupted_requests": "requests with NaNs in the logits, counted only when vLLM is asked to check "
-                          "(VLLM_COMPUTE_NANS_IN_LOGITS); planned as a canary error signal",
     "watermark_requests": "finished requests by watermark status; only with a watermark_config",
     "kv_block_lifetime_seconds": "opt-in KV-residency sampling (--kv-cache-metrics): cache tuning, not a "
                                  "per-version service signal",

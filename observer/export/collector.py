@@ -54,6 +54,8 @@ _COUNTERS: tuple[tuple[str, str, str], ...] = (
     (names.PREEMPTIONS, vllm.PREEMPTIONS, "Requests preempted by the scheduler, accumulated."),
     (names.PREFIX_CACHE_QUERIES, vllm.PREFIX_QUERIES, "Prefix-cache queries in tokens, accumulated."),
     (names.PREFIX_CACHE_HITS, vllm.PREFIX_HITS, "Prefix-cache hits in tokens, accumulated."),
+    (names.CORRUPTED_REQUESTS, vllm.CORRUPTED_REQUESTS, "Finished requests whose logits held not-a-number "
+     "values (vLLM with VLLM_COMPUTE_NANS_IN_LOGITS=1), accumulated; absent where vLLM does not check."),
 )
 _WINDOW_QUANTILES: tuple[tuple[str, str, str], ...] = tuple(
     (f.window, f.id, f"{f.what} over the window, by quantile.") for f in LATENCY.values())

@@ -187,7 +187,8 @@ class SimEngine:
                                             and f.label is None}
         self._labelled: dict[str, dict[str, float]] = {f.name: dict.fromkeys(f.values, 0.0)
                                                        for f in fam.FAMILIES if f.type == "counter" and f.label}
-        self._counters.update(spec_decode_num_draft_tokens=0.0, spec_decode_num_accepted_tokens=0.0)  # if speculating
+        self._counters.update(spec_decode_num_draft_tokens=0.0, spec_decode_num_accepted_tokens=0.0,  # if speculating
+                              corrupted_requests=0.0)  # if checking for NaNs
         self._hists = {f.name: HistogramState.empty(f.buckets) for f in fam.FAMILIES if f.type == "histogram"}
         self._http: dict[tuple[str, str], float] = {}
         self._gauges = {"num_requests_running": 0.0, "num_requests_waiting": 0.0, "kv_cache_usage_perc": 0.0}
@@ -242,6 +243,8 @@ class SimEngine:
         h["request_params_n"].observe(np.ones(prompt.shape[0]))
         h["request_params_max_tokens"].observe(r.max_tokens[ok].astype(np.float64))
         h["time_to_first_token_seconds"].observe(r.ttft[ok])
+        if self._profile.corrupted_rate is not None:  # they finish like any other request, with garbage
+            c["corrupted_requests"] += float(self.rng.binomial(int(ok.sum()), self._profile.corrupted_rate))
         if self._profile.spec_decode_acceptance is not None and g_sum > 0:
             # Three draft tokens per verification step; accepted ones are generated tokens the step saved.
             draft = round(0.75 * g_sum)

@@ -47,6 +47,10 @@ class Profile(BaseModel):
         None, ge=0, le=1, description="Speculative decoding on, with this share of draft tokens accepted (a draft "
                                       "model's quality): exposes spec_decode_num_draft_tokens and _accepted_tokens. "
                                       "None: speculation off, as by default in vLLM.")
+    corrupted_rate: float | None = Field(
+        None, ge=0, le=1, description="vLLM checks logits for NaNs (VLLM_COMPUTE_NANS_IN_LOGITS=1) and this share "
+                                      "of finished requests has them: exposes vllm:corrupted_requests. None: the "
+                                      "family is absent, as by default.")
     router_queue_s: float = Field(0.0, ge=0, le=600, description="Seconds each request waits at the router (llm-d "
                                                                "EPP flow control, Dynamo's HTTP queue) before the "
                                                                "engine: in the router's TTFT only.")

@@ -66,6 +66,11 @@ class VllmCollector(Collector):
                 c = CounterMetricFamily(fam.PREFIX + name, doc, labels=["engine", "model_name"])
                 c.add_metric(base, s.counters[name], created=s.created)
                 yield c
+        if s.profile.corrupted_rate is not None:  # vllm/v1/metrics/loggers.py, with VLLM_COMPUTE_NANS_IN_LOGITS
+            c = CounterMetricFamily(fam.PREFIX + "corrupted_requests", "Corrupted requests, in terms of total number "
+                                    "of requests with NaNs in logits.", labels=["engine", "model_name"])
+            c.add_metric(base, s.counters["corrupted_requests"], created=s.created)
+            yield c
         if s.profile.engine_healthy is not None:  # vLLM main's fault-tolerance gauge: an `engine` label only
             health = GaugeMetricFamily(fam.PREFIX + "engine_healthy", fam.ENGINE_HEALTHY_HELP, labels=["engine"])
             health.add_metric([ENGINE], 1.0 if s.profile.engine_healthy else 0.0)

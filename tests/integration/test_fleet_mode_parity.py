@@ -27,4 +27,7 @@ def test_the_prometheus_source_gives_every_fact_the_own_source_gives() -> None:
         assert "saturated" in a.router_trouble and b.router_trouble  # the router's pool, in both modes
         assert a.spec_decode and b.spec_decode and set(a.spec_decode) == set(b.spec_decode) == {"accepted", "rejected"}
         assert sum(b.spec_decode.values()) == pytest.approx(sum(a.spec_decode.values()), rel=0.35)
+        assert a.corrupted and b.corrupted and b.corrupted == pytest.approx(a.corrupted, rel=0.35)
+        assert sum(s.corrupted or 0 for s in b.slices) == pytest.approx(sum(s.corrupted or 0 for s in a.slices),
+                                                                        rel=0.35)
         assert b.histograms["router_ttft"].count == pytest.approx(a.histograms["router_ttft"].count, rel=0.35)

@@ -11,14 +11,15 @@ here are the judge's own, with no simulator or scraper in between.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats as sps
 
-from observer.analyse.canary.judge import ArmData
+from observer.analyse.canary.judge import ArmData, Verdict, judge
 from observer.collect.model import Histogram
+from observer.config.canary import CanarySpec
 from observer.conventions import vllm
 from observer_dev.sim import pods
 
@@ -196,3 +197,13 @@ def any_step(*, seed: int, model: str, seconds: int, total_rps: float, weight: f
     return pod_step(seed=seed, model=model, seconds=seconds, total_rps=total_rps, weight=weight,
                     canary_ttft_scale=canary_ttft_scale, canary_error_rate=canary_error_rate,
                     canary_itl_scale=canary_itl_scale)
+
+
+def judged_step(spec: CanarySpec, seed: int, dress: Callable[[ArmData, ArmData, np.random.Generator],
+                                                             tuple[ArmData, ArmData]]) -> Verdict:
+    """The verdict of `spec` on one 15-minute step at 20 requests/s, a quarter to the canary, with each arm's
+    window dressed by `dress` (canary, baseline, the seed's generator): extra counters per slice."""
+    st = simulate_step(seed=seed, seconds=900, total_rps=20, weight=0.25)
+    c, b = dress(st.canary.window(0, 900), st.baseline.window(0, 900), np.random.default_rng(seed))
+    return judge(spec, canary="canary", baseline="stable", canary_data=c, baseline_data=b, expected_share=0.25,
+                 now=1.0)

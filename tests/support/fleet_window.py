@@ -35,11 +35,13 @@ def both_sources(seconds: float = 12.0) -> dict[str, tuple[ArmData, ArmData]]:
     metrics = [*cfg.canary.metrics, CanaryMetricSpec(name="paired_judge", kind=MetricKind.PAIRED,
                                                       paired_check="judge"),
                CanaryMetricSpec(name="router_ttft", kind=MetricKind.LATENCY, family="router_ttft"),
-               CanaryMetricSpec(name="spec_acceptance", kind=MetricKind.RATIO, spec_decode=True)]
+               CanaryMetricSpec(name="spec_acceptance", kind=MetricKind.RATIO, spec_decode=True),
+               CanaryMetricSpec(name="nan_logits", kind=MetricKind.RATIO, corrupted=True)]
     out: dict[str, tuple[ArmData, ArmData]] = {}
-    # The router in front of both reports its pool saturated, and both speculate: both sources must see it all.
-    profiles = {"canary": {"router_saturation": 1.5, "spec_decode_acceptance": 0.7},
-                "stable": {"spec_decode_acceptance": 0.7}}
+    # The router in front of both reports its pool saturated, both speculate and both count NaN logits: both
+    # sources must see it all.
+    profiles = {"canary": {"router_saturation": 1.5, "spec_decode_acceptance": 0.7, "corrupted_rate": 0.2},
+                "stable": {"spec_decode_acceptance": 0.7, "corrupted_rate": 0.2}}
     with running_fleet(cfg, seed=3, total_rps=20.0, profiles=profiles) as (_, config):
         obs = start_in_thread(config, areas=["scrape", "canary"])
         try:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 
-from observer.analyse.canary.judge import ArmData, Outcome, judge
+from observer.analyse.canary.judge import ArmData, Outcome
 from observer.collect.vllm import parse_vllm
 from observer.config.canary import CanaryMetricSpec, CanarySpec
 from observer.conventions import vllm
 from observer_dev.sim.engine import SimEngine
 from observer_dev.sim.profile import build_profile
 from observer_dev.sim.vllm_exposition import VllmCollector
-from tests.support.canary_streams import simulate_step
+from tests.support.canary_streams import judged_step
 
 SPEC = CanarySpec(metrics=[CanaryMetricSpec(name="spec_acceptance", kind="ratio", spec_decode=True, critical=True,
                                             effect_ratio=1.5, base_rate=0.2)])
@@ -52,11 +52,8 @@ def _arm(a: ArmData, acceptance: float, rng: np.random.Generator) -> ArmData:
 
 
 def _outcome(seed: int, canary_acceptance: float) -> Outcome:
-    st = simulate_step(seed=seed, seconds=900, total_rps=20, weight=0.25)
-    rng = np.random.default_rng(seed)
-    c, b = _arm(st.canary.window(0, 900), canary_acceptance, rng), _arm(st.baseline.window(0, 900), 0.7, rng)
-    v = judge(SPEC, canary="canary", baseline="stable", canary_data=c, baseline_data=b, expected_share=0.25, now=1.0)
-    return v.metric("spec_acceptance").outcome
+    return judged_step(SPEC, seed, lambda c, b, rng: (_arm(c, canary_acceptance, rng), _arm(b, 0.7, rng))
+                       ).metric("spec_acceptance").outcome
 
 
 def test_a_worse_draft_model_fails_and_an_equal_one_does_not() -> None:
@@ -71,7 +68,5 @@ def test_a_worse_draft_model_fails_and_an_equal_one_does_not() -> None:
 
 
 def test_speculation_off_in_one_arm_is_nodata_not_a_pass() -> None:
-    st = simulate_step(seed=1, seconds=900, total_rps=20, weight=0.25)
-    c, b = st.canary.window(0, 900), _arm(st.baseline.window(0, 900), 0.7, np.random.default_rng(1))
-    v = judge(SPEC, canary="canary", baseline="stable", canary_data=c, baseline_data=b, expected_share=0.25, now=1.0)
+    v = judged_step(SPEC, 1, lambda c, b, rng: (c, _arm(b, 0.7, rng)))
     assert v.metric("spec_acceptance").outcome is Outcome.NODATA and v.verdict is not Outcome.PASS

@@ -169,6 +169,8 @@ def _bad(m: CanaryMetricSpec, a: ArmData) -> tuple[float, float]:
         spec = a.spec_decode or {}
         rejected = float(spec.get("rejected", 0.0))
         return rejected, rejected + float(spec.get("accepted", 0.0))
+    if m.corrupted:  # finished like any other request: in the finished count already
+        return float(a.corrupted or 0.0), float(sum((a.requests or {}).values()))
     if m.http_4xx:  # refused before the engine: in no finished-request count, so added to the total
         refused = float((a.http_status or {}).get("4xx", 0.0))
         return refused, float(sum((a.requests or {}).values())) + refused
@@ -209,6 +211,9 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
     if m.spec_decode and (c.spec_decode is None or b.spec_decode is None):
         return _base(m, Outcome.NODATA, detail="no speculative-decoding counters (spec_decode_num_draft_tokens) in "
                                                "both arms: speculative decoding is off in one")
+    if m.corrupted and (c.corrupted is None or b.corrupted is None):
+        return _base(m, Outcome.NODATA, detail="no corrupted-request counter (vllm:corrupted_requests) in both arms: "
+                                               "set VLLM_COMPUTE_NANS_IN_LOGITS=1 on both")
     if c.requests is None or b.requests is None:
         return _base(m, Outcome.NODATA, detail="no request counters")
     if m.http_4xx and (c.http_status is None or b.http_status is None):  # unseen refusals are not zero

@@ -107,6 +107,8 @@ class ArmData:
     """Replicas whose engines all sleep now (sleep mode)."""
     replicas_hung: int = 0
     """Replicas with requests running and none finished for scrape.hung_after_seconds."""
+    corrupted: float | None = None
+    """Finished requests with NaNs in their logits in the window; None where vLLM does not check."""
     spec_decode: Mapping[str, float] | None = None
     """Speculative-decoding draft tokens in the window by outcome (accepted, rejected); None without it."""
     router_trouble: str = ""

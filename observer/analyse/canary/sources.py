@@ -150,7 +150,7 @@ class OwnSource:
         raw = self.signals.slices(version, since=since, until=now, step=self.slice_seconds,
                                   histograms=[LATENCY[f].vllm for f in sorted(families)],
                                   labelled=[vllm.REQUEST_SUCCESS, vllm.HTTP_STATUS, vllm.ADMISSION_REJECTIONS,
-                                            vllm.SPEC_DECODE])
+                                            vllm.SPEC_DECODE, vllm.CORRUPTION])
         raw = raw or ()
         edges = [st.start for st in raw] + [raw[-1].end] if raw else []  # consecutive slices
         per_check = {} if self.quality is None else {
@@ -161,10 +161,12 @@ class OwnSource:
             live = {c: counts[i] for c, counts in per_check.items()}
             rejected = st.labelled.get(vllm.ADMISSION_REJECTIONS)
             spec = st.labelled.get(vllm.SPEC_DECODE)
+            corrupted = st.labelled.get(vllm.CORRUPTION)
             out.append(ArmData(requests=None if req is None else {str(k): float(x) for k, x in req.items()},
                                http_status=None if http is None else {str(k): float(x) for k, x in http.items()},
                                admission_rejections=None if rejected is None else float(sum(rejected.values())),
                                spec_decode=None if spec is None else {str(k): float(x) for k, x in spec.items()},
+                               corrupted=None if corrupted is None else float(sum(corrupted.values())),
                                histograms={f: st.histograms[LATENCY[f].vllm] for f in sorted(families)
                                            if LATENCY[f].vllm in st.histograms},
                                live_checks=live))
@@ -180,6 +182,7 @@ class OwnSource:
         http = self.signals.labelled_counter_delta(version, vllm.HTTP_STATUS, since=since)
         rejected = self.signals.labelled_counter_delta(version, vllm.ADMISSION_REJECTIONS, since=since)
         spec = self.signals.labelled_counter_delta(version, vllm.SPEC_DECODE, since=since)
+        corrupted = self.signals.labelled_counter_delta(version, vllm.CORRUPTION, since=since)
         hists: dict[str, Histogram] = {}
         for fam in sorted(families):
             h = self.signals.histogram_delta(version, LATENCY[fam].vllm, since=since)
@@ -225,6 +228,7 @@ class OwnSource:
                        paired_note=note, judge_identity=identity,
                        admission_rejections=None if rejected is None else max(0.0, float(sum(rejected.values()))),
                        spec_decode=None if spec is None else {str(k): max(0.0, float(x)) for k, x in spec.items()},
+                       corrupted=None if corrupted is None else max(0.0, float(sum(corrupted.values()))),
                        replicas_unhealthy=0 if latest is None else latest.replicas_unhealthy,
                        replicas_asleep=0 if latest is None else latest.replicas_asleep,
                        replicas_hung=0 if latest is None else latest.replicas_hung,
@@ -291,7 +295,8 @@ class PrometheusSource:
             raise SourceError(str(e)) from e
 
     async def _slices(self, v: str, families: set[LatencyId], since: float, now: float, *, http: bool = False,
-                      checks: set[str] | None = None, speculative: bool = False) -> tuple[ArmData, ...]:
+                      checks: set[str] | None = None, speculative: bool = False, corrupted: bool = False
+                      ) -> tuple[ArmData, ...]:
         """One-slice increases ending at since+Δ, since+2Δ, … ≤ now; with `http`, also vLLM's generation
         responses by status class; with `checks`, the live checks' failures and totals. Each slice is the
         counter's last value at its end minus the one at its start (`x - x offset Δ`): consecutive slices
@@ -321,6 +326,7 @@ class PrometheusSource:
         statuses = await by_label(names.HTTP_RESPONSES, names.HTTP_STATUS_CLASS) if http else {}
         rejected = await by_label(names.ADMISSION_REJECTIONS, names.REASON) if http else {}
         spec = await by_label(names.SPEC_DECODE_TOKENS, names.OUTCOME) if speculative else {}
+        nans = await by_label(names.CORRUPTED_REQUESTS, names.VERSION) if corrupted else {}
         hists: dict[int, dict[str, Histogram]] = {}
         for fam in sorted(families):
             res = await self.query_range(f"sum by (le) ({self._delta(f'{LATENCY[fam].exported}_bucket{v}', rng)})",
@@ -343,7 +349,8 @@ class PrometheusSource:
         return tuple(ArmData(requests=requests.get(i), histograms=hists.get(i, {}), http_status=statuses.get(i),
                              live_checks=live.get(i, {}),
                              admission_rejections=sum(rejected[i].values()) if i in rejected else None,
-                             spec_decode=spec.get(i) if speculative else None)
+                             spec_decode=spec.get(i) if speculative else None,
+                             corrupted=sum(nans[i].values()) if i in nans else None)
                      for i in range(len(ends)))
 
     async def query(self, promql: str, *, at: float) -> list[dict[str, Any]]:
@@ -425,7 +432,13 @@ class PrometheusSource:
             res = await self.query(f"sum by ({names.OUTCOME}) "
                                    f"({self._inc(f'{names.SPEC_DECODE_TOKENS}_total{v}', rng)})", at=now)
             spec = {str(s["metric"].get(names.OUTCOME, "")): _finite(s["value"][1]) for s in res} if res else None
-        slices = await self._slices(v, families, since, now, http=http, checks=checks, speculative=speculative)
+        checked = any(m.corrupted for m in metrics)
+        corrupted: float | None = None
+        if checked:
+            res = await self.query(f"sum({self._inc(f'{names.CORRUPTED_REQUESTS}_total{v}', rng)})", at=now)
+            corrupted = max(0.0, _finite(res[0]["value"][1])) if res else None
+        slices = await self._slices(v, families, since, now, http=http, checks=checks, speculative=speculative,
+                                    corrupted=checked)
         cost = None
         if any(m.kind == "cost" for m in metrics):
             unpriced = await self._scalar(f"sum({self._inc(f'{names.UNPRICED_GPU_SECONDS}_total{v}', rng)})", now)
@@ -452,6 +465,7 @@ class PrometheusSource:
                        judge_identity=identity, http_status=statuses,
                        replicas=None if replicas is None else round(replicas), prefix_cache_hit_ratio=prefix,
                        environment=await self._environment(v, now), admission_rejections=rejected, spec_decode=spec,
+                       corrupted=corrupted,
                        replicas_unhealthy=in_state.get("unhealthy", 0), replicas_asleep=in_state.get("asleep", 0),
                        replicas_hung=in_state.get("hung", 0),
                        router_trouble="the router's pool was saturated or had stale endpoints in the window"
