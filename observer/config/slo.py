@@ -231,6 +231,9 @@ class LeadingSpec(Spec):
     preemptions_per_second: float = Field(0.5, gt=0, description="Preemptions per second per version.")
     shed_ratio: float = Field(0.01, gt=0, lt=1, description="Share of proxied requests shed (429/503) that "
                                                             "warns: capacity is short before latency burns.")
+    corrupted_ratio: float = Field(0.001, gt=0, lt=1, description="Share of finished requests with NaNs in their "
+                                                                  "logits (vLLM with VLLM_COMPUTE_NANS_IN_LOGITS=1) "
+                                                                  "that pages: users get garbage.")
     for_seconds: float = Field(600.0, ge=0, description="How long a leading indicator must hold to fire.")
     throttled_share: float = Field(0.1, gt=0, le=1, description="Share of time the version's average GPU is "
                                                                 "throttled (power or thermal) that warns.")

@@ -114,7 +114,7 @@ def leading_group(a: Alerting) -> Group:
             ) if pre_rate > lim.preemptions_per_second else (),
         ),
     )
-    rules += (_shedding(a), *_gpu_health(a), _restart_storm(a), _engine_hung(a), _replica_outlier(a))
+    rules += (_shedding(a), *_gpu_health(a), _restart_storm(a), _engine_hung(a), _corrupted(a), _replica_outlier(a))
     if a.quality_enabled:
         rules += (_probe_failing(a),)
     if a.drift_enabled:
@@ -279,6 +279,41 @@ def _engine_hung(a: Alerting) -> Alert:
                           (Series(selector(state, {_V: "canary", names.STATE: "hung"}), f"0x{steps}"),
                            Series(selector(state, {_V: "canary", names.STATE: "asleep"}), f"1x{steps}")),
                           at, interval)),
+    )
+
+
+def _corrupted(a: Alerting) -> Alert:
+    """A version answers garbage: vLLM found NaNs in the logits of its finished requests (counted only with
+    VLLM_COMPUTE_NANS_IN_LOGITS=1). Those requests finish `stop` like any other, so no error ratio or latency SLO
+    burns: only this counter sees them."""
+    hold = 300 * a.time_scale
+    interval, at, steps = timing(a, hold)
+    corrupted, finished = names.CORRUPTED_REQUESTS + "_total", names.REQUESTS + "_total"
+    window = duration(300 * a.time_scale)
+    limit = a.limits.corrupted_ratio
+    expr = (f"sum by ({_V}) (rate({corrupted}[{window}]))\n/\n"
+            f"(sum by ({_V}) (rate({finished}[{window}])) > 0)\n> {limit!r}")
+    per_step = 10_000
+    high, low = round(limit * 10 * per_step), max(1, round(limit / 5 * per_step))
+    key: Labels = ((_V, "canary"),)
+
+    def series(bad_per_step: int) -> tuple[Series, ...]:
+        return (Series(selector(finished, {_V: "canary", names.FINISHED_REASON: "stop"}), f"0+{per_step}x{steps}"),
+                Series(selector(corrupted, {_V: "canary", names.MODEL: "m"}), f"0+{bad_per_step}x{steps}"))
+
+    return Alert(
+        name=names.ALERT_CORRUPTED_OUTPUTS, expr=expr, severity="page", for_seconds=hold,
+        summary="{{ $labels.version }}: answers computed from NaN logits",
+        description=(f"{{{{ $value | humanizePercentage }}}} of the requests version {{{{ $labels.version }}}} "
+                     f"finished in the last {window} had NaNs in their logits (threshold {limit:.2%}), for "
+                     f"{duration(hold)}: users get garbage that finishes like a good answer, so no error ratio or "
+                     "latency SLO burns. A broken quantisation, kernel or GPU. The canary verdict fails on it where "
+                     "the `corrupted: true` metric is configured."),
+        runbook="corrupted-outputs",
+        examples=(Example(f"{names.ALERT_CORRUPTED_OUTPUTS} fires at {high / per_step:.1%}", series(high), at,
+                          interval, (Firing(key, high / per_step),)),
+                  Example(f"{names.ALERT_CORRUPTED_OUTPUTS} quiet at {low / per_step:.2%}", series(low), at,
+                          interval)),
     )
 
 

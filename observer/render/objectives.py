@@ -69,6 +69,7 @@ class Limits:
     gpu_framebuffer_used: float
     preemptions_per_second: float
     shed_ratio: float
+    corrupted_ratio: float
     throttled_share: float
     restarts_per_15m: int
     leading_for: float
@@ -182,7 +183,8 @@ def build_alerting(config: ObserverConfig) -> Alerting:
     limits = Limits(
         queue_depth_per_replica=lead.queue_depth_per_replica, kv_cache_usage=lead.kv_cache_usage,
         gpu_framebuffer_used=lead.gpu_framebuffer_used, preemptions_per_second=lead.preemptions_per_second,
-        shed_ratio=lead.shed_ratio, throttled_share=lead.throttled_share, restarts_per_15m=lead.restarts_per_15m,
+        shed_ratio=lead.shed_ratio, corrupted_ratio=lead.corrupted_ratio, throttled_share=lead.throttled_share,
+        restarts_per_15m=lead.restarts_per_15m,
         leading_for=lead.for_seconds * scale, target_down=stale.target_down_seconds * scale,
         signals_stale=stale.signals_seconds * scale, job_failing=stale.job_failing_seconds * scale,
         golden_stale=stale.golden_hours * 3600 * scale, drift_stale=stale.drift_hours * 3600 * scale,
