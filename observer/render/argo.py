@@ -66,8 +66,10 @@ def argo_group(m: CanaryMetricSpec) -> str:
     match m.kind:
         case MetricKind.LATENCY:
             return "latency"
-        case MetricKind.RATIO:  # exactly one of finished_reasons and live_check (the config checks it)
-            return "errors" if m.finished_reasons else "quality"
+        case MetricKind.RATIO:  # the engine's own counters gate like errors; sampled live checks like quality
+            if m.live_check is not None:
+                return "quality"
+            return "latency" if m.spec_decode else "errors"
         case MetricKind.QUALITY | MetricKind.PAIRED:
             return "quality"
         case MetricKind.COST:

@@ -125,7 +125,8 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
                          # Both behind one llm-d endpoint picker, routed by target model (the simulator's names).
                          "router": {"kind": "llm-d-epp", "urls": [f"http://127.0.0.1:{ports['router']}/metrics"],
                                     "model": f"sim-{name}"}})
-    metrics = [m.model_dump(mode="json", exclude_defaults=True) for m in default_metrics()]
+    metrics = [m.model_dump(mode="json", exclude_defaults=True) for m in default_metrics()] + \
+        [dict(m) for m in scenario.metrics]
     for m in metrics:
         if m["name"] == "golden" and scenario.needs == "quality":
             m["critical"] = True  # a gate in the quality scenario; elsewhere quality is off (nodata)

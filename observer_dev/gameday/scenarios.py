@@ -42,6 +42,7 @@ class Scenario:
     blind: tuple[str, ...] = ()  # PromQL on the engine-side signals that must stay empty: what dashboards show
     hung_after: float | None = None  # scrape.hung_after_seconds for this scenario (default: the config's)
     reason: str = ""  # text the final verdict's reason must contain
+    metrics: tuple[Mapping[str, Any], ...] = ()  # canary metrics added to the defaults for this scenario
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -65,6 +66,12 @@ SCENARIOS: tuple[Scenario, ...] = (
              alert_labels={names.VERSION: "canary", names.STATE: "hung"}),
     Scenario("admission", "canary refuses 3% at admission (vLLM queue limit, 503 before the engine)", "fail",
              canary={"admission_reject_rate": 0.03}, dimension="errors", must_fail=("errors",)),
+    Scenario("nan-logits", "canary answers 3% of requests from NaN logits (a broken quantisation)", "fail",
+             canary={"corrupted_rate": 0.03}, stable={"corrupted_rate": 0.0},
+             metrics=({"name": "nan_logits", "kind": "ratio", "corrupted": True, "critical": True,
+                       "base_rate": 0.001},),
+             dimension="errors", must_fail=("nan_logits",), alerts=(names.ALERT_CORRUPTED_OUTPUTS,),
+             alert_labels={names.VERSION: "canary"}),
     Scenario("router-queue", "the router queues the canary: 0.5 s at the gateway, llm-d pool saturated",
              "inconclusive", canary={"router_queue_s": 0.5, "router_saturation": 1.3}, reason="router"),
     Scenario("restart", "observer restarted mid-analysis", "not-pass", canary={"preset": "slow"},
