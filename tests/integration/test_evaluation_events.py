@@ -239,8 +239,11 @@ async def test_live_checks_judge_looks_and_shadow_pairs_link_to_the_sampled_requ
             judge = JudgeClient(http, base_url=judge_server.url, model="scripted", max_retries=0,
                                 prompt=load_prompt(root / "evals" / "judge_prompt.yaml"))
             live = LiveScorer(store=store, state=QualityState(versions=["canary"], golden_sets=[],
-                                                              live_checks=["empty", "refusal", "judge"]),
-                              spec=LiveSpec(checks=["empty", "refusal"], judge_fraction=1.0), judge=judge,
+                                                              live_checks=["empty", "refusal", "invalid_json",
+                                                                           "judge"]),
+                              # invalid_json applies to no prompt here (none asks for JSON): it sends nothing
+                              spec=LiveSpec(checks=["empty", "refusal", "invalid_json"], judge_fraction=1.0),
+                              judge=judge,
                               rubric=rubric, events=events)
             with tracer.start_as_current_span("job quality-live") as live_span:
                 assert await live.run_once(["canary"]) == 2

@@ -72,24 +72,29 @@ def evaluator(meta: Mapping[str, Any]) -> dict[str, str | int | float | bool]:
     return {f"observer.evaluator.{name}": str(meta[key]) for key, name in _IDENTITY if meta.get(key)}
 
 
-def _outcome_label(o: Outcome) -> tuple[str, str | None]:
+def _outcome_label(o: Outcome) -> tuple[str, str | None] | None:
+    """(label, error type) of one check's outcome; None when the check did not apply (nothing was evaluated)."""
     if o.error:
         return "error", "judge_error" if o.meta.get("judge_error") else "scorer_error"
     if o.passed is None:
-        return "not_applicable", None
+        return None
     return ("pass" if o.passed else "fail"), None
 
 
 def sample_events(sample: StoredSample, scored: Sequence[tuple[str, Outcome]]) -> list[Evaluation]:
     """One event per check run on a sampled request (`scored`: stored scorer name, outcome): `live/<check>` for a
-    rule check, `judge/<rubric>` for the judge, each linked to the request's trace when it carried one."""
+    rule check, `judge/<rubric>` for the judge, each linked to the request's trace when it carried one. A check
+    that did not apply (JSON validity where no JSON was asked for) sends nothing."""
     out = []
     for scorer, o in scored:
         parsed = parse_scorer(scorer)
         if parsed is None:  # the pass's completion marker, not a check
             continue
         kind, name = parsed
-        label, error = _outcome_label(o)
+        labelled = _outcome_label(o)
+        if labelled is None:
+            continue
+        label, error = labelled
         attributes: dict[str, str | int | float | bool] = {
             "observer.version": sample.version, "observer.sample.id": sample.id,
             "observer.sample.source": sample.source}
