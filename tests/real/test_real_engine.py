@@ -202,6 +202,9 @@ def test_the_proxy_forwards_real_streams_byte_for_byte_and_samples_them(engines:
         assert all(x.output and x.finish_reason == "length" for x in samples)
         # The plain reply carries `usage`; a stream does only with stream_options.include_usage.
         assert any(x.output_tokens == 24 for x in samples), [x.output_tokens for x in samples]
+        # Each sample keeps the trace context vLLM kept (the join below): its scores land in that trace.
+        assert {x.traceparent for x in samples} == {f"00-4bf92f3577b34da6a3ce929d0e0e473{i}-00f067aa0ba902b7-01"
+                                                    for i in range(2)}
 
         def metric(name: str, **labels: str) -> float | None:
             for fam in text_string_to_metric_families(obs.get("/metrics").text):
