@@ -18,7 +18,7 @@ from observer.render.dashboards.objectives import Objectives
 
 V = names.VERSION
 LEGEND = f"{{{{{V}}}}}"
-GENERATION, MEAN, GOODPUT = "generation", "mean", "goodput"  # label values
+GENERATION, COMPUTED, MEAN, GOODPUT = "generation", "computed", "mean", "goodput"  # label values
 
 
 def dashboard(obj: Objectives) -> DashboardSpec:
@@ -26,7 +26,7 @@ def dashboard(obj: Objectives) -> DashboardSpec:
     budget = (Step(None, "green"), Step(obj.cost_budget_per_million, RED)) if obj.cost_budget_per_million else ()
     cost = Section("Cost", [
         PanelSpec(
-            title="Cost per million generated tokens", unit="currencyUSD", width=12, thresholds=budget,
+            title="Cost per million generated tokens", unit="currencyUSD", width=8, thresholds=budget,
             runbooks=(names.ALERT_COST_OVER_BUDGET, names.ALERT_COST_REGRESSION),
             description=("Cost of the version's GPUs over the cost window (cost.window_seconds) per million "
                          "generated tokens: every attributed GPU × its price per GPU-hour, busy or idle. Absent "
@@ -35,7 +35,16 @@ def dashboard(obj: Objectives) -> DashboardSpec:
                            LEGEND)],
         ),
         PanelSpec(
-            title="Cost per thousand requests", unit="currencyUSD", width=12,
+            title="Cost per million tokens of work", unit="currencyUSD", width=8,
+            description=("The same cost per million tokens the engines computed: prompt tokens prefilled (not "
+                         "served from the prefix cache or a KV transfer) plus generated ones. Flat while the cost "
+                         "per generated token rises: the canary computes more per request (a prompt change that "
+                         "breaks prefix caching), not slower. Absent unless every replica reports vLLM's "
+                         "prompt_tokens_by_source (≥ 0.16)."),
+            queries=[Query(f"max by ({V}) ({sel(names.COST_PER_MILLION_TOKENS, kind=COMPUTED)})", LEGEND)],
+        ),
+        PanelSpec(
+            title="Cost per thousand requests", unit="currencyUSD", width=8,
             description="Cost over the cost window per thousand finished requests.",
             queries=[Query(f"max by ({V}) ({sel(names.COST_PER_THOUSAND_REQUESTS)})", LEGEND)],
         ),
