@@ -79,14 +79,16 @@ def paced(round_start: float) -> None:
 
 
 def drive(urls: Mapping[str, str], *, requests: int, concurrency: int, max_tokens: int = 8,
-          prompt_words: int = 12, long_every: int = 0) -> dict[str, Counter[int]]:
+          prompt_words: int = 12, long_every: int = 0, timeout: float = 120.0) -> dict[str, Counter[int]]:
     """`requests` completions to each URL at once, `concurrency` in flight per URL (bounded, loopback); with
     `long_every`, every such request carries a LONG_PROMPT_WORDS prompt. Returns each URL's HTTP statuses:
-    an answer the server refused (4xx, 5xx) is counted, not raised; a broken connection raises."""
+    an answer the server refused (4xx, 5xx) is counted, not raised; a broken connection raises, and so do
+    requests left unanswered for `timeout` seconds, as one GamedayError naming each."""
     statuses: dict[str, Counter[int]] = {name: Counter() for name in urls}
+    unanswered: list[str] = []
 
     async def main() -> None:
-        async with httpx.AsyncClient(timeout=120) as client:
+        async with httpx.AsyncClient(timeout=timeout) as client:
             async def arm(name: str, url: str) -> None:
                 sem = asyncio.Semaphore(concurrency)
 
@@ -94,9 +96,15 @@ def drive(urls: Mapping[str, str], *, requests: int, concurrency: int, max_token
                     async with sem:
                         words = LONG_PROMPT_WORDS if long_every and i % long_every == long_every - 1 else prompt_words
                         prompt = " ".join(f"word{(i + k) % 97}" for k in range(words))
-                        r = await client.post(url + "/v1/completions", json={
-                            "model": "llm", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                            "ignore_eos": True})
+                        t0 = time.monotonic()
+                        try:
+                            r = await client.post(url + "/v1/completions", json={
+                                "model": "llm", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                                "ignore_eos": True})
+                        except httpx.TimeoutException as e:
+                            unanswered.append(f"{name} request {i} ({words} words) to {url}: {type(e).__name__} "
+                                              f"after {time.monotonic() - t0:.0f} s")
+                            return
                         statuses[name][r.status_code] += 1
 
                 await asyncio.gather(*(go(i) for i in range(requests)))
@@ -104,6 +112,8 @@ def drive(urls: Mapping[str, str], *, requests: int, concurrency: int, max_token
             await asyncio.gather(*(arm(n, u) for n, u in urls.items()))
 
     asyncio.run(main())
+    if unanswered:
+        raise GamedayError("no answer: " + "; ".join(unanswered))
     return statuses
 
 
@@ -299,6 +309,20 @@ def stopped_engine_core(server: RunningVllm, *, streams: int = 2) -> Iterator[No
             t.join(timeout=120)
 
 
+def _direct_probe(*servers: RunningVllm) -> str:
+    """One short completion to each server, bypassing the proxy: its status and seconds, or its error."""
+    out = []
+    for server in servers:
+        t0 = time.monotonic()
+        try:
+            r = httpx.post(server.url + "/v1/completions", timeout=30, json={
+                "model": "llm", "prompt": "ping", "max_tokens": 1, "temperature": 0})
+            out.append(f"{server.spec.name} {r.status_code} in {time.monotonic() - t0:.1f} s")
+        except httpx.HTTPError as e:
+            out.append(f"{server.spec.name} {type(e).__name__} after {time.monotonic() - t0:.0f} s")
+    return ", ".join(out)
+
+
 def failed_metrics(body: Mapping[str, Any]) -> list[str]:
     """The metrics a verdict body says failed (scored ones; advisory metrics never decide)."""
     return sorted(name for name, m in body.get("metrics", {}).items()
@@ -343,6 +367,10 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
                 canary.restart(timeout=START_TIMEOUT)
             try:
                 statuses = drive(urls, requests=24, concurrency=6, long_every=LONG_EVERY)
+            except GamedayError as e:
+                # Through the observer's proxy: say whether the engine behind it still answers directly, so a
+                # stall names its side (the proxy, or the engine).
+                raise GamedayError(f"{e}; directly: {_direct_probe(stable, canary)}") from e
             finally:
                 for server in (stable, canary, embedder):
                     if server is not None:
