@@ -117,9 +117,13 @@ class _Connection(asyncio.Protocol):
             self._finish()  # a body delimited by the end of the connection: this is its end
         elif not self.received and self.reused:
             # A reused connection the upstream had already closed: nothing was processed; send it again.
+            # The exchange stays in flight (not done): a done one would be taken for a client that left, and
+            # the request would never go out again nor be answered.
             sink, exchange, payload, head = self.sink, self.exchange, self.payload, self.head_request
-            self._clear()
             assert exchange is not None
+            exchange._conn = None
+            self.sink = self.exchange = None
+            self.payload = b""
             self.pool._fresh(payload, sink, exchange, head)
         else:
             self._fail(UpstreamError("upstream closed the connection mid-reply", kind="closed"))

@@ -4,6 +4,7 @@ back-pressure, timeouts and errors."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -126,6 +127,36 @@ async def test_body_delimited_by_connection_close_and_stale_connection_retry(
     await asyncio.sleep(0.2)  # the idle connection is now closed by the server
     assert await body(pool) == (200, b"until-eof")
     assert calls == 2
+
+
+async def test_a_request_on_a_connection_the_upstream_closes_unanswered_is_sent_again(
+        cleanup: list[asyncio.Server]) -> None:
+    """The keep-alive race: the upstream (uvicorn closes idle connections after 5 s) closes a pooled connection
+    just as a request goes out on it, reading nothing of it. The request goes again on a fresh connection and
+    is answered; it is never left without an answer or an error."""
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        if first:  # the next request arrives as the server gives the connection up: it is never answered
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+                await read_request(reader)
+        writer.close()
+
+    server, port = await serve(handler)
+    cleanup.append(server)
+    pool = UpstreamPool(f"http://127.0.0.1:{port}", connect_timeout=2, read_timeout=5, max_idle=4)
+    try:
+        assert await body(pool) == (200, b"ok")
+        assert await asyncio.wait_for(body(pool), timeout=3) == (200, b"ok")
+        assert connections == 2
+    finally:
+        pool.close()
 
 
 async def test_back_pressure_pauses_reading_and_loses_nothing(cleanup: list[asyncio.Server]) -> None:
