@@ -117,13 +117,11 @@ class _Connection(asyncio.Protocol):
             self._finish()  # a body delimited by the end of the connection: this is its end
         elif not self.received and self.reused:
             # A reused connection the upstream had already closed: nothing was processed; send it again.
-            # The exchange stays in flight (not done): a done one would be taken for a client that left, and
-            # the request would never go out again nor be answered.
+            # Detached, not cleared: a done exchange would be taken for a client that left, and the request
+            # would never go out again nor be answered.
             sink, exchange, payload, head = self.sink, self.exchange, self.payload, self.head_request
             assert exchange is not None
-            exchange._conn = None
-            self.sink = self.exchange = None
-            self.payload = b""
+            self._detach()
             self.pool._fresh(payload, sink, exchange, head)
         else:
             self._fail(UpstreamError("upstream closed the connection mid-reply", kind="closed"))
@@ -184,12 +182,18 @@ class _Connection(asyncio.Protocol):
         self._fail(UpstreamError("upstream did not answer within the read timeout" if not self.head_done
                                  else "upstream sent nothing within the read timeout", kind="timeout"))
 
-    def _clear(self) -> None:
+    def _detach(self) -> None:
+        """Unlink the request in flight from this connection; it may still go out on another."""
         if self.exchange is not None:
-            self.exchange.done = True
             self.exchange._conn = None
         self.sink = self.exchange = None
         self.payload = b""
+
+    def _clear(self) -> None:
+        """The request in flight is over (answered, failed or abandoned)."""
+        if self.exchange is not None:
+            self.exchange.done = True
+        self._detach()
 
     def _finish(self) -> None:
         sink = self.sink
