@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -14,32 +13,12 @@ from observer_dev.gameday.real import drive
 
 @pytest.fixture
 def silent_server() -> Iterator[str]:
-    """Accepts connections and reads requests, never answers (a stalled engine or proxy)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    sock.settimeout(0.2)
-    stop = threading.Event()
-    held: list[socket.socket] = []
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except TimeoutError:
-                continue
-            held.append(conn)
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    try:
+    """Listens and never accepts: the kernel completes each connection and buffers its request, and no answer
+    ever comes (a stalled engine or proxy)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        t.join(timeout=5)
-        for c in held:
-            c.close()
-        sock.close()
 
 
 def test_each_unanswered_request_is_named(silent_server: str) -> None:
