@@ -6,7 +6,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from observer.config.base import Spec
+from observer.config.base import FilePath, Spec
 from observer.conventions.labels import POD_ROLE_LABEL
 
 _MODEL_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
@@ -109,7 +109,7 @@ class KubernetesDiscovery(Spec):
     """List and watch pods (and Argo Rollouts) in one namespace; read-only."""
 
     namespace: str = Field("llm-serving", description="Namespace of the vLLM pods and Rollouts.")
-    kubeconfig: str | None = Field(
+    kubeconfig: FilePath | None = Field(
         None, description="Path of a kubeconfig; None: the in-cluster service account, else $KUBECONFIG or "
                           "~/.kube/config.")
     context: str | None = Field(None, description="kubeconfig context; None: its current context.")

@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from observer import env
+from observer.config.base import CONFIG_DIR
 from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
 
@@ -70,15 +71,17 @@ def compose_yaml(text: str, *, source: str) -> tuple[Any, dict[LinePath, int]]:
         raise ConfigError(e.detail, path=e.path, line=e.line, source=source) from None
 
 
-def parse_config(text: str, *, source: str = "config", environ: Mapping[str, str] | None = None
-                 ) -> ObserverConfig:
-    """Validate YAML text into an ObserverConfig; errors name the key path and the line."""
+def parse_config(text: str, *, source: str = "config", environ: Mapping[str, str] | None = None,
+                 config_dir: Path | None = None) -> ObserverConfig:
+    """Validate YAML text into an ObserverConfig; errors name the key path and the line. Relative paths in it
+    are resolved against `config_dir` (the config file's directory) when given."""
     data, lines = compose_yaml(text, source=source)
     if not isinstance(data, dict):
         raise ConfigError("the top level must be a mapping", source=source, line=1)
     overridden = _apply_overrides(data, os.environ if environ is None else environ)
     try:
-        return ObserverConfig.model_validate(data)
+        context = {CONFIG_DIR: config_dir} if config_dir is not None else None
+        return ObserverConfig.model_validate(data, context=context)
     except ValidationError as e:
         err = e.errors()[0]
         loc: LinePath = tuple(err["loc"])
@@ -94,10 +97,12 @@ def parse_config(text: str, *, source: str = "config", environ: Mapping[str, str
 
 
 def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> ObserverConfig:
-    """Read and validate the config file at `path`."""
+    """Read and validate the config file at `path`; relative paths in it are resolved against its directory."""
+    # Not resolve(): a ConfigMap's file is a link into a hidden timestamped folder, and the paths beside it
+    # (another ConfigMap mounted under /etc/observer) are where the link is, not where it points.
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"could not read config file: {e.strerror}", source=str(p)) from e
-    return parse_config(text, source=str(p), environ=environ)
+    return parse_config(text, source=str(p), environ=environ, config_dir=p.absolute().parent)

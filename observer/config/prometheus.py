@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from observer.config.base import Spec
+from observer.config.base import FilePath, Spec
 
 
 class SecretRef(Spec):
@@ -21,12 +21,12 @@ class PrometheusClientSpec(Spec):
     headers: dict[str, str] = Field(
         default_factory=dict, description="Extra headers, e.g. {X-Scope-OrgID: team-a} for multi-tenant Mimir or "
                                           "Cortex. Not for secrets (use bearer_token_file).")
-    bearer_token_file: str | None = Field(None, description="File holding a bearer token (Authorization header).")
+    bearer_token_file: FilePath | None = Field(None, description="File holding a bearer token (Authorization header).")
     basic_auth_username: str | None = Field(None, description="Basic-auth user (with basic_auth_password_file).")
-    basic_auth_password_file: str | None = Field(None, description="File holding the basic-auth password.")
-    ca_file: str | None = Field(None, description="CA bundle that signs the server's certificate.")
-    cert_file: str | None = Field(None, description="Client certificate (mTLS), with key_file.")
-    key_file: str | None = Field(None, description="Client key (mTLS).")
+    basic_auth_password_file: FilePath | None = Field(None, description="File holding the basic-auth password.")
+    ca_file: FilePath | None = Field(None, description="CA bundle that signs the server's certificate.")
+    cert_file: FilePath | None = Field(None, description="Client certificate (mTLS), with key_file.")
+    key_file: FilePath | None = Field(None, description="Client key (mTLS).")
     replica_labels: list[str] = Field(
         default_factory=list,
         description="Target labels that tell identical observer replicas apart in Prometheus (e.g. [pod, instance] "

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from observer.config.base import Spec, compiled_pattern
+from observer.config.base import FilePath, Spec, compiled_pattern, shipped
 
 LiveCheck = Literal["empty", "refusal", "repetition", "truncation", "invalid_json", "goodput", "tool_call"]
 """Rule checks that need no reference, so they can run on every sampled live output.
@@ -32,8 +32,11 @@ class JudgeSpec(Spec):
     concurrency: int = Field(4, ge=1, le=256, description="Most judge calls in flight at once.")
     budget_per_hour: int = Field(1000, ge=1, description="Most judge HTTP calls in any sliding hour.")
     max_tokens: int = Field(400, ge=32, le=8192, description="Completion token limit of a verdict.")
-    prompt_path: str = Field("evals/judge_prompt.yaml", description="Versioned judge prompt template.")
-    rubric_dir: str = Field("evals/rubrics", description="Directory of rubric YAML files (name = file stem).")
+    prompt_path: FilePath = Field(default_factory=lambda: shipped("evals", "judge_prompt.yaml"),
+                                  description="Versioned judge prompt template (default: the one the package ships).")
+    rubric_dir: FilePath = Field(default_factory=lambda: shipped("evals", "rubrics"),
+                                 description="Directory of rubric YAML files (name = file stem; default: the "
+                                             "rubrics the package ships).")
 
     @model_validator(mode="after")
     def _model_with_url(self) -> JudgeSpec:
@@ -82,7 +85,8 @@ class PairwiseSpec(Spec):
 
     rubric: str = Field("helpfulness", description="Rubric (from judge.rubric_dir) whose criteria the pairwise "
                                                    "judge compares the answers with.")
-    prompt_path: str = Field("evals/pairwise_prompt.yaml", description="Versioned pairwise judge prompt.")
+    prompt_path: FilePath = Field(default_factory=lambda: shipped("evals", "pairwise_prompt.yaml"),
+                                  description="Versioned pairwise judge prompt (default: the one the package ships).")
     votes: int = Field(1, ge=1, le=9, description="Answers per order (self-consistency): above 1 they are asked "
                                                   "at `temperature` and the majority counts.")
     temperature: float = Field(0.7, gt=0, le=2, description="Sampling temperature of the judge when votes > 1.")
@@ -134,7 +138,7 @@ class ShadowSpec(Spec):
 class ReliabilitySpec(Spec):
     """The judge checked against the human-labelled anchors, whenever it changes and at least daily."""
 
-    anchors_path: str | None = Field(None, description="Labelled anchor set (e.g. evals/anchors.jsonl); null: "
+    anchors_path: FilePath | None = Field(None, description="Labelled anchor set (e.g. evals/anchors.jsonl); null: "
                                                        "off. Each re-grade costs one judge call per anchor.")
     interval_seconds: float = Field(86400.0, ge=60, description="Re-grade at least this often (and at start, and "
                                                                 "whenever the judge model, prompt or a rubric "
@@ -149,8 +153,9 @@ class QualitySpec(Spec):
     """Golden sets, rule checks and LLM-as-judge."""
 
     enabled: bool = Field(True, description="Turn this area on or off.")
-    golden_dirs: list[str] = Field(default_factory=lambda: ["golden_sets"],
-                                   description="Directories of golden-set files (*.yaml, *.yml, *.jsonl).")
+    golden_dirs: list[FilePath] = Field(default_factory=lambda: [shipped("golden_sets")],
+                                        description="Directories of golden-set files (*.yaml, *.yml, *.jsonl); "
+                                                    "default: the example sets the package ships.")
     golden_sets: list[str] = Field(default_factory=list,
                                    description="Golden-set names (file stems) to replay; empty: all found.")
     interval_seconds: float = Field(900.0, gt=0, description="Seconds between scheduled golden replays.")

@@ -1,7 +1,8 @@
 """Wiring of the quality area into the running service: scheduled golden replay, live scoring, export.
 
-Relative paths in `quality:` (golden_dirs, judge.prompt_path, judge.rubric_dir) are resolved from
-the working directory the observer runs in.
+Relative paths in `quality:` (golden_dirs, judge.prompt_path, judge.rubric_dir) are resolved against the
+config file's directory when the config is loaded (`config.base.FilePath`); unset, they name what the package
+ships.
 
 With the sample store on (SQLite or PostgreSQL), golden replays and live judge calls are shared work: the
 leader enqueues them as durable jobs, every replica's workers claim and run them, and every replica's state

@@ -58,6 +58,13 @@ def test_wheel_from_pyproject_alone(tmp_path: Path) -> None:
     for cmd in (["proxy", "--help"], ["serve", "--help"]):
         r = _run([observer, *cmd], cwd=tmp_path)
         assert r.returncode == 0, r.stdout + r.stderr
+    # The shipped cluster configs start from an empty working directory: the golden sets, prompts and rubrics
+    # they default to travel in the wheel (package data), not in the repository beside it.
+    empty = tmp_path / "data"
+    empty.mkdir()
+    for shipped in ("deploy/k8s/central/observer.yaml", "deploy/k8s/single/observer.yaml"):
+        r = _run([observer, "check-config", "--config", str(ROOT / shipped)], cwd=empty)
+        assert r.returncode == 0, shipped + ": " + r.stdout + r.stderr
 
     check = [observer, "render", "--check", "--config", "deploy/observer.yaml"]
     r = _run(check, cwd=ROOT)

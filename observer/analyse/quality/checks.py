@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from observer.analyse.canary.pairs import resolve_pairs
 from observer.analyse.quality.calibrate import LabelledItem, load_labels
@@ -91,10 +92,37 @@ def check_shadow(config: ObserverConfig) -> None:
                           path="quality.shadow.targets")
 
 
+def named_files(config: ObserverConfig) -> list[tuple[str, str, str]]:
+    """(key, path, what it is) of every file the quality area will read with this config; a directory's
+    description ends in "directory"."""
+    spec = config.quality
+    files = [(f"quality.golden_dirs.{i}", d, "golden-set directory") for i, d in enumerate(spec.golden_dirs)]
+    if spec.judge.url is not None:
+        files += [("quality.judge.prompt_path", spec.judge.prompt_path, "judge prompt"),
+                  ("quality.judge.rubric_dir", spec.judge.rubric_dir, "rubric directory")]
+        if spec.shadow.enabled and spec.shadow.judge:
+            files.append(("quality.shadow.pairwise.prompt_path", spec.shadow.pairwise.prompt_path, "pairwise prompt"))
+        if spec.reliability.anchors_path:
+            files.append(("quality.reliability.anchors_path", spec.reliability.anchors_path, "anchor set"))
+    return files
+
+
+def check_files(config: ObserverConfig) -> None:
+    """Every file the area reads exists where the process will look, found before the first golden replay."""
+    for key, path, what in named_files(config):
+        p = Path(path)
+        if p.is_dir() if what.endswith("directory") else p.is_file():
+            continue
+        raise ConfigError(f"{what} {str(p.absolute())!r} does not exist: mount it there (a ConfigMap or volume), "
+                          f"name an absolute path, or remove the key to use what the package ships; a relative "
+                          f"path is read from the config file's directory", path=key)
+
+
 def validate(config: ObserverConfig) -> QualityInputs | None:
     """The quality area's inputs, checked; None when the area is off. ConfigError names the key or file line."""
     if not config.quality.enabled:
         return None
+    check_files(config)
     golden = discover(config.quality.golden_dirs, names=config.quality.golden_sets)
     judge = judge_inputs(config, golden)
     check_shadow(config)
