@@ -26,6 +26,7 @@ from observer.config.spec import ObserverConfig
 from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.promql import selector
 from observer.render.proxy_sidecar import IMAGE, VLLM_PORT, proxy_container, sidecar_objects, volumes
+from observer.render.vllm_pod import GRACE_SECONDS, vllm_container, vllm_volumes
 from observer.render.yamltext import dump_yaml
 
 API = "argoproj.io/v1alpha1"
@@ -316,14 +317,7 @@ def rollout(config: ObserverConfig) -> dict[str, Any]:
         steps.append({"analysis": {"templates": [{"templateName": GATE}],
                                    "args": [*args, {"name": WEIGHT_ARG, "value": str(weight)}]}})
     labels = {"app": "llm"}
-    vllm = {
-        "name": "vllm",
-        "image": "vllm/vllm-openai:v0.33.0",
-        "args": ["--model", "/models/current", "--served-model-name", "llm", "--host", "0.0.0.0",
-                 "--port", str(VLLM_PORT)],
-        "ports": [{"name": "http", "containerPort": VLLM_PORT}],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5},
-    }
+    vllm = vllm_container(served_model_name="llm", port=VLLM_PORT, port_name="http")
     return {
         "apiVersion": API, "kind": "Rollout",
         "metadata": {"name": "llm", "namespace": config.canary.argo_namespace, "labels": dict(LABELS)},
@@ -333,7 +327,8 @@ def rollout(config: ObserverConfig) -> dict[str, Any]:
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [vllm, proxy_container()], "volumes": volumes()},
+                "spec": {"terminationGracePeriodSeconds": GRACE_SECONDS, "containers": [vllm, proxy_container()],
+                         "volumes": [*vllm_volumes(), *volumes()]},
             },
             "strategy": {"canary": {
                 "canaryMetadata": {"labels": {ROLE_LABEL: "canary"}},

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from observer.config.spec import ObserverConfig
+from observer.render.vllm_pod import drain
 from observer.render.yamltext import dump_yaml
 
 IMAGE = "observer:0.1.0"
@@ -27,6 +28,8 @@ def proxy_container() -> dict[str, Any]:
         "ports": [{"name": "http-proxy", "containerPort": PROXY_PORT}],
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http-proxy"}, "periodSeconds": 10},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http-proxy"}, "periodSeconds": 5},
+        # Clients reach vLLM through the proxy: it stays as long as vLLM drains.
+        "lifecycle": drain(),
         "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "allowPrivilegeEscalation": False,
                             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},

@@ -160,3 +160,76 @@ def test_the_cluster_install_is_two_replicas_on_postgresql_and_the_small_case_on
         assert ("OBSERVER__SAMPLING__STORE__URL" in env) == (replicas > 1), overlay  # >1 writer: PostgreSQL
         assert bool(cfg.canary.prometheus.replica_labels) == (replicas > 1 and source == "prometheus")
         assert check_references(cfg) == [], overlay
+
+
+def _pod_specs(objs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{o['kind']}/{o['metadata']['name']}", o["spec"]["template"]["spec"]) for o in objs
+            if o["kind"] in ("Deployment", "Rollout", "StatefulSet")]
+
+
+def vllm_serving_problems(name: str, pod: dict[str, Any]) -> list[str]:
+    """What keeps a pod running vLLM from serving a model in a real cluster, in words (empty: none)."""
+    problems: list[str] = []
+    mounts_of = {v["name"]: v for v in pod.get("volumes", [])}
+    for c in pod["containers"]:
+        if "vllm" not in c["image"]:
+            continue
+        where = f"{name} container {c['name']}"
+        startup = c.get("startupProbe")
+        if startup is None:
+            problems.append(f"{where}: no startupProbe (liveness kills a model still loading)")
+        elif startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3) < 600:
+            problems.append(f"{where}: startupProbe allows under 10 minutes for the model to load")
+        if c.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/health":
+            problems.append(f"{where}: readiness is not vLLM's /health")
+        if "preStop" not in c.get("lifecycle", {}):
+            problems.append(f"{where}: no preStop drain")
+        if "nvidia.com/gpu" not in c.get("resources", {}).get("limits", {}):
+            problems.append(f"{where}: no nvidia.com/gpu limit")
+        model = c["args"][c["args"].index("--model") + 1]
+        if model.rstrip("/").rsplit("/", 1)[-1] in ("current", "latest"):
+            problems.append(f"{where}: --model {model} is a mutable path that hides a weight swap")
+        mount = next((m for m in c.get("volumeMounts", []) if model.startswith(m["mountPath"].rstrip("/") + "/")),
+                     None)
+        if mount is None:
+            problems.append(f"{where}: nothing is mounted at --model {model}")
+        elif not mount.get("readOnly") or mount["name"] not in mounts_of:
+            problems.append(f"{where}: the model volume {mount['name']} is not a read-only volume of the pod")
+    runs_vllm = any("vllm" in c["image"] for c in pod["containers"])
+    if runs_vllm:
+        grace = pod.get("terminationGracePeriodSeconds")
+        longest = max((c.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+                       for c in pod["containers"]), default=0)
+        if grace is None:
+            problems.append(f"{name}: no terminationGracePeriodSeconds sized for the drain")
+        elif grace <= longest:
+            problems.append(f"{name}: terminationGracePeriodSeconds {grace} leaves no time after the "
+                            f"{longest} s preStop drain")
+        for c in pod["containers"]:
+            if c["name"] == "observer-proxy":
+                for probe in ("livenessProbe", "readinessProbe"):
+                    if probe not in c:
+                        problems.append(f"{name}: the sampling sidecar has no {probe}")
+                if "preStop" not in c.get("lifecycle", {}):
+                    problems.append(f"{name}: the sampling sidecar stops before vLLM has drained")
+    return problems
+
+
+VLLM_OVERLAYS = ["deploy/k8s/sidecar", "deploy/argo"]
+
+
+@pytest.mark.parametrize("overlay", VLLM_OVERLAYS)
+def test_every_vllm_workload_would_serve_a_model(overlay: str) -> None:
+    pods = [(n, p) for n, p in _pod_specs(kustomize(overlay)) if any("vllm" in c["image"] for c in p["containers"])]
+    assert pods, f"{overlay} ships no vLLM workload"
+    assert [problem for n, p in pods for problem in vllm_serving_problems(n, p)] == []
+
+
+def test_the_serving_check_refuses_the_old_example() -> None:
+    old = {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.33.0",
+                           "args": ["--model", "/models/current"],
+                           "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}}}]}
+    found = " ".join(vllm_serving_problems("Rollout/llm", old))
+    for missing in ("startupProbe", "preStop", "nvidia.com/gpu", "mutable path", "nothing is mounted",
+                    "terminationGracePeriodSeconds"):
+        assert missing in found
