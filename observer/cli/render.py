@@ -1,4 +1,4 @@
-"""`observer render [alerts|dashboards|argo|all] --config FILE [--check]`: write or check generated files."""
+"""`observer render [alerts|dashboards|argo|helm|all] --config FILE [--check]`: write or check generated files."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class Target(StrEnum):
     ALERTS = "alerts"
     DASHBOARDS = "dashboards"
     ARGO = "argo"
+    HELM = "helm"
     ALL = "all"
 
 
@@ -32,6 +33,7 @@ MODULES: dict[Target, str] = {
     Target.ALERTS: "observer.render.alerts",
     Target.DASHBOARDS: "observer.render.dashboards",
     Target.ARGO: "observer.render.argo",
+    Target.HELM: "observer.render.helm",
 }
 
 
@@ -71,7 +73,8 @@ def register(app: typer.Typer) -> None:
         root: Annotated[Path, typer.Option("--root", help="Directory the generated paths are relative to.")
                         ] = Path("."),
     ) -> None:
-        """Generate alert rules, dashboards and Argo templates from the config (or check them)."""
+        """Generate alert rules, dashboards, Argo templates and the Helm chart's generated parts from the config
+        (or check them)."""
         cfg = load(config)
         targets: list[Target] = list(MODULES) if target is Target.ALL else [target]
         try:
