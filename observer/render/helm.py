@@ -107,6 +107,7 @@ def values_schema() -> dict[str, Any]:
             "upstream": _str("vLLM's address inside the pod, e.g. http://127.0.0.1:8000 (required in sidecar "
                              "mode)."),
             "version": _str("The version the pods serve (the `version` label of their samples)."),
+            "role": {"enum": ["stable", "canary", "other"], "description": "The version's role."},
             "listenPort": {"type": "integer", "minimum": 1, "maximum": 65535},
             "replicas": {"type": "integer", "minimum": 1},
             "vllm": _obj({"image": _str("vLLM image.", minLength=1),

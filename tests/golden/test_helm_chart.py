@@ -158,3 +158,23 @@ def test_the_notes_say_where_to_look_first() -> None:
     text = next(v for k, v in notes.items() if k.endswith("NOTES.txt"))
     assert "/report" in text and "/readyz" in text and "observer-postgres" in text
     assert yaml.safe_load((helmchart.CHART / "Chart.yaml").read_text())["appVersion"] == "0.1.0"
+
+
+def test_the_image_and_the_chart_name_the_packages_version_and_source() -> None:
+    import re
+    import tomllib
+
+    from observer.config.slo import SLOSpec
+
+    root = helmchart.ROOT
+    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    licence = tomllib.loads((root / "pyproject.toml").read_text())["project"]["license"]
+    dockerfile = (root / "deploy" / "Dockerfile").read_text()
+    labels = dict(re.findall(r'(org\.opencontainers\.image\.[a-z]+)="([^"]*)"', dockerfile))
+    assert re.search(rf"^ARG VERSION={re.escape(version)}$", dockerfile, re.M)
+    assert labels["org.opencontainers.image.version"] == "${VERSION}"
+    assert labels["org.opencontainers.image.licenses"] == licence
+    # The source is the repository the runbook links point into.
+    assert SLOSpec().runbook_base_url.startswith(labels["org.opencontainers.image.source"] + "/")
+    chart = yaml.safe_load((helmchart.CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == version

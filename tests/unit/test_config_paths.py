@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from observer.config import load_config
 from observer.config.base import SHIPPED
@@ -18,9 +19,37 @@ SHIPPED_CONFIGS = sorted(p for p in (ROOT / "deploy").rglob("observer*.yaml")
                          if not any(line.startswith("kind:") for line in p.read_text().splitlines()))
 
 
+def _embedded() -> list[tuple[str, str]]:
+    """(where, text) of every observer config shipped inside a ConfigMap under deploy/ (sidecars' configs)."""
+    out = []
+    for path in sorted((ROOT / "deploy").rglob("*.yaml")):
+        if "/helm/" in str(path):  # the chart's templates are not YAML until Helm renders them
+            continue
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "ConfigMap" and "observer.yaml" in doc.get("data", {}):
+                out.append((f"{path.relative_to(ROOT)}:{doc['metadata']['name']}", doc["data"]["observer.yaml"]))
+    return out
+
+
+EMBEDDED = _embedded()
+
+
 def test_every_shipped_config_is_found() -> None:
     names = {str(p.relative_to(ROOT)) for p in SHIPPED_CONFIGS}
     assert {"deploy/observer.yaml", "deploy/k8s/central/observer.yaml", "deploy/k8s/single/observer.yaml"} <= names
+    assert {w.split(":")[0] for w, _ in EMBEDDED} >= {"deploy/k8s/sidecar/vllm-with-observer-sidecar.yaml",
+                                                      "deploy/argo/rollout-sidecar.yaml"}
+
+
+@pytest.mark.parametrize(("where", "text"), EMBEDDED, ids=[w for w, _ in EMBEDDED])
+def test_a_config_shipped_in_a_configmap_is_accepted_from_an_empty_working_directory(
+        where: str, text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    etc = tmp_path / "etc-observer"
+    etc.mkdir()
+    (etc / "observer.yaml").write_text(text)
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path / "data")
+    assert check_references(load_config(etc / "observer.yaml")) == []
 
 
 @pytest.mark.parametrize("config", SHIPPED_CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))
