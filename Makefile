@@ -70,11 +70,17 @@ render-check: setup
 # parts: most of it on two workers (those tests mostly wait on processes and sockets), then, one at a
 # time with the machine to themselves, the short game day (its goodput verdict sits near its line and
 # read inconclusive once with a busy neighbour) and the real-vLLM tier.
+# Each tier appends every outcome, and the full text of each failure, to its log under .cache/test-results/ as
+# it happens (tests/support/suite_guard.py), so a suite stopped by a time limit still says why a test failed;
+# a stopped suite also stops every process its tests started.
 SERIAL := tests/integration/test_gameday.py tests/integration/test_gameday_cluster.py tests/real
+RESULTS := .cache/test-results
 test:
 	$(MAKE) --no-print-directory -j3 --output-sync=target real-vllm gateways lint render-check
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $(addprefix --ignore=,$(SERIAL)) --durations=15
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(SERIAL) --durations=10
+	rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	OBSERVER_TEST_LOG=$(RESULTS)/parallel.log $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
+	  $(addprefix --ignore=,$(SERIAL)) --durations=15
+	OBSERVER_TEST_LOG=$(RESULTS)/serial.log $(BIN)/python -m pytest -q -p no:cacheprovider $(SERIAL) --durations=10
 
 bench: setup
 	$(BIN)/python bench/scrape.py

@@ -1,4 +1,5 @@
-"""Suite-wide settings: offline model hub, no torch in the light path unless a test asks for it."""
+"""Suite-wide settings: offline model hub, no torch in the light path unless a test asks for it; nothing a test
+starts outlives the suite, and each outcome is logged as it comes (tests/support/suite_guard.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,15 @@ from collections.abc import Iterator
 import pytest
 
 from observer_dev import pgserver as postgres
+from tests.support import suite_guard
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    suite_guard.pytest_configure(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    suite_guard.pytest_unconfigure(config)
 
 
 @pytest.fixture(scope="session")
