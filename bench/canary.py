@@ -51,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from observer import jsonsafe
 from observer.analyse import histogram
-from observer.analyse.canary.judge import ArmData, Outcome, judge, judge_metric
+from observer.analyse.canary.judge import ArmData, Outcome, judge_metric
+from observer.analyse.canary.verdict import judge
 from observer.config.canary import CanaryMetricSpec, CanarySpec
 from observer_dev.sim import pods
 from tests.support.canary_streams import TTFT_EDGES, ArmProfile, Step, any_step, lognormal_quantile, to_histogram

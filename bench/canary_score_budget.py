@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from observer.analyse.canary.judge import Outcome, judge
+from observer.analyse.canary.judge import Outcome
+from observer.analyse.canary.verdict import judge
 from observer.config.canary import CanarySpec
 from tests.support.canary_streams import simulate_step
 

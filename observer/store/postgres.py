@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -143,7 +143,7 @@ class PostgresStore(SqlReads):
         try:
             self._psycopg.connect(self._url, connect_timeout=max(1, int(timeout))).close()
         except self._psycopg.Error as e:
-            return (f"could not connect to the PostgreSQL sample store at {self.where}: {_first_line(e)}; check "
+            return (f"could not connect to the PostgreSQL sample store at {self.where}: {first_line(e)}; check "
                     "that it is up, the host and port, and the credentials in sampling.store.url")
         return None
 
@@ -168,9 +168,9 @@ class PostgresStore(SqlReads):
             raise StoreError(f"could not {what}: no connection to {self.where} (pool timeout); "
                              "is the database up?") from e
         except self._psycopg.OperationalError as e:
-            raise StoreError(f"could not {what}: connection to {self.where} failed: {_first_line(e)}") from e
+            raise StoreError(f"could not {what}: connection to {self.where} failed: {first_line(e)}") from e
         except self._psycopg.Error as e:
-            raise StoreError(f"could not {what} in {self.where}: {_first_line(e)}") from e
+            raise StoreError(f"could not {what} in {self.where}: {first_line(e)}") from e
 
     def _migrate(self, conn: Any) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -436,66 +436,7 @@ class PostgresStore(SqlReads):
 
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """The first line of a database error, bounded (psycopg's messages run to many lines)."""
     text = str(e).strip()
     return text.splitlines()[0][:300] if text else type(e).__name__
-
-
-LEADER_LOCK = 0x0B5E_1EAD  # pg_try_advisory_lock key of the singleton-jobs leader
-
-
-
-class AdvisoryLeader:
-    """Leadership of the singleton jobs by a session-level PostgreSQL advisory lock on one dedicated
-    connection. The lock lives exactly as long as that connection: a replica that dies (even SIGKILL), or
-    whose connection drops, releases it, and the next `holds()` of another replica takes it."""
-
-    def __init__(self, url: str, *, key: int = LEADER_LOCK, connect_timeout_seconds: float = 5.0) -> None:
-        import psycopg
-
-        self._psycopg = psycopg
-        self.url = url
-        self.where = redact_dsn(url)
-        self.key = key
-        self.timeout = max(1, int(connect_timeout_seconds))
-        self._conn: Any = None
-        self._held = False
-        self._lock = threading.Lock()
-        self.changes = 0  # times leadership was gained or lost (exported)
-
-    def holds(self) -> bool:
-        with self._lock:
-            was = self._held
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=self.timeout)
-                    self._held = False
-                if self._held:
-                    self._conn.execute("SELECT 1")  # still connected: still ours
-                else:
-                    self._held = bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
-                                      .fetchone()[0])
-            except self._psycopg.Error as e:
-                if self._held:
-                    log.warning("lost the singleton-jobs leadership (%s: %s)", self.where, _first_line(e))
-                self._held = False
-                self._drop()
-            if self._held != was:
-                self.changes += 1
-                if self._held:
-                    log.info("this replica now runs the singleton jobs (advisory lock on %s)", self.where)
-            return self._held
-
-    def current(self) -> bool:
-        return self._held
-
-    def _drop(self) -> None:
-        if self._conn is not None:
-            with suppress(self._psycopg.Error):
-                self._conn.close()
-            self._conn = None
-
-    def close(self) -> None:
-        with self._lock:
-            self._held = False
-            self._drop()

@@ -131,7 +131,7 @@ def build(ctx: Context) -> SamplingComponent | None:
     store = open_store(spec.store, clock=ctx.clock, wait=False)
     ctx.ready_checks.append(store.not_ready)
     if spec.store.url and ctx.leader is None:
-        from observer.store.postgres import AdvisoryLeader
+        from observer.store.leader import AdvisoryLeader
 
         ctx.leader = AdvisoryLeader(spec.store.url, connect_timeout_seconds=spec.store.connect_timeout_seconds)
     metrics = SamplingMetrics()

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as sps
 
-from observer.analyse.canary.judge import ArmData, Verdict, judge
+from observer.analyse.canary.judge import ArmData, Verdict
+from observer.analyse.canary.verdict import judge
 from observer.collect.model import Histogram
 from observer.config.canary import CanarySpec
 from observer.conventions import vllm

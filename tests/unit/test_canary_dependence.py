@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from observer.analyse.canary import stats
-from observer.analyse.canary.judge import ArmData, Outcome, judge
+from observer.analyse.canary import sequential, stats
+from observer.analyse.canary.judge import ArmData, Outcome
+from observer.analyse.canary.verdict import judge
 from observer.config.canary import CanarySpec
 from observer_dev.sim import pods
 from tests.support.canary_streams import Step, any_step
@@ -114,8 +115,8 @@ def test_the_shift_test_sees_a_slower_distribution_and_not_an_equal_one() -> Non
     slow /= slow.sum()
     same_c = rng.multinomial(60, base, size=20)
     same_b = rng.multinomial(600, base, size=20)
-    assert not stats.shift_test(same_c, same_b, alpha=0.01).reject
-    shifted = stats.shift_test(rng.multinomial(60, slow, size=20), same_b, alpha=0.01)
+    assert not sequential.shift_test(same_c, same_b, alpha=0.01).reject
+    shifted = sequential.shift_test(rng.multinomial(60, slow, size=20), same_b, alpha=0.01)
     assert shifted.reject and shifted.shift > 0
 
 
@@ -133,7 +134,7 @@ def test_unequal_slices_do_not_hide_a_large_excess() -> None:
     m = np.array([89, 4858, 5012, 4954, 4295, 729, 5006, 4968, 4917, 4933])
     t = stats.slice_test(x, UNEQUAL, y, m, alpha=0.005)
     assert t.reject and t.design_effect is not None and t.design_effect < 4, t
-    assert not stats.t_sequence(x - UNEQUAL / (UNEQUAL + m) * (x + y), alpha=0.005)[2]  # the mean test
+    assert not sequential.t_sequence(x - UNEQUAL / (UNEQUAL + m) * (x + y), alpha=0.005)[2]  # the mean test
 
 
 def test_unequal_slices_keep_the_false_fail_bound() -> None:
@@ -150,16 +151,16 @@ def test_unequal_slices_keep_the_false_fail_bound() -> None:
         rate_rejects += stats.slice_test(x, n, y, m, alpha=0.01).reject
         c = np.array([rng.multinomial(k, base) for k in n])
         b = np.array([rng.multinomial(k, base) for k in m])
-        shift_rejects += stats.shift_test(c, b, alpha=0.01).reject
+        shift_rejects += sequential.shift_test(c, b, alpha=0.01).reject
     assert rate_rejects <= 0.01 * runs + 2, rate_rejects
     assert shift_rejects <= 0.01 * runs + 2, shift_rejects
 
 
 def test_size_weights_must_match_the_slices() -> None:
     with pytest.raises(ValueError, match="positive"):
-        stats.t_sequence(np.array([1.0, 2.0]), alpha=0.01, sizes=np.array([1.0, 0.0]))
-    equal = stats.t_sequence(np.array([3.0, 4.0, 5.0]), alpha=0.01)
-    assert stats.t_sequence(np.array([3.0, 4.0, 5.0]), alpha=0.01, sizes=np.full(3, 7.0)) == equal
+        sequential.t_sequence(np.array([1.0, 2.0]), alpha=0.01, sizes=np.array([1.0, 0.0]))
+    equal = sequential.t_sequence(np.array([3.0, 4.0, 5.0]), alpha=0.01)
+    assert sequential.t_sequence(np.array([3.0, 4.0, 5.0]), alpha=0.01, sizes=np.full(3, 7.0)) == equal
 
 
 def _arm(step: Step, arm: str, **kw: object) -> ArmData:

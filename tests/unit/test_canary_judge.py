@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from observer.analyse.canary.judge import ArmData, DriftObservation, Outcome, judge, metric_alpha
+from observer.analyse.canary.judge import ArmData, DriftObservation, Outcome, metric_alpha
+from observer.analyse.canary.verdict import judge
 from observer.config.canary import CanaryMetricSpec, CanarySpec
 from tests.support.canary_streams import ArmProfile, simulate_step
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from observer.analyse.canary import stats
-from observer.analyse.canary.judge import ArmData, Outcome, PairCounts, judge, judge_metric
+from observer.analyse.canary.judge import ArmData, Outcome, PairCounts, judge_metric
 from observer.analyse.canary.sources import paired_counts
+from observer.analyse.canary.verdict import judge
 from observer.config.canary import CanaryMetricSpec, CanarySpec
 from observer.export.canary_api import verdict_body
 

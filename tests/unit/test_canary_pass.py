@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from observer.analyse.canary import stats
-from observer.analyse.canary.judge import MIN_SLICES_TO_PASS, WAIT_SLICES, ArmData, Outcome, judge, judge_metric
+from observer.analyse.canary.judge import MIN_SLICES_TO_PASS, ArmData, Outcome, judge_metric
 from observer.analyse.canary.sources import OwnSource
+from observer.analyse.canary.verdict import WAIT_SLICES, judge
 from observer.analyse.quality.state import QualityState
 from observer.analyse.signals.model import SliceTotals
 from observer.config.canary import CanaryMetricSpec, CanarySpec

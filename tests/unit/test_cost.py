@@ -169,7 +169,8 @@ def test_a_fallback_gpu_model_without_a_price_is_a_config_error() -> None:
 
 
 def test_the_cost_metric_compares_the_arms_only_at_equal_per_pod_load() -> None:
-    from observer.analyse.canary.judge import ArmData, judge_metric, mute_unfair_latency
+    from observer.analyse.canary.fairness import mute_unfair_latency
+    from observer.analyse.canary.judge import ArmData, judge_metric
     from observer.config.canary import CanaryMetricSpec, CanarySpec
 
     m = CanaryMetricSpec(name="cost_per_token", kind="cost", advisory=True, group="cost")

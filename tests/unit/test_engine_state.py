@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from observer import conventions as names
-from observer.analyse.canary.judge import ArmData, Outcome, judge
+from observer.analyse.canary.judge import ArmData, Outcome
+from observer.analyse.canary.verdict import judge
 from observer.analyse.signals import SignalStore
 from observer.collect.scraper import ScrapeResult, Target, TargetHealth, TargetKind
 from observer.collect.vllm import parse_vllm

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from observer.analyse.canary.judge import Outcome as Verdict
-from observer.analyse.canary.judge import judge
 from observer.analyse.canary.sources import OwnSource
+from observer.analyse.canary.verdict import judge
 from observer.analyse.quality import rules
 from observer.analyse.quality.live import DONE_MARKER, LiveScorer
 from observer.analyse.quality.state import QualityState

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from observer.analyse.canary.judge import ArmData, Outcome, judge
+from observer.analyse.canary.judge import ArmData, Outcome
 from observer.analyse.canary.sources import OwnSource
+from observer.analyse.canary.verdict import judge
 from observer.analyse.signals import SignalStore
 from observer.collect.routers import parse_router
 from observer.collect.scraper import ScrapeResult, Target, TargetKind

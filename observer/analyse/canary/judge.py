@@ -1,16 +1,17 @@
-"""The canary judge: per-metric Pass/Fail/Inconclusive/Nodata, split sanity, critical metrics, a
-Kayenta-style weighted score and one verdict. Pure: data in (ArmData per arm), Verdict out."""
+"""The canary judge's metrics: each metric of the config judged Pass/Fail/Inconclusive/Nodata on the two arms'
+data. `verdict.judge` makes one verdict of them (split, critical metrics, the score), `fairness` says when the
+arms cannot be compared. Pure: data in (ArmData per arm), MetricResult out."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import assert_never
 
 import numpy as np
 
 from observer.analyse import histogram
-from observer.analyse.canary import stats
+from observer.analyse.canary import sequential, stats
 from observer.analyse.canary.results import (
     GAUGE_VALUE,
     ArmData,
@@ -21,7 +22,7 @@ from observer.analyse.canary.results import (
     Verdict,
 )
 from observer.collect.model import Histogram
-from observer.config.canary import CanaryMetricSpec, CanarySpec, FairnessSpec, MetricKind
+from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
 
 __all__ = [
     "GAUGE_VALUE",
@@ -31,14 +32,10 @@ __all__ = [
     "Outcome",
     "PairCounts",
     "Verdict",
-    "engine_trouble",
-    "judge",
     "judge_metric",
     "latency_edge",
     "metric_alpha",
     "metric_slices",
-    "mute_unfair_latency",
-    "per_pod_load_ratio",
 ]
 
 MIN_EDGE_OBSERVATIONS = 20
@@ -52,16 +49,9 @@ t-test needs ≥ 5, the pooled ratio test 10), so Pass would be a pass by constr
 DEFF_PRIOR_SLICES = 10
 """Slices' worth of weight on "no dependence" (design effect 1) when the sample size is inflated."""
 
-WAIT_SLICES = stats.PLANNED_SLICES
-"""How long (window slices) the verdict waits for a sliced metric to reach MIN_SLICES_TO_PASS slices with
-data before it may pass without it: a metric that could still fail holds the pass until it could have failed,
-but one too sparse to get there within a step must not hold a healthy canary forever."""
-
 JUDGE_ERROR_SHARE = 0.1
 """Golden items the judge failed to score, as a share of the window's items, above which golden cannot pass."""
 
-SCORE_FAILURES_TO_FAIL = 2
-"""Non-critical metrics fail the canary only through the score *and* only when at least this many failed."""
 
 
 def metric_alpha(spec: CanarySpec, metric: CanaryMetricSpec | None = None) -> float:
@@ -111,7 +101,7 @@ def _shown(m: CanaryMetricSpec, bound: stats.BoundTest) -> str:
 
 
 def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm: np.ndarray, *,
-                   alpha: float, power: float, detail: str = "", shift: stats.ShiftTest | None = None,
+                   alpha: float, power: float, detail: str = "", shift: sequential.ShiftTest | None = None,
                    pooled: bool = False) -> MetricResult:
     n_c, n_b = round(float(n.sum())), round(float(mm.sum()))
     if n_c <= 0 or n_b <= 0:
@@ -249,7 +239,7 @@ def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
         counts = np.array([(*_above(sc, m.family, le), *_above(sb, m.family, le)) for sc, sb in pairs]
                           ).reshape(-1, 4)
         bins = _bins(pairs, m.family, hb.bounds)
-        shift = None if bins is None else stats.shift_test(bins[0], bins[1], alpha=alpha / 2.0)
+        shift = None if bins is None else sequential.shift_test(bins[0], bins[1], alpha=alpha / 2.0)
         res = _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3],
                              alpha=alpha if shift is None else alpha / 2.0, power=power,
                              detail=f"share above le={le}", shift=shift)
@@ -414,237 +404,3 @@ def judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
             return _judge_drift(m, c)
         case _:
             assert_never(m.kind)
-
-
-def score(results: Sequence[MetricResult], weights: Mapping[str, float]) -> tuple[float, int]:
-    """Kayenta-style score: per group passing ÷ decided, weighted over groups with a decided metric."""
-    num = den = 0.0
-    decided = 0
-    for group in sorted({r.group for r in results}):
-        rs = [r for r in results if r.group == group and not r.advisory
-              and r.outcome in (Outcome.PASS, Outcome.FAIL)]
-        if not rs:
-            continue
-        decided += len(rs)
-        w = weights.get(group, 1.0)
-        num += w * sum(1 for r in rs if r.outcome is Outcome.PASS) / len(rs)
-        den += w
-    return (100.0 * num / den if den > 0 else 0.0), decided
-
-
-def _describe(r: MetricResult) -> str:
-    parts = [f"{r.name} {r.outcome}"]
-    if r.kind == "latency" and r.detail:
-        parts.append(f"({r.detail})")
-    if r.canary is not None and r.baseline is not None:
-        parts.append(f"canary {r.canary:.4g} vs baseline {r.baseline:.4g}")
-    if r.kind == "latency" and r.ratio is not None:
-        parts.append(f"quantile ratio {r.ratio:.3g}")
-    if r.p_value is not None:
-        parts.append(f"p={r.p_value:.2g}")
-    return " ".join(parts)
-
-
-def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData, baseline_data: ArmData,
-          expected_share: float | None, now: float) -> Verdict:
-    """Judge the canary against the baseline over one window of data."""
-    power = spec.power
-    n_c, n_b = canary_data.total_requests, baseline_data.total_requests
-
-    def verdict(outcome: Outcome, results: Sequence[MetricResult], reason: str, *, score_value: float = 0.0,
-                critical_failed: bool = False, split_ok: bool = True, share: float | None = None) -> Verdict:
-        return Verdict(canary=canary, baseline=baseline, verdict=outcome, score=score_value,
-                       critical_failed=critical_failed, n_canary=n_c or 0, n_baseline=n_b or 0,
-                       split_ok=split_ok, canary_share=share, expected_share=expected_share,
-                       metrics=tuple(results), reason=reason, evaluated_at=now,
-                       window_seconds=spec.window_seconds, judge=canary_data.judge_identity)
-
-    results = [judge_metric(m, canary_data, baseline_data, alpha=metric_alpha(spec, m), power=power)
-               for m in spec.metrics]
-    unfair = environment_mismatch(spec, canary_data, baseline_data)
-    results = mute_unfair_latency(spec, results, canary_data, baseline_data)
-    note = canary_data.note or baseline_data.note
-    asleep = [f"the {arm}'s engines are asleep (vLLM sleep mode, {a.replicas_asleep} replica(s))"
-              for arm, a in (("canary", canary_data), ("baseline", baseline_data)) if _asleep(a)]
-    if asleep:
-        return verdict(Outcome.IDLE, _muted(results), "; ".join(asleep) + ": nothing to compare until they wake")
-    trouble = engine_trouble(canary_data, baseline_data)
-    if trouble and (not n_c or not n_b):
-        return verdict(Outcome.INCONCLUSIVE, _muted(results), "engine trouble: " + "; ".join(trouble))
-    if n_c is None or n_b is None:
-        return verdict(Outcome.NODATA, results, note or "no request counters for "
-                       + ("the canary" if n_c is None else "the baseline"))
-    if n_c == 0:
-        return verdict(Outcome.NODATA, results, "the canary received no traffic in the window")
-    if n_b == 0:
-        return verdict(Outcome.NODATA, results, "the baseline received no traffic in the window")
-    split_ok, share = True, n_c / (n_c + n_b)
-    if expected_share is not None:
-        split_ok, share = stats.split_check(n_c, n_b, expected=expected_share, tolerance=spec.split_tolerance,
-                                            min_requests=spec.split_min_requests)
-    value, decided = score(results, spec.groups)
-    routed = [f"{arm} router: {a.router_trouble}" for arm, a in (("canary", canary_data), ("baseline", baseline_data))
-              if a.router_trouble]
-    if routed:
-        # Requests held at a saturated router wait whatever version they go to: only what the router itself
-        # measured (router_ttft, gateway queueing included) may still fail, when it is critical.
-        failed_router = [r for r in results if r.outcome is Outcome.FAIL and r.critical
-                         and _family(spec, r.name) == "router_ttft"]
-        if failed_router:
-            return verdict(Outcome.FAIL, results, "critical metric failed: "
-                           + "; ".join(_describe(r) for r in failed_router), score_value=value,
-                           critical_failed=True, share=share)
-        return verdict(Outcome.INCONCLUSIVE, _muted(results), "arms are not comparable: " + "; ".join(routed),
-                       score_value=value, share=share)
-    if unfair:
-        return verdict(Outcome.INCONCLUSIVE, _muted(results), "arms are not comparable: " + "; ".join(unfair),
-                       score_value=value, share=share)
-    if not split_ok:
-        return verdict(Outcome.INCONCLUSIVE, _muted(results), f"traffic split off: canary share {share:.3g}, "
-                       f"expected {expected_share:.3g}", score_value=value, split_ok=False, share=share)
-    scored = [r for r in results if not r.advisory]
-    critical = [r for r in scored if r.critical]
-    failed_critical = [r for r in critical if r.outcome is Outcome.FAIL]
-    if failed_critical:
-        return verdict(Outcome.FAIL, results, "critical metric failed: "
-                       + "; ".join(_describe(r) for r in failed_critical),
-                       score_value=value, critical_failed=True, share=share)
-    failed = [r for r in scored if r.outcome is Outcome.FAIL]
-    if value < spec.marginal_score and len(failed) >= SCORE_FAILURES_TO_FAIL:
-        return verdict(Outcome.FAIL, results, f"score {value:.0f} below marginal {spec.marginal_score:.0f}: "
-                       + "; ".join(_describe(r) for r in failed), score_value=value, share=share)
-    if trouble:  # a failure above stands (users saw it); a pass cannot, on engines that are not serving
-        return verdict(Outcome.INCONCLUSIVE, _muted(results), "engine trouble: " + "; ".join(trouble),
-                       score_value=value, share=share)
-    if decided == 0:
-        if all(r.outcome is Outcome.NODATA for r in scored):
-            return verdict(Outcome.NODATA, results, "no metric has data", share=share)
-        return verdict(Outcome.INCONCLUSIVE, results, "not enough data yet: "
-                       + _pending(scored), score_value=value, share=share)
-    if value < spec.marginal_score:
-        # One non-critical metric, tested at α/k, must not fail the step alone: the step's budget is α.
-        return verdict(Outcome.INCONCLUSIVE, results, f"score {value:.0f} below marginal "
-                       f"{spec.marginal_score:.0f} on one non-critical failure (a fail needs "
-                       f"{SCORE_FAILURES_TO_FAIL}): " + "; ".join(_describe(r) for r in failed),
-                       score_value=value, share=share)
-    undecided_critical = [r for r in critical if r.outcome is not Outcome.PASS]
-    if undecided_critical:
-        return verdict(Outcome.INCONCLUSIVE, results, "critical metric(s) not decided yet: "
-                       + _pending(undecided_critical), score_value=value, share=share)
-    waiting = _waiting(scored, len(canary_data.slices))
-    if waiting:
-        return verdict(Outcome.INCONCLUSIVE, results, "waiting for metric(s) that could still fail: "
-                       + ", ".join(f"{r.name} {r.slices}/{MIN_SLICES_TO_PASS} slices" for r in waiting),
-                       score_value=value, share=share)
-    if value >= spec.pass_score:
-        return verdict(Outcome.PASS, results, f"score {value:.0f} ≥ {spec.pass_score:.0f}; "
-                       f"{decided} metric(s) decided", score_value=value, share=share)
-    return verdict(Outcome.INCONCLUSIVE, results, f"marginal score {value:.0f}: "
-                   + "; ".join(_describe(r) for r in scored if r.outcome is Outcome.FAIL),
-                   score_value=value, share=share)
-
-
-def _family(spec: CanarySpec, name: str) -> str | None:
-    return next((m.family for m in spec.metrics if m.name == name), None)
-
-
-def _asleep(a: ArmData) -> bool:
-    """Every replica of the arm sleeps (a partly asleep arm still serves, and is judged)."""
-    return a.replicas_asleep > 0 and (a.replicas is None or a.replicas_asleep >= a.replicas)
-
-
-def engine_trouble(c: ArmData, b: ArmData) -> list[str]:
-    """Unhealthy or hung engines in either arm: a comparison that cannot pass (what it measured was not serving)."""
-    out = []
-    for arm, a in (("canary", c), ("baseline", b)):
-        if a.replicas_unhealthy:
-            out.append(f"{a.replicas_unhealthy} {arm} replica(s) report an unhealthy engine (vLLM engine_healthy 0)")
-        if a.replicas_hung:
-            out.append(f"{a.replicas_hung} {arm} replica(s) hung: requests running, none finished")
-    return out
-
-
-def _waiting(scored: Sequence[MetricResult], window_slices: int) -> list[MetricResult]:
-    """Scored sliced metrics with data that are undecided and have too few slices to have failed yet (the
-    slice tests cannot reject before POOLED_MIN_SLICES / five slices): a pass now would be a pass by
-    construction for them. Only while the window is shorter than WAIT_SLICES."""
-    if window_slices >= WAIT_SLICES:
-        return []
-    return [r for r in scored if r.outcome is Outcome.INCONCLUSIVE and r.slices is not None
-            and r.slices < MIN_SLICES_TO_PASS]
-
-
-def _muted(results: Sequence[MetricResult]) -> list[MetricResult]:
-    """Every decided result made inconclusive (the arms cannot be compared), nodata kept."""
-    return [MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE}) if r.outcome is not Outcome.NODATA
-            else r for r in results]
-
-
-def environment_mismatch(spec: CanarySpec, c: ArmData, b: ArmData) -> list[str]:
-    """The `fairness.same_environment` facts both arms report and that differ."""
-    out = []
-    for key in spec.fairness.same_environment:
-        vc, vb = c.environment.get(key), b.environment.get(key)
-        if vc and vb and vc != vb:
-            out.append(f"{key} differs: canary {vc[:80]!r} vs baseline {vb[:80]!r}")
-    return out
-
-
-def mute_unfair_latency(spec: CanarySpec, results: Sequence[MetricResult], c: ArmData, b: ArmData
-                        ) -> list[MetricResult]:
-    """Latency results that unequal per-pod load or a warming canary would bias, made inconclusive."""
-    f = spec.fairness
-    mute: dict[Outcome, str] = {}
-    if f.warmup_hit_ratio_gap is not None and c.prefix_cache_hit_ratio is not None \
-            and b.prefix_cache_hit_ratio is not None \
-            and b.prefix_cache_hit_ratio - c.prefix_cache_hit_ratio > f.warmup_hit_ratio_gap:
-        why = (f"canary still warming up: prefix-cache hit ratio {c.prefix_cache_hit_ratio:.2f} vs baseline "
-               f"{b.prefix_cache_hit_ratio:.2f}")
-        mute[Outcome.FAIL] = mute[Outcome.PASS] = why
-    ratio = per_pod_load_ratio(f, c, b)
-    n_c, n_b = c.total_requests or 0, b.total_requests or 0
-    if ratio is not None and n_c + n_b >= spec.split_min_requests:
-        load = (f"per-pod load canary {ratio:.2g}× baseline ({n_c} requests on {c.replicas} pod(s) vs {n_b} "
-                f"on {b.replicas})")
-        assert f.per_pod_load_tolerance is not None
-        if ratio > 1.0 + f.per_pod_load_tolerance:
-            mute.setdefault(Outcome.FAIL, load)
-        elif ratio < 1.0 / (1.0 + f.per_pod_load_tolerance):
-            mute.setdefault(Outcome.PASS, load)
-    # Cost per token depends on load per pod at any sample size (a canary pod at a low weight idles).
-    cost_reason = None
-    if ratio is not None and f.per_pod_load_tolerance is not None \
-            and not 1.0 / (1.0 + f.per_pod_load_tolerance) <= ratio <= 1.0 + f.per_pod_load_tolerance:
-        cost_reason = f"per-pod load canary {ratio:.2g}× baseline: cost per token depends on it"
-    if not mute and cost_reason is None:
-        return list(results)
-    out = []
-    for r in results:
-        if r.kind == "cost" and cost_reason is not None and r.outcome in (Outcome.PASS, Outcome.FAIL):
-            out.append(MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE,
-                                       "detail": f"{r.detail}; not judged: {cost_reason}"}))
-            continue
-        reason = mute.get(r.outcome) if r.kind == "latency" else None
-        out.append(r if reason is None else MetricResult(
-            **{**r.__dict__, "outcome": Outcome.INCONCLUSIVE, "detail": f"{r.detail}; not judged: {reason}"}))
-    return out
-
-
-def per_pod_load_ratio(f: FairnessSpec, c: ArmData, b: ArmData) -> float | None:
-    """Requests per pod, canary ÷ baseline; None when the check is off or either arm lacks pods or requests."""
-    n_c, n_b = c.total_requests, b.total_requests
-    if f.per_pod_load_tolerance is None or not (c.replicas and b.replicas and n_c and n_b):
-        return None
-    return (n_c / c.replicas) / (n_b / b.replicas)
-
-
-def _pending(results: Sequence[MetricResult]) -> str:
-    parts = []
-    for r in results:
-        if r.outcome is Outcome.INCONCLUSIVE and r.min_n is not None:
-            parts.append(f"{r.name} {r.n_canary}/{r.min_n}")
-        elif r.outcome in (Outcome.INCONCLUSIVE, Outcome.NODATA):
-            parts.append(f"{r.name} {r.outcome}")
-    return ", ".join(parts) or "none"
-
-

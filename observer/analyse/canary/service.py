@@ -8,10 +8,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from observer.analyse.canary.events import EvaluationSink, verdict_event
-from observer.analyse.canary.judge import ArmData, Outcome, Verdict, judge
+from observer.analyse.canary.judge import ArmData, Outcome, Verdict
 from observer.analyse.canary.pairs import FleetPairs, Pair, expected_share, resolve_alias
 from observer.analyse.canary.results import Evidence
 from observer.analyse.canary.sources import CanarySource
+from observer.analyse.canary.verdict import judge
 from observer.config.spec import ObserverConfig
 from observer.fleetview import FleetView, LiveFleet
 

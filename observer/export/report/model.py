@@ -9,7 +9,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from observer import conventions as names
-from observer.analyse.canary.judge import engine_trouble, metric_slices, per_pod_load_ratio
+from observer.analyse.canary.fairness import engine_trouble, per_pod_load_ratio
+from observer.analyse.canary.judge import metric_slices
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome, Verdict
 from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
 from observer.config.spec import ObserverConfig
