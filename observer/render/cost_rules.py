@@ -11,8 +11,8 @@ from __future__ import annotations
 from observer import conventions as names
 from observer.conventions.promql import selector
 from observer.render.burnrate import duration
-from observer.render.health_rules import example_interval
 from observer.render.objectives import Alerting
+from observer.render.rule_timing import example_interval
 from observer.render.rulemodel import Alert, Example, Firing, Group, Recording, Rule, Series
 
 WINDOW = 3600.0  # nominal window of the recordings and the alerts' `for`

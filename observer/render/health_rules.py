@@ -8,52 +8,13 @@ from collections.abc import Mapping, Sequence
 from observer import conventions as names
 from observer.conventions.promql import one_of, selector
 from observer.render.burnrate import duration
+from observer.render.engine_rules import corrupted, engine_hung, replica_outlier, restart_storm, shedding
+from observer.render.gpu_rules import gpu_health
 from observer.render.objectives import Alerting
+from observer.render.rule_timing import covering, threshold, timing
 from observer.render.rulemodel import Alert, Example, Firing, Group, Labels, Series
 
 _V = names.VERSION
-
-
-def example_interval(a: Alerting, span_seconds: float) -> float:
-    """Evaluation interval of an example: 1m, or 10m for spans of an hour or more (promtool is faster)."""
-    return (600.0 if span_seconds >= 3600 * a.time_scale else 60.0) * a.time_scale
-
-
-def timing(a: Alerting, for_seconds: float) -> tuple[float, float, int]:
-    """(interval, eval time, steps) of an example: evaluate three intervals after `for` has passed."""
-    interval = example_interval(a, for_seconds)
-    steps = round(for_seconds / interval) + 3
-    return interval, steps * interval, steps
-
-
-def _covering(a: Alerting, window_seconds: float) -> tuple[float, float, int]:
-    """(interval, eval time, steps) of an example whose series cover a whole `window_seconds` range plus
-    five intervals, so an increase() over the window counts exactly what the series added."""
-    interval = example_interval(a, window_seconds)
-    steps = round(window_seconds / interval) + 5
-    return interval, steps * interval, steps
-
-
-def _threshold(a: Alerting, *, name: str, metric: str, matchers: dict[str, str], threshold: float,
-               high: float, low: float, value_text: str, what: str, runbook: str) -> Alert:
-    """A gauge-over-threshold warning held for `leading_for`, with a firing and a quiet example."""
-    interval, at, steps = timing(a, a.limits.leading_for)
-    labels = {_V: "canary", **matchers}
-    key: Labels = tuple(sorted(labels.items()))
-    sel = selector(metric, matchers)
-    return Alert(
-        name=name, expr=f"{sel} > {threshold!r}", severity="warning", for_seconds=a.limits.leading_for,
-        summary=f"{{{{ $labels.version }}}}: {what}",
-        description=(f"{what[0].upper() + what[1:]} on version {{{{ $labels.version }}}}: {value_text} (threshold "
-                     f"{threshold:g}) for {duration(a.limits.leading_for)}."),
-        runbook=runbook,
-        examples=(
-            Example(f"{name} fires at {high:g}", (Series(selector(metric, labels), f"{high!r}x{steps}"),), at,
-                    interval, (Firing(key, high),)),
-            Example(f"{name} quiet at {low:g}", (Series(selector(metric, labels), f"{low!r}x{steps}"),), at,
-                    interval),
-        ),
-    )
 
 
 def leading_group(a: Alerting) -> Group:
@@ -68,15 +29,15 @@ def leading_group(a: Alerting) -> Group:
     pre_rate = per_step / interval
     quiet_per_step = lim.preemptions_per_second * interval / 4
     rules: tuple[Alert, ...] = (
-        _threshold(a, name=names.ALERT_QUEUE_DEPTH, metric=names.QUEUE_DEPTH_PER_REPLICA, matchers={},
+        threshold(a, name=names.ALERT_QUEUE_DEPTH, metric=names.QUEUE_DEPTH_PER_REPLICA, matchers={},
                    threshold=lim.queue_depth_per_replica, high=lim.queue_depth_per_replica * 1.5,
                    low=lim.queue_depth_per_replica / 2, value_text='{{ printf "%.2f" $value }} waiting '
                    'requests per replica', what="requests queueing", runbook="queue-depth"),
-        _threshold(a, name=names.ALERT_KV_CACHE, metric=names.KV_CACHE_USAGE, matchers={names.STAT: "max"},
+        threshold(a, name=names.ALERT_KV_CACHE, metric=names.KV_CACHE_USAGE, matchers={names.STAT: "max"},
                    threshold=lim.kv_cache_usage, high=round((1 + lim.kv_cache_usage) / 2, 4),
                    low=round(lim.kv_cache_usage / 2, 4), value_text="KV-cache usage {{ $value | "
                    "humanizePercentage }}", what="KV cache nearly full", runbook="kv-cache"),
-        _threshold(a, name=names.ALERT_GPU_FRAMEBUFFER, metric=names.GPU_FB_USED, matchers={names.STAT: "max"},
+        threshold(a, name=names.ALERT_GPU_FRAMEBUFFER, metric=names.GPU_FB_USED, matchers={names.STAT: "max"},
                    threshold=lim.gpu_framebuffer_used, high=round((1 + lim.gpu_framebuffer_used) / 2, 4),
                    low=round(lim.gpu_framebuffer_used / 2, 4), value_text="framebuffer used {{ $value | "
                    "humanizePercentage }}", what="GPU framebuffer nearly full", runbook="gpu-framebuffer"),
@@ -114,7 +75,7 @@ def leading_group(a: Alerting) -> Group:
             ) if pre_rate > lim.preemptions_per_second else (),
         ),
     )
-    rules += (_shedding(a), *_gpu_health(a), _restart_storm(a), _engine_hung(a), _corrupted(a), _replica_outlier(a))
+    rules += (shedding(a), *gpu_health(a), restart_storm(a), engine_hung(a), corrupted(a), replica_outlier(a))
     if a.quality_enabled:
         rules += (_probe_failing(a),)
     if a.drift_enabled:
@@ -122,256 +83,12 @@ def leading_group(a: Alerting) -> Group:
     return Group(names.RULE_GROUP_LEADING, rules)
 
 
-def _gpu_health(a: Alerting) -> tuple[Alert, Alert, Alert]:
-    """Silent GPU degradation from DCGM: uncorrectable memory errors, and throttling by power or temperature."""
-    interval, at, steps = timing(a, a.limits.leading_for)
-    mem = names.GPU_MEMORY_ERRORS
-    key: Labels = ((_V, "canary"),)
-    memory = Alert(
-        name=names.ALERT_GPU_MEMORY_ERRORS,
-        expr=(f"max by ({_V}) ({selector(mem, regex={names.KIND: 'dbe_volatile|remap_failures'})}) > 0"),
-        severity="warning", summary="{{ $labels.version }}: a GPU reports uncorrectable memory errors",
-        description=("A GPU of version {{ $labels.version }} reports uncorrectable (double-bit) ECC errors since "
-                     "its driver loaded, or a failed row remap ({{ printf \"%.0f\" $value }}): its results can "
-                     "be wrong or it can fail any moment. Drain it."),
-        runbook="gpu-memory-errors",
-        examples=(Example(f"{names.ALERT_GPU_MEMORY_ERRORS} fires on a double-bit ECC error",
-                          (Series(selector(mem, {_V: "canary", names.KIND: "dbe_volatile"}), f"0 2x{steps}"),
-                           Series(selector(mem, {_V: "canary", names.KIND: "sbe_volatile"}), f"40x{steps}")),
-                          at, interval, (Firing(key, 2.0),)),
-                  Example(f"{names.ALERT_GPU_MEMORY_ERRORS} quiet on corrected (single-bit) errors only",
-                          (Series(selector(mem, {_V: "canary", names.KIND: "dbe_volatile"}), f"0x{steps}"),
-                           Series(selector(mem, {_V: "canary", names.KIND: "sbe_volatile"}), f"40x{steps}")),
-                          at, interval)),
-    )
-    thr = names.GPU_THROTTLE_SECONDS + "_total"
-    window = duration(600 * a.time_scale)
-    limit = a.limits.throttled_share
-    # rate() over a counter that starts at zero ramps up over its window: the example runs for the window
-    # plus the hold time.
-    steps = round((a.limits.leading_for + 600 * a.time_scale) / interval) + 3
-    at = steps * interval
-    share = (f"sum by ({_V}, {names.REASON}) (rate({thr}[{window}]))\n/ on ({_V}) group_left ()\n"
-             f"max by ({_V}) ({names.GPU_COUNT})")
-    hot = round(min(1.0, 3 * limit) * interval, 6)
-    cool = round(limit / 4 * interval, 6)
-
-    def series(per_step: float) -> tuple[Series, ...]:
-        return (Series(selector(thr, {_V: "canary", names.REASON: "thermal"}), f"0+{per_step!r}x{steps}"),
-                Series(selector(names.GPU_COUNT, {_V: "canary"}), f"1x{steps}"))
-
-    throttled = Alert(
-        name=names.ALERT_GPU_THROTTLED, expr=f"{share}\n> {limit!r}", severity="warning",
-        for_seconds=a.limits.leading_for, summary="{{ $labels.version }}: GPUs throttled ({{ $labels.reason }})",
-        description=(f"The average GPU of version {{{{ $labels.version }}}} was throttled by its "
-                     f"{{{{ $labels.reason }}}} limit {{{{ $value | humanizePercentage }}}} of the time for "
-                     f"{duration(a.limits.leading_for)} (threshold {limit:.0%}): it runs slower than its siblings "
-                     "without any error, so latency degrades silently."),
-        runbook="gpu-throttled",
-        examples=(Example(f"{names.ALERT_GPU_THROTTLED} fires when thermally throttled {hot / interval:.0%}",
-                          series(hot), at, interval, (Firing(((names.REASON, "thermal"), (_V, "canary")),
-                                                             hot / interval),)),
-                  Example(f"{names.ALERT_GPU_THROTTLED} quiet at {cool / interval:.1%}", series(cool), at,
-                          interval)),
-    )
-    clocks = names.GPU_CLOCK_THROTTLED
-    hw = "|".join(names.HARDWARE_SLOWDOWNS)
-    slowdown = Alert(
-        name=names.ALERT_GPU_HW_SLOWDOWN,
-        expr=f"max by ({_V}, {names.REASON}) ({selector(clocks, regex={names.REASON: hw})}) > 0",
-        severity="warning", for_seconds=a.limits.leading_for,
-        summary="{{ $labels.version }}: GPU clocks slowed by the hardware ({{ $labels.reason }})",
-        description=("{{ printf \"%.0f\" $value }} GPU(s) of version {{ $labels.version }} report the NVML clock "
-                     f"throttle reason {{{{ $labels.reason }}}} for {duration(a.limits.leading_for)}: the hardware "
-                     "halves its clocks or more (overheating, a power-brake signal, a failing power supply) — "
-                     "not a software cap; the node needs a look."),
-        runbook="gpu-throttled",
-        examples=(Example(f"{names.ALERT_GPU_HW_SLOWDOWN} fires on a hardware thermal slowdown",
-                          (Series(selector(clocks, {_V: "canary", names.REASON: "hw_thermal"}), f"1x{steps}"),
-                           Series(selector(clocks, {_V: "canary", names.REASON: "sw_power_cap"}), f"2x{steps}")),
-                          at, interval, (Firing(((names.REASON, "hw_thermal"), (_V, "canary")), 1.0),)),
-                  Example(f"{names.ALERT_GPU_HW_SLOWDOWN} quiet on a software power cap only",
-                          (Series(selector(clocks, {_V: "canary", names.REASON: "hw_thermal"}), f"0x{steps}"),
-                           Series(selector(clocks, {_V: "canary", names.REASON: "sw_power_cap"}), f"2x{steps}")),
-                          at, interval)),
-    )
-    return memory, throttled, slowdown
-
-
-def _replica_outlier(a: Alerting) -> Alert:
-    """One replica much slower than its siblings (one bad GPU or node) for the hold time."""
-    interval, at, steps = timing(a, a.limits.leading_for)
-    out, score = names.REPLICA_OUTLIER, names.REPLICA_OUTLIER_SCORE
-    key: Labels = ((names.REPLICA, "llm-canary-0"), (_V, "canary"))
-    other = {_V: "canary", names.REPLICA: "llm-canary-1"}
-    return Alert(
-        name=names.ALERT_REPLICA_OUTLIER,
-        expr=f"max by ({_V}, {names.REPLICA}) ({out}) == 1",
-        severity="warning", for_seconds=a.limits.leading_for,
-        summary="{{ $labels.version }}: replica {{ $labels.replica }} much slower than its siblings",
-        description=("Replica {{ $labels.replica }} of version {{ $labels.version }} has a median TTFT far above its "
-                     f"siblings' for {duration(a.limits.leading_for)}: the version's latency averages it away, "
-                     "its users wait. One GPU or node is degraded: check its DCGM panel (throttling, ECC) "
-                     "(outlier flag {{ printf \"%.0f\" $value }})."),
-        runbook="replica-slow",
-        examples=(Example(f"{names.ALERT_REPLICA_OUTLIER} fires on one slow replica",
-                          (Series(selector(out, dict(key)), f"1x{steps}"),
-                           Series(selector(score, dict(key)), f"8x{steps}"),
-                           Series(selector(out, other), f"0x{steps}"),
-                           Series(selector(score, other), f"-0.5x{steps}")),
-                          at, interval, (Firing(key, 1.0),)),
-                  Example(f"{names.ALERT_REPLICA_OUTLIER} quiet when replicas agree",
-                          (Series(selector(out, dict(key)), f"0x{steps}"),
-                           Series(selector(score, dict(key)), f"0.4x{steps}")), at, interval)),
-    )
-
-
-def _restart_storm(a: Alerting) -> Alert:
-    """vLLM servers of one version restart again and again (crash loop, OOM): each restart is a counter reset
-    the running totals absorb, so without this count nothing shows it."""
-    window_s = 900 * a.time_scale
-    interval, at, steps = _covering(a, window_s)
-    rst = names.ENGINE_RESTARTS + "_total"
-    n = a.limits.restarts_per_15m
-    window = duration(window_s)
-    key: Labels = ((_V, "canary"),)
-    per_window = window_s / interval  # one restart per evaluation interval: that many in a window, > n
-    return Alert(
-        name=names.ALERT_RESTART_STORM, expr=f"increase({rst}[{window}]) > {n}", severity="warning",
-        summary="{{ $labels.version }}: vLLM restarting repeatedly",
-        description=(f"The vLLM servers of version {{{{ $labels.version }}}} restarted "
-                     f"{{{{ printf \"%.0f\" $value }}}} times in {window} (more than {n}): a crash loop, OOM kills "
-                     "or a failing probe. Each restart fails its in-flight requests and resets the engine's "
-                     "counters (the observer's totals absorb the resets)."),
-        runbook="restart-storm",
-        examples=(Example(f"{names.ALERT_RESTART_STORM} fires in a crash loop",
-                          (Series(selector(rst, {_V: "canary"}), f"0+1x{steps}"),), at, interval,
-                          (Firing(key, per_window),)),
-                  Example(f"{names.ALERT_RESTART_STORM} quiet after one restart",
-                          (Series(selector(rst, {_V: "canary"}), f"0 1x{steps}"),), at, interval))
-        if per_window > n else (),
-    )
-
-
-def _engine_hung(a: Alerting) -> Alert:
-    """A replica takes requests and finishes none (a deadlocked engine, a stopped process behind a live socket):
-    /health can stay green and the latency and error ratios go missing instead of burning, so no SLO alert fires."""
-    hold = 120 * a.time_scale
-    interval, at, steps = timing(a, hold)
-    state = names.REPLICAS_IN_STATE
-    expr = f"max by ({_V}, {names.STATE}) ({selector(state, regex={names.STATE: 'hung|unhealthy'})}) > 0"
-    key_hung: Labels = ((names.STATE, "hung"), (_V, "canary"))
-    return Alert(
-        name=names.ALERT_ENGINE_HUNG, expr=expr, severity="page", for_seconds=hold,
-        summary="{{ $labels.version }}: vLLM engine {{ $labels.state }}",
-        description=("{{ printf \"%.0f\" $value }} replica(s) of version {{ $labels.version }} are "
-                     "{{ $labels.state }} for "
-                     f"{duration(hold)}: hung = requests running and none finished for scrape.hung_after_seconds "
-                     "(the process answers /health and /metrics but serves nothing); unhealthy = vLLM's own "
-                     "engine_healthy is 0. Latency and error SLOs cannot burn on requests that never finish. "
-                     "The canary verdict is never pass while this holds."),
-        runbook="engine-hung",
-        examples=(Example(f"{names.ALERT_ENGINE_HUNG} fires on a hung replica",
-                          (Series(selector(state, {_V: "canary", names.STATE: "hung"}), f"0 0 1x{steps}"),
-                           Series(selector(state, {_V: "canary", names.STATE: "asleep"}), f"1x{steps + 2}")),
-                          at + 2 * interval, interval, (Firing(key_hung, 1.0),)),
-                  Example(f"{names.ALERT_ENGINE_HUNG} quiet on an asleep replica",
-                          (Series(selector(state, {_V: "canary", names.STATE: "hung"}), f"0x{steps}"),
-                           Series(selector(state, {_V: "canary", names.STATE: "asleep"}), f"1x{steps}")),
-                          at, interval)),
-    )
-
-
-def _corrupted(a: Alerting) -> Alert:
-    """A version answers garbage: vLLM found NaNs in the logits of its finished requests (counted only with
-    VLLM_COMPUTE_NANS_IN_LOGITS=1). Those requests finish `stop` like any other, so no error ratio or latency SLO
-    burns: only this counter sees them."""
-    hold = 300 * a.time_scale
-    interval, at, steps = timing(a, hold)
-    corrupted, finished = names.CORRUPTED_REQUESTS + "_total", names.REQUESTS + "_total"
-    window = duration(300 * a.time_scale)
-    limit = a.limits.corrupted_ratio
-    expr = (f"sum by ({_V}) (rate({corrupted}[{window}]))\n/\n"
-            f"(sum by ({_V}) (rate({finished}[{window}])) > 0)\n> {limit!r}")
-    per_step = 10_000
-    high, low = round(limit * 10 * per_step), max(1, round(limit / 5 * per_step))
-    key: Labels = ((_V, "canary"),)
-
-    def series(bad_per_step: int) -> tuple[Series, ...]:
-        return (Series(selector(finished, {_V: "canary", names.FINISHED_REASON: "stop"}), f"0+{per_step}x{steps}"),
-                Series(selector(corrupted, {_V: "canary", names.MODEL: "m"}), f"0+{bad_per_step}x{steps}"))
-
-    return Alert(
-        name=names.ALERT_CORRUPTED_OUTPUTS, expr=expr, severity="page", for_seconds=hold,
-        summary="{{ $labels.version }}: answers computed from NaN logits",
-        description=(f"{{{{ $value | humanizePercentage }}}} of the requests version {{{{ $labels.version }}}} "
-                     f"finished in the last {window} had NaNs in their logits (threshold {limit:.2%}), for "
-                     f"{duration(hold)}: users get garbage that finishes like a good answer, so no error ratio or "
-                     "latency SLO burns. A broken quantisation, kernel or GPU. The canary verdict fails on it where "
-                     "the `corrupted: true` metric is configured."),
-        runbook="corrupted-outputs",
-        examples=(Example(f"{names.ALERT_CORRUPTED_OUTPUTS} fires at {high / per_step:.1%}", series(high), at,
-                          interval, (Firing(key, high / per_step),)),
-                  Example(f"{names.ALERT_CORRUPTED_OUTPUTS} quiet at {low / per_step:.2%}", series(low), at,
-                          interval)),
-    )
-
-
-def _shedding(a: Alerting) -> Alert:
-    """Users are turned away before the engine: the sampling proxy sees 429/503 answers, or vLLM refuses requests
-    at admission (its queue limits; a 503 in no finished-request count). Either is a leading sign of a capacity
-    shortage, seen before latency or availability SLOs burn."""
-    interval, at, steps = timing(a, a.limits.leading_for)
-    proxied = names.PROXY_REQUESTS + "_total"
-    rejected = names.ADMISSION_REJECTIONS + "_total"
-    finished = names.REQUESTS + "_total"
-    window = duration(300 * a.time_scale)
-    shed = f"sum by ({_V}) (rate({selector(proxied, regex={names.CODE: '429|503'})}[{window}]))"
-    total = f"sum by ({_V}) (rate({proxied}[{window}]))"
-    refused = f"sum by ({_V}) (rate({rejected}[{window}]))"
-    admitted = f"sum by ({_V}) (rate({finished}[{window}]))"
-    limit = a.limits.shed_ratio
-    per_step = 1000
-    high, low = round(min(0.5, limit * 5) * per_step), round(limit / 4 * per_step)
-    key: Labels = ((_V, "stable"),)
-
-    def series(shed_per_step: int) -> tuple[Series, ...]:
-        return (Series(selector(proxied, {_V: "stable", names.CODE: "200"}), f"0+{per_step - shed_per_step}x{steps}"),
-                Series(selector(proxied, {_V: "stable", names.CODE: "429"}), f"0+{shed_per_step}x{steps}"))
-
-    def engine(refused_per_step: int) -> tuple[Series, ...]:
-        return (Series(selector(finished, {_V: "stable", names.FINISHED_REASON: "stop"}),
-                       f"0+{per_step - refused_per_step}x{steps}"),
-                Series(selector(rejected, {_V: "stable", names.REASON: "max_num_queued_reqs"}),
-                       f"0+{refused_per_step}x{steps}"))
-
-    expr = (f"(\n  {shed}\n  /\n  ({total} > 0)\n)\n> {limit!r}\nor\n"
-            f"(\n  {refused}\n  /\n  ({admitted} + {refused} > 0)\n)\n> {limit!r}")
-    return Alert(
-        name=names.ALERT_LOAD_SHEDDING, expr=expr, severity="warning",
-        for_seconds=a.limits.leading_for, summary="{{ $labels.version }}: requests shed (429/503)",
-        description=(f"{{{{ $value | humanizePercentage }}}} of the requests to version {{{{ $labels.version }}}} "
-                     f"were turned away for {duration(a.limits.leading_for)} (threshold {limit:.2%}): answered 429 "
-                     "or 503 as the sampling proxy saw them, or refused at admission by vLLM's queue limits "
-                     "(observer_admission_rejections_total). The fleet turns users away — a leading sign of a "
-                     "capacity shortage, seen before latency or availability SLOs burn."),
-        runbook="load-shedding",
-        examples=(Example(f"{names.ALERT_LOAD_SHEDDING} fires at {high / per_step:.1%} shed", series(high), at,
-                          interval, (Firing(key, high / per_step),)),
-                  Example(f"{names.ALERT_LOAD_SHEDDING} quiet at {low / per_step:.2%}", series(low), at, interval),
-                  Example(f"{names.ALERT_LOAD_SHEDDING} fires on vLLM admission rejections at {high / per_step:.1%}",
-                          engine(high), at, interval, (Firing(key, high / per_step),)),
-                  Example(f"{names.ALERT_LOAD_SHEDDING} quiet on rare admission rejections", engine(low), at,
-                          interval)),
-    )
-
-
 def _probe_failing(a: Alerting) -> Alert:
     """Golden replays (the synthetic probe, through whatever URL `fleet.versions[].openai` names: a gateway in
     front of the fleet tests the users' path) get no answer: request errors, not wrong answers."""
     window_s = max(1800.0 * a.time_scale, 2 * a.limits.leading_for)
     window = duration(window_s)
-    interval, at, steps = _covering(a, window_s)
+    interval, at, steps = covering(a, window_s)
     unscored = names.GOLDEN_UNSCORED + "_total"
     items = names.GOLDEN_ITEMS + "_total"
     failed = f"sum by ({_V}) (increase({selector(unscored, {names.REASON: 'request_error'})}[{window}]))"
@@ -553,7 +270,7 @@ def _engine_spans_missing(a: Alerting) -> Alert:
     redeploy, a wrong endpoint or token) and the outside-engine time is blind."""
     window_s = 900 * a.time_scale
     window = duration(window_s)
-    interval, at, steps = _covering(a, window_s)
+    interval, at, steps = covering(a, window_s)
     m = names.ENGINE_SPAN_REQUESTS + "_total"
     lost = f"sum by ({_V}) (increase({selector(m, regex={names.OUTCOME: 'missing|overflow'})}[{window}]))"
     total = f"sum by ({_V}) (increase({m}[{window}]))"

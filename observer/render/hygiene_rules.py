@@ -6,8 +6,8 @@ from __future__ import annotations
 from observer import conventions as names
 from observer.conventions.promql import one_of, selector
 from observer.render.burnrate import duration
-from observer.render.health_rules import timing
 from observer.render.objectives import Alerting
+from observer.render.rule_timing import timing
 from observer.render.rulemodel import Alert, Example, Firing, Group, Labels, Series
 
 _V = names.VERSION

@@ -9,8 +9,8 @@ from __future__ import annotations
 from observer import conventions as names
 from observer.conventions.promql import one_of, selector
 from observer.render.burnrate import PAGE, RECORDED_WINDOWS, TIERS, Tier, duration
-from observer.render.health_rules import example_interval
 from observer.render.objectives import Alerting, Objective, SliKind
+from observer.render.rule_timing import example_interval
 from observer.render.rulemodel import Alert, Example, Firing, Group, Recording, Rule, Series
 
 EVENTS = 10_000  # events per test interval in the generated promtool scenarios

@@ -149,3 +149,13 @@ def test_serve_and_proxy_commands_load_no_dev_module() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", f"observer serve/proxy loaded {out.stdout.strip()}"
+
+
+MAX_MODULE_LINES = 500
+"""A module past this has grown two jobs: split it where its parts stop sharing state (the canary judge's
+metrics, verdict and fairness; each source; the health rules' engine and GPU families)."""
+
+
+def test_no_module_is_over_the_size_limit() -> None:
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}
