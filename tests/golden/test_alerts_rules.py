@@ -19,10 +19,10 @@ from observer.config import load_config, parse_config
 from observer.config.spec import ObserverConfig
 from observer.render import alerts
 from observer.render.writer import write_files
+from tests.support.reference import PROMETHEUS_RULE_CRD, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "deploy" / "observer.yaml"
-CRD = ROOT / "tests" / "fixtures" / "crds" / "monitoring.coreos.com_prometheusrules.yaml"
 RUNBOOKS = ROOT / "runbooks"
 SECTIONS = ("Meaning", "Impact", "Diagnosis", "Mitigation")
 
@@ -184,7 +184,7 @@ def strict(schema: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def crd_validator() -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(CRD.read_text())
+    crd = yaml.safe_load(reference(PROMETHEUS_RULE_CRD).read_text())
     schema = strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     # metadata is a bare object in the CRD: hold it to what the API server accepts for our fields.
     schema["properties"]["metadata"] = {

@@ -14,9 +14,9 @@ import yaml
 
 from observer.config import load_config, parse_config
 from observer.render import argo, writer
+from tests.support.reference import ARGO_CRDS, reference
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = ROOT / "tests" / "fixtures" / "crds"
 CRD_FILES = {
     "AnalysisTemplate": "analysis-template-crd.yaml",
     "ClusterAnalysisTemplate": "cluster-analysis-template-crd.yaml",
@@ -39,7 +39,7 @@ def strict(schema: Any) -> Any:
 
 @functools.cache
 def validator(kind: str) -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load((CRDS / CRD_FILES[kind]).read_text())
+    crd = yaml.safe_load(reference(f"{ARGO_CRDS}/{CRD_FILES[kind]}").read_text())
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
     return jsonschema.Draft7Validator(strict(version["schema"]["openAPIV3Schema"]))
 

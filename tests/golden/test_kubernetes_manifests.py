@@ -1,6 +1,6 @@
 """The shipped manifests deploy: every kustomize overlay renders with `kubectl kustomize` (no cluster needed)
 and every object validates strictly — Kubernetes' own OpenAPI schemas (kubernetes-validate, unknown fields
-refused) for built-in kinds, the Argo Rollouts and PrometheusRule CRDs from tests/fixtures/crds for theirs.
+refused) for built-in kinds, the Argo Rollouts and PrometheusRule CRDs from ../shared/reference for theirs.
 One label key and one observer address everywhere; the central config parses."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from observer.config import parse_config
-from tests.golden.test_argo_templates import CRDS, strict
+from tests.golden.test_argo_templates import strict
 from tests.golden.test_argo_templates import validator as argo_validator
+from tests.support.reference import PROMETHEUS_RULE_CRD, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = ["deploy", "deploy/k8s/central", "deploy/k8s/single", "deploy/k8s/sidecar", "deploy/argo"]
@@ -71,7 +72,7 @@ def kustomize(overlay: str) -> list[dict[str, Any]]:
 
 @functools.cache
 def prometheusrule_validator() -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load((CRDS / "monitoring.coreos.com_prometheusrules.yaml").read_text())
+    crd = yaml.safe_load(reference(PROMETHEUS_RULE_CRD).read_text())
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     return jsonschema.Draft7Validator(strict(version["schema"]["openAPIV3Schema"]))
 
