@@ -2,9 +2,10 @@
 evaluator's result; Development status), exported over OTLP/HTTP by the SDK's log exporter.
 
 The conventions name the result (`gen_ai.evaluation.name`, `score.value`, `score.label`, `explanation`,
-`gen_ai.response.id`, `error.type`) but not yet who evaluated, against what, or which version was evaluated:
-those go under `observer.*` attributes (the evaluator's model and prompt and rubric hashes, the reference set and
-its content hash, the version, the canary pair) until the conventions name them.
+`gen_ai.response.id`, `error.type`). Who evaluated and against what are in a proposal (`gen_ai.evaluation.
+evaluator.id`/`.type`/`.version`, `gen_ai.evaluation.reference_set.id`/`.version`, PROPOSED_ATTRIBUTES): those
+are set too, beside the `observer.*` attributes that carry them and the rest (the evaluator's model and prompt and
+rubric hashes, the version evaluated, the canary pair), which stay as aliases until the proposal settles.
 
 An event about a sampled request (a live check, the judge's look at it, a shadow pair made from it) is linked
 to the trace and span the request carried (its stored W3C traceparent), so a trace backend shows the score
@@ -50,6 +51,19 @@ ERROR_TYPE = "error.type"
 CONVENTION_ATTRIBUTES = (NAME, SCORE_VALUE, SCORE_LABEL, EXPLANATION, RESPONSE_ID, ERROR_TYPE)
 """Every convention attribute the observer sets; the rest are `observer.*`."""
 
+EVALUATOR_ID = "gen_ai.evaluation.evaluator.id"
+EVALUATOR_TYPE = "gen_ai.evaluation.evaluator.type"
+EVALUATOR_VERSION = "gen_ai.evaluation.evaluator.version"
+REFERENCE_SET_ID = "gen_ai.evaluation.reference_set.id"
+REFERENCE_SET_VERSION = "gen_ai.evaluation.reference_set.version"
+PROPOSED_ATTRIBUTES = (EVALUATOR_ID, EVALUATOR_TYPE, EVALUATOR_VERSION, REFERENCE_SET_ID, REFERENCE_SET_VERSION)
+"""Evaluator and reference-set provenance as OpenTelemetry's GenAI proposal names them (semantic-conventions-genai
+PR #359, not merged): set beside their `observer.*` aliases, which stay until the proposal settles."""
+
+LLM_JUDGE, DETERMINISTIC = "llm_judge", "deterministic"
+"""The proposal's evaluator types: what decides the result (a judge model, or code: rule checks, golden
+assertions without a judge, the canary's statistical tests)."""
+
 OUTCOMES = ("exported", "failed", "dropped", "sampled_out")
 MAX_EXPLANATION = 1000
 
@@ -80,7 +94,27 @@ class Evaluation:
         if self.error_type:
             out[ERROR_TYPE] = self.error_type
         out.update({k: v for k, v in self.attributes.items() if k.startswith("observer.") and v != ""})
+        out.update(provenance(self.name, out))
         return out
+
+
+def provenance(name: str, attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The proposal's provenance attributes of an event named `name` (`golden/<set>`, `live/<check>`,
+    `judge/<rubric>`, `paired/<check>`, `paired_judge/<rubric>`, `canary_verdict`) from its `observer.*` ones:
+    the evaluator's id (the observer's evaluation, by kind and check), its type and version (the judge's prompt
+    version when a judge model decided, else this observer's version), and the golden set with its hash."""
+    kind = name.split("/", 1)[0]
+    judged = kind in ("judge", "paired_judge") or (kind == "golden" and "observer.evaluator.model" in attributes)
+    out: dict[str, Any] = {EVALUATOR_ID: f"observer/{name}" if kind != "golden" else "observer/golden",
+                           EVALUATOR_TYPE: LLM_JUDGE if judged else DETERMINISTIC}
+    version = attributes.get("observer.evaluator.prompt_version") if judged else __version__
+    if version:
+        out[EVALUATOR_VERSION] = str(version)
+    if attributes.get("observer.reference_set"):
+        out[REFERENCE_SET_ID] = attributes["observer.reference_set"]
+        if attributes.get("observer.reference_set.hash"):
+            out[REFERENCE_SET_VERSION] = attributes["observer.reference_set.hash"]
+    return out
 
 
 def linked(traceparent: str | None) -> Context | None:

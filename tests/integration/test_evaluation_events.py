@@ -21,7 +21,7 @@ from observer.analyse.quality.model import Answer, GoldenRunResult, ItemResult, 
 from observer.config import parse_config
 from observer.config.fleet import EvaluationEventsSpec
 from observer.errors import ConfigError
-from observer.evalevents import CONVENTION_ATTRIBUTES, EVENT, EvaluationEvents
+from observer.evalevents import CONVENTION_ATTRIBUTES, EVENT, PROPOSED_ATTRIBUTES, EvaluationEvents
 from tests.support import report_app as ra
 from tests.support.otlp_logs import otlp_logs_receiver
 
@@ -86,12 +86,20 @@ def test_golden_scores_and_verdicts_arrive_as_evaluation_events_with_trace_links
     assert q2.attributes["gen_ai.evaluation.explanation"] == "exact: expected 'Paris'"
     assert q2.attributes["observer.evaluator.model"] == "judge-7b"
     assert q2.attributes["observer.reference_set.hash"] == "sha256:0123456789abcdef"
+    # the proposal's provenance names, beside their observer.* aliases
+    assert q2.attributes["gen_ai.evaluation.reference_set.id"] == q2.attributes["observer.reference_set"]
+    assert q2.attributes["gen_ai.evaluation.reference_set.version"] == "sha256:0123456789abcdef"
+    assert q2.attributes["gen_ai.evaluation.evaluator.type"] == "llm_judge"
+    assert q2.attributes["gen_ai.evaluation.evaluator.version"] == "v3"
+    assert q2.attributes["gen_ai.evaluation.evaluator.id"] == "observer/golden"
     q3 = next(r for r in golden if r.attributes["observer.golden.item"] == "q3")
     assert q3.attributes["error.type"] == "request_error" and "gen_ai.evaluation.score.value" not in q3.attributes
     assert verdict.attributes["gen_ai.evaluation.score.label"] == str(v.verdict) == "fail"
     assert verdict.attributes["gen_ai.evaluation.score.value"] == pytest.approx(v.score)
     assert verdict.attributes["observer.failed_metrics"] == "errors"
     assert verdict.attributes["observer.evaluator.model"] == "judge-7b"
+    assert verdict.attributes["gen_ai.evaluation.evaluator.type"] == "deterministic"
+    assert verdict.attributes["gen_ai.evaluation.evaluator.id"] == "observer/canary_verdict"
     # each event is parented to the span it was emitted in
     golden_ctx = golden_span.get_span_context()
     assert {(r.trace_id, r.span_id) for r in golden} == {(f"{golden_ctx.trace_id:032x}", f"{golden_ctx.span_id:016x}")}
@@ -103,7 +111,7 @@ def test_golden_scores_and_verdicts_arrive_as_evaluation_events_with_trace_links
     for r in got:
         keys = set(r.attributes)
         assert "gen_ai.evaluation.name" in keys
-        assert {k for k in keys if not k.startswith("observer.")} <= defined, keys - defined
+        assert {k for k in keys if not k.startswith("observer.")} <= defined | set(PROPOSED_ATTRIBUTES), keys - defined
     assert got[0].resource["service.name"] == "observer"
     assert events.counts["exported"] == 4 and events.counts["failed"] == 0
 
@@ -285,6 +293,9 @@ async def test_live_checks_judge_looks_and_shadow_pairs_link_to_the_sampled_requ
     assert judged["gen_ai.evaluation.score.label"] == "fail"
     assert judged["observer.evaluator.model"] == "scripted" and judged["observer.evaluator.rubric_hash"] == rubric.hash
     assert judged["observer.evaluator.prompt_hash"]
+    assert judged["gen_ai.evaluation.evaluator.type"] == "llm_judge"
+    assert by[("live/refusal", refused)].attributes["gen_ai.evaluation.evaluator.type"] == "deterministic"
+    assert by[("live/refusal", refused)].attributes["gen_ai.evaluation.evaluator.id"] == "observer/live/refusal"
     # a request that carried no trace context: its scores go under the job that scored them
     live_ctx = live_span.get_span_context()
     for name in ("live/empty", "live/refusal", "judge/helpfulness"):
@@ -300,7 +311,10 @@ async def test_live_checks_judge_looks_and_shadow_pairs_link_to_the_sampled_requ
     assert paired.attributes["gen_ai.evaluation.score.value"] == 0.5
     assert paired_judge.attributes["gen_ai.evaluation.score.label"] in ("win", "loss", "tie", "inconsistent")
     assert paired_judge.attributes["observer.evaluator.rubric"] == "helpfulness"
+    assert paired_judge.attributes["gen_ai.evaluation.evaluator.type"] == "llm_judge"
+    assert paired_judge.attributes["gen_ai.evaluation.evaluator.id"] == "observer/paired_judge/helpfulness"
+    assert paired.attributes["gen_ai.evaluation.evaluator.type"] == "deterministic"
     defined = convention_attributes()
     for r in got:
-        assert {k for k in r.attributes if not k.startswith("observer.")} <= defined
+        assert {k for k in r.attributes if not k.startswith("observer.")} <= defined | set(PROPOSED_ATTRIBUTES)
     assert events.counts["exported"] == 9
