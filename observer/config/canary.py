@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
 from observer.config.prometheus import PrometheusClientSpec
+from observer.conventions.ratios import RatioCounts
 from observer.conventions.vllm import LatencyId
 
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -95,6 +96,21 @@ class CanaryMetricSpec(Spec):
     critical: bool = Field(False, description="A Fail of this metric fails the canary; pass needs it Pass.")
     advisory: bool = Field(False, description="Reported only: never in the score or the verdict.")
     group: str = Field("default", description="Metric group for the weighted score.")
+
+    @property
+    def counts(self) -> RatioCounts | None:
+        """What a ratio metric counts (conventions/ratios.py has each kind's row); None for other kinds."""
+        if self.kind != "ratio":
+            return None
+        if self.live_check is not None:
+            return RatioCounts.LIVE_CHECK
+        if self.http_4xx:
+            return RatioCounts.HTTP_4XX
+        if self.spec_decode:
+            return RatioCounts.SPEC_DECODE
+        if self.corrupted:
+            return RatioCounts.CORRUPTED
+        return RatioCounts.FINISHED_REASONS
 
     @field_validator("name")
     @classmethod

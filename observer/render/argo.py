@@ -25,6 +25,7 @@ from observer.config.canary import CanaryMetricSpec, MetricKind
 from observer.config.spec import ObserverConfig
 from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.promql import selector
+from observer.conventions.ratios import RATIOS
 from observer.render.proxy_sidecar import IMAGE, VLLM_PORT, proxy_container, sidecar_objects, volumes
 from observer.render.vllm_pod import GRACE_SECONDS, vllm_container, vllm_volumes
 from observer.render.yamltext import dump_yaml
@@ -68,9 +69,8 @@ def argo_group(m: CanaryMetricSpec) -> str:
         case MetricKind.LATENCY:
             return "latency"
         case MetricKind.RATIO:  # the engine's own counters gate like errors; sampled live checks like quality
-            if m.live_check is not None:
-                return "quality"
-            return "latency" if m.spec_decode else "errors"
+            assert m.counts is not None
+            return RATIOS[m.counts].argo_dimension
         case MetricKind.QUALITY | MetricKind.PAIRED:
             return "quality"
         case MetricKind.COST:

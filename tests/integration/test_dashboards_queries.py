@@ -14,6 +14,7 @@ test, naming the panel.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import shutil
@@ -30,10 +31,15 @@ import yaml
 from typer.testing import CliRunner
 
 from observer import conventions as names
+from observer.analyse.canary.judge import bad_and_total
+from observer.analyse.canary.sources import PrometheusSource
 from observer.cli.main import app
 from observer.config import parse_config
+from observer.config.canary import CanaryMetricSpec, MetricKind
 from observer.config.spec import ObserverConfig
 from observer.conventions.fingerprint import sampling_hash, template_hash
+from observer.conventions.ratios import RatioCounts
+from observer.export.report.model import metric_query
 from observer.render import alerts as alert_render
 from observer.render.dashboards import render
 from observer.render.dashboards.lint import PanelQuery, queries, substitute
@@ -150,7 +156,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             port = free_port()  # the simulated engines export their OTLP spans to the observer's /v1/traces
             traces = TraceTarget(f"http://127.0.0.1:{port}/v1/traces", token=TOKEN)
             proxies = {v: f"http://{config.sampling.versions[v].listen}" for v in sorted(VERSIONS)}
-            with (run_fleet(config, seed=7, answer_dir=ROOT / "golden_sets", total_rps=40.0, traces=traces),
+            # Both arms speculate and check logits for NaNs: the ratio metrics that count draft tokens and corrupted
+            # requests have series to be shown.
+            engines = {v: {"spec_decode_acceptance": 0.7, "corrupted_rate": 0.02} for v in VERSIONS}
+            with (run_fleet(config, engines, seed=7, answer_dir=ROOT / "golden_sets", total_rps=40.0, traces=traces),
                   run_observer(config, port=port) as obs):
                 obs.wait_ready(timeout=30)
                 # The hour before (the fingerprints' reference window), then now.
@@ -178,6 +187,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                             try:
                                 httpx.post(f"{proxy}/v1/completions", timeout=10, json={
                                     "prompt": f"{v} question {i}", "max_tokens": 4, "stream": i % 2 == 0})
+                                if i % 5 == 0:  # a refused one now and then: the 4xx the rejections ratio counts
+                                    httpx.post(f"{proxy}/v1/completions", timeout=10, json={"prompt": 1})
                             except httpx.HTTPError as e:
                                 errors.append(f"proxy {v}: {e!r}")
                         # Run the real judge pass more often than its schedule, so the canary gauges
@@ -314,3 +325,45 @@ def test_variable_queries_offer_both_versions_and_the_served_models(stack: Stack
     assert offered["version"] == VERSIONS
     assert offered["model"] == {"sim-stable", "sim-canary"}
     assert offered["namespace"] == set()  # a static scrape adds none; "All" (.*) and "" both match then
+
+
+RATIO_EXAMPLES = {  # one canary metric of each kind a ratio can count (conventions/ratios.py)
+    RatioCounts.FINISHED_REASONS: CanaryMetricSpec(name="finishes", kind=MetricKind.RATIO,
+                                                   finished_reasons=["stop", "length"]),
+    RatioCounts.HTTP_4XX: CanaryMetricSpec(name="rejections", kind=MetricKind.RATIO, http_4xx=True),
+    RatioCounts.LIVE_CHECK: CanaryMetricSpec(name="refusals", kind=MetricKind.RATIO, live_check="empty"),
+    RatioCounts.SPEC_DECODE: CanaryMetricSpec(name="draft_rejections", kind=MetricKind.RATIO, spec_decode=True),
+    RatioCounts.CORRUPTED: CanaryMetricSpec(name="nan_logits", kind=MetricKind.RATIO, corrupted=True),
+}
+assert set(RATIO_EXAMPLES) == set(RatioCounts)
+
+
+@pytest.mark.parametrize("counts", list(RatioCounts))
+def test_the_reports_query_of_each_ratio_kind_shows_what_the_judge_read(stack: Stack, counts: RatioCounts) -> None:
+    """The report links each ratio metric to the PromQL of its evidence: for both arms it must select series, and
+    give the bad share the judge computes from what the Prometheus source read over the same window."""
+    m = RATIO_EXAMPLES[counts]
+    window = 20.0
+    query = metric_query(m, "unused", "canary", "stable", window)
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        at = time.time() - 2.0  # a scrape Prometheus surely has
+        got = {r["metric"].get("version"): float(r["value"][1]) for r in stack.prom.query(query, at=at)}
+        if set(got) == set(VERSIONS) or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    assert set(got) == set(VERSIONS), f"{counts}: {query} gave {got}; background errors: {stack.errors[-5:]}"
+
+    async def judged(version: str) -> float:
+        async with httpx.AsyncClient() as http:
+            # the report's window is at least 60 s: read the judge's counts over the same range
+            source = PrometheusSource(url=stack.prom.url, http=http, slice_seconds=60.0)
+            arm = await source.arm(version, [m], since=at - max(60.0, window), now=at, with_drift=False)
+        if counts is RatioCounts.LIVE_CHECK:
+            failures, total = arm.live_checks[m.live_check or ""]
+            return failures / total
+        bad, total = bad_and_total(m, arm)
+        return bad / total
+
+    for version in sorted(VERSIONS):
+        assert got[version] == pytest.approx(asyncio.run(judged(version)), rel=1e-6), (counts, version, query)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -142,3 +143,16 @@ def test_evaluation_rules() -> None:
     assert measurement_phase(None, "result == true", None) == S
     assert measurement_phase('result == "pass"', 'result == "pass"', "pass") == F  # failure wins
     assert run_phase([S, I, S]) == I and run_phase([S, E]) == E and run_phase([I, F, E]) == F
+
+
+def test_every_ratio_kind_has_one_row_and_every_ratio_metric_one_kind() -> None:
+    from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
+    from observer.conventions.ratios import RATIOS, RatioCounts
+
+    assert set(RATIOS) == set(RatioCounts)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "canary.md").read_text()
+    for counts, row in RATIOS.items():
+        assert f"| `{counts}` |" in docs, f"docs/canary.md's ratio table lacks {counts}"
+        assert row.argo_dimension in ("errors", "latency", "quality")
+    assert {m.counts for m in CanarySpec().metrics if m.kind == MetricKind.RATIO} <= set(RatioCounts)
+    assert CanaryMetricSpec(name="x", kind=MetricKind.LATENCY, family="ttft").counts is None

@@ -23,6 +23,7 @@ from observer.analyse.canary.results import (
 )
 from observer.collect.model import Histogram
 from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
+from observer.conventions.ratios import RatioCounts
 
 __all__ = [
     "GAUGE_VALUE",
@@ -149,21 +150,28 @@ def _sliced(c: ArmData, b: ArmData) -> list[tuple[ArmData, ArmData]] | None:
     return list(zip(c.slices, b.slices, strict=False))
 
 
-def _bad(m: CanaryMetricSpec, a: ArmData) -> tuple[float, float]:
+def bad_and_total(m: CanaryMetricSpec, a: ArmData) -> tuple[float, float]:
     """(bad, total) requests of one arm (or slice). With `http_4xx`, the refused requests of all requests.
     With `http_5xx`, 5xx responses beyond the finished
     errors count as bad requests the engine never finished (vLLM < 0.13 has no `error` finish reason;
     a request refused before the engine has none either): max(5xx − errors, 0) is added to both, so a
     failed request seen as both an `error` finish and a 500 is counted once."""
-    if m.spec_decode:  # draft tokens, not requests: the rejected ones are the bad events
-        spec = a.spec_decode or {}
-        rejected = float(spec.get("rejected", 0.0))
-        return rejected, rejected + float(spec.get("accepted", 0.0))
-    if m.corrupted:  # finished like any other request: in the finished count already
-        return float(a.corrupted or 0.0), float(sum((a.requests or {}).values()))
-    if m.http_4xx:  # refused before the engine: in no finished-request count, so added to the total
-        refused = float((a.http_status or {}).get("4xx", 0.0))
-        return refused, float(sum((a.requests or {}).values())) + refused
+    match m.counts:
+        case RatioCounts.SPEC_DECODE:  # draft tokens, not requests: the rejected ones are the bad events
+            spec = a.spec_decode or {}
+            rejected = float(spec.get("rejected", 0.0))
+            return rejected, rejected + float(spec.get("accepted", 0.0))
+        case RatioCounts.CORRUPTED:  # finished like any other request: in the finished count already
+            return float(a.corrupted or 0.0), float(sum((a.requests or {}).values()))
+        case RatioCounts.HTTP_4XX:  # refused before the engine: in no finished-request count, so added to the total
+            refused = float((a.http_status or {}).get("4xx", 0.0))
+            return refused, float(sum((a.requests or {}).values())) + refused
+        case RatioCounts.LIVE_CHECK:
+            return _checked(a, m.live_check or "")
+        case RatioCounts.FINISHED_REASONS | None:
+            pass
+        case _:
+            assert_never(m.counts)
     if a.requests is None:
         return 0.0, 0.0
     bad, total = float(sum(a.requests.get(r, 0.0) for r in m.finished_reasons)), float(sum(a.requests.values()))
@@ -210,10 +218,10 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
         return _base(m, Outcome.NODATA, detail="no HTTP status counters (vLLM's http_requests_total) in both arms")
     pairs = _sliced(c, b)
     if pairs is not None:
-        counts = np.array([(*_bad(m, sc), *_bad(m, sb)) for sc, sb in pairs]).reshape(-1, 4)
+        counts = np.array([(*bad_and_total(m, sc), *bad_and_total(m, sb)) for sc, sb in pairs]).reshape(-1, 4)
         return _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], alpha=alpha,
                               power=power, pooled=True)
-    (bad_c, n_c), (bad_b, n_b) = _bad(m, c), _bad(m, b)
+    (bad_c, n_c), (bad_b, n_b) = bad_and_total(m, c), bad_and_total(m, b)
     return _ratio_outcome(m, round(bad_c), round(n_c), round(bad_b), round(n_b), alpha=alpha, power=power)
 
 
@@ -274,7 +282,7 @@ def metric_slices(m: CanaryMetricSpec, c: ArmData, b: ArmData) -> np.ndarray | N
             check = m.live_check
             rows = [(*_checked(sc, check), *_checked(sb, check)) for sc, sb in pairs]
         else:
-            rows = [(*_bad(m, sc), *_bad(m, sb)) for sc, sb in pairs]
+            rows = [(*bad_and_total(m, sc), *bad_and_total(m, sb)) for sc, sb in pairs]
     elif m.kind == MetricKind.LATENCY and m.family is not None:
         hb = b.histograms.get(m.family)
         le = None if hb is None or hb.count <= 0 else latency_edge(m, hb)[0]

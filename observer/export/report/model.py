@@ -15,6 +15,7 @@ from observer.analyse.canary.results import ArmData, MetricResult, Outcome, Verd
 from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
 from observer.config.spec import ObserverConfig
 from observer.conventions.latency import LATENCY
+from observer.conventions.ratios import ratio_query
 from observer.export.report import plots
 
 LATENCY_FAMILIES = ("ttft", "itl", "e2e")
@@ -147,11 +148,9 @@ def metric_query(m: CanaryMetricSpec | None, result: str, canary: str, baseline:
     per-arm counters or histograms), or the exported result for kinds read from the observer's own areas."""
     arms = f'{names.VERSION}=~"{canary}|{baseline}"'
     rng = f"[{max(60, round(window))}s]"
-    if m is not None and m.kind == MetricKind.RATIO and m.live_check is None and not m.http_4xx:
-        total = f"{names.REQUESTS}_total"
-        bad = f'{names.FINISHED_REASON}=~"{"|".join(m.finished_reasons)}"'
-        return (f"sum by ({names.VERSION}) (increase({total}{{{arms},{bad}}}{rng})) / "
-                f"sum by ({names.VERSION}) (increase({total}{{{arms}}}{rng}))")
+    if m is not None and m.counts is not None:
+        return ratio_query(m.counts, arms={names.VERSION: f"{canary}|{baseline}"}, window=rng,
+                           reasons=m.finished_reasons, check=m.live_check)
     if m is not None and m.kind == MetricKind.LATENCY and m.family is not None:
         bucket = f"{LATENCY[m.family].exported}_bucket"
         return (f"histogram_quantile({m.quantile}, sum by ({names.VERSION}, le) "

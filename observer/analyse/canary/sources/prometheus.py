@@ -18,6 +18,7 @@ from observer.config.canary import CanaryMetricSpec
 from observer.config.prometheus import PrometheusClientSpec
 from observer.conventions.latency import LATENCY
 from observer.conventions.promql import selector
+from observer.conventions.ratios import RatioCounts
 from observer.conventions.vllm import LatencyId
 
 
@@ -143,7 +144,8 @@ class PrometheusSource:
                                at=now)
         requests = {str(s["metric"].get(names.FINISHED_REASON, "")): _finite(s["value"][1]) for s in res} \
             if res else None
-        http = any(m.http_5xx or m.http_4xx for m in metrics)
+        counts = {m.counts for m in metrics}
+        http = RatioCounts.HTTP_4XX in counts or any(m.http_5xx for m in metrics)
         statuses: dict[str, float] | None = None
         if http:
             res = await self.query(f"sum by ({names.HTTP_STATUS_CLASS}) "
@@ -185,13 +187,13 @@ class PrometheusSource:
                     continue
                 p = await self._scalar(f"min({names.DRIFT_P_VALUE}{sel})", now)
                 drift[f] = DriftObservation(drift=detected >= 1, status="ok", p_value=p)
-        speculative = any(m.spec_decode for m in metrics)
+        speculative = RatioCounts.SPEC_DECODE in counts
         spec: dict[str, float] | None = None
         if speculative:
             res = await self.query(f"sum by ({names.OUTCOME}) "
                                    f"({self._inc(f'{names.SPEC_DECODE_TOKENS}_total{v}', rng)})", at=now)
             spec = {str(s["metric"].get(names.OUTCOME, "")): _finite(s["value"][1]) for s in res} if res else None
-        checked = any(m.corrupted for m in metrics)
+        checked = RatioCounts.CORRUPTED in counts
         corrupted: float | None = None
         if checked:
             res = await self.query(f"sum({self._inc(f'{names.CORRUPTED_REQUESTS}_total{v}', rng)})", at=now)
