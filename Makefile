@@ -83,7 +83,7 @@ test:
 	OBSERVER_TEST_LOG=$(RESULTS)/serial.log $(BIN)/python -m pytest -q -p no:cacheprovider $(SERIAL) --durations=10
 
 bench: setup
-	$(BIN)/python bench/scrape.py
+	$(BIN)/python -m bench.scrape
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

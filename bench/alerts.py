@@ -11,7 +11,7 @@
    reset time (how long the alert keeps firing after the incident ended) per incident type, and
    pages on a harmless blip (0.2% of the monthly budget).
 
-Usage: .venv/bin/python bench/alerts.py [--months 12] [--rps 0.5]
+Usage: .venv/bin/python -m bench.alerts [--months 12] [--rps 0.5]
 The last output line is a JSON object.
 """
 

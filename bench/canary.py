@@ -29,8 +29,8 @@ first passes, and on their own at α 0.01 (one critical metric's budget) the liv
 A/A rates, sliced and, for comparison, as if samples were independent. Decode-speed regressions (ITL ×1.5,
 TTFT and errors unchanged) measure whether the default verdict fails them within the step.
 
-    .venv/bin/python bench/canary.py            # 200 A/A steps per model and weight, 20 runs per regression
-    .venv/bin/python bench/canary.py --quick    # smoke run
+    .venv/bin/python -m bench.canary            # 200 A/A steps per model and weight, 20 runs per regression
+    .venv/bin/python -m bench.canary --quick    # smoke run
 """
 
 from __future__ import annotations
@@ -39,15 +39,11 @@ import argparse
 import math
 import multiprocessing as mp
 import statistics
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy import stats as sps
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from observer import jsonsafe
 from observer.analyse import histogram

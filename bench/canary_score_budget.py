@@ -6,18 +6,14 @@ whether the verdict ever said `fail` (today's rule: a score below marginal fails
 non-critical metrics), and whether the rule before the fix would have: a look with no critical failure,
 a score below marginal and exactly one failed non-critical metric. Last line: one JSON object.
 
-    .venv/bin/python bench/canary_score_budget.py [--steps 200]
+    .venv/bin/python -m bench.canary_score_budget [--steps 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from observer.analyse.canary.judge import Outcome
 from observer.analyse.canary.verdict import judge

@@ -2,20 +2,16 @@
 requests judged on dependent slices (the rate varies log-normally, σ 0.5, from slice to slice), over seeded
 trials, at the level users see: the metric's outcome in the verdict.
 
-    .venv/bin/python bench/corrupted.py [--trials 200]
+    .venv/bin/python -m bench.corrupted [--trials 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.unit.test_corrupted_requests import _outcome
+from tests.support.corrupted_streams import corrupted_outcome as _outcome
 
 ARMS = (("clean", 0.0, 0.0), ("rare_equal", 0.002, 0.002), ("rare_worse", 0.005, 0.002), ("broken", 0.02, 0.0))
 """(label, canary rate, stable rate)."""

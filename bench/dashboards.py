@@ -9,7 +9,7 @@ Reported, per dashboard: milliseconds per full refresh, queries returning data, 
 the canary from stable (a `version` in the result). The example filters by `model_name` only, so it needs
 one refresh per model to show both versions; its refresh time is counted for each served model.
 
-Run: .venv/bin/python bench/dashboards.py [--collect 45] [--repeat 5]
+Run: .venv/bin/python -m bench.dashboards [--collect 45] [--repeat 5]
 Last output line: a JSON object.
 """
 
@@ -18,23 +18,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from observer.config import parse_config
+from observer.render import alerts as alert_render
+from observer.render.dashboards import render
+from observer.render.dashboards.lint import PanelQuery, queries, substitute
+from observer_dev.sim.fleet import run_fleet
+from tests.support.observer_proc import run_observer
+from tests.support.prom import Prometheus, free_port, run_prometheus
 
-from observer.config import parse_config  # noqa: E402
-from observer.render import alerts as alert_render  # noqa: E402
-from observer.render.dashboards import render  # noqa: E402
-from observer.render.dashboards.lint import PanelQuery, queries, substitute  # noqa: E402
-from observer_dev.sim.fleet import run_fleet  # noqa: E402
-from tests.support.observer_proc import run_observer  # noqa: E402
-from tests.support.prom import Prometheus, free_port, run_prometheus  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 EXAMPLE = ROOT / "tests" / "fixtures" / "dashboards" / "vllm-example-grafana.json"
 

@@ -13,7 +13,7 @@ all-MiniLM-L6-v2 (this embedding pass is also the throughput measurement). Every
    Evidently methods at their defaults).
 4. Embedding throughput (texts/s): batched (64) vs one text per call, and from the cache.
 
-Usage: python bench/drift.py [--null-trials 300] [--shift-trials 60] [--evidently-null-trials 40]
+Usage: python -m bench.drift [--null-trials 300] [--shift-trials 60] [--evidently-null-trials 40]
                              [--evidently-shift-trials 15] [--permutations 500]
 Last line: a JSON object with false_alarm_rate, power, evidently, seconds_n2000_1000_permutations,
 embed_texts_per_s.
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 import warnings
@@ -34,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from observer.analyse.drift.mmd import permutation_test  # noqa: E402
-from observer.analyse.embed import load_local_embedder  # noqa: E402
-from tests.support.drift_corpus import SHIFTS, load_corpus  # noqa: E402
+from observer.analyse.drift.mmd import permutation_test
+from observer.analyse.embed import load_local_embedder
+from tests.support.drift_corpus import SHIFTS, load_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ALPHA = 0.05
 N = 500

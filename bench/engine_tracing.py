@@ -11,14 +11,13 @@ busy engine it can outlast a 1 s scrape timeout).
 reads it beyond config validation (`collect_model_forward_time` has no caller), so the observer does not
 pass it. Ratios are traced/plain: median burst wall time and `/metrics` p95. Last line: JSON.
 
-    make real-vllm && .venv/bin/python bench/engine_tracing.py [--bursts 5]
+    make real-vllm && .venv/bin/python -m bench.engine_tracing [--bursts 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import threading
 import time
@@ -30,12 +29,11 @@ from typing import Any
 import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from observer.collect.otlp import OtlpError, decode_export
+from observer_dev.gameday.real import STABLE, drive
+from observer_dev.vllmproc import RunningVllm, run_vllm, with_otlp
 
-from observer.collect.otlp import OtlpError, decode_export  # noqa: E402
-from observer_dev.gameday.real import STABLE, drive  # noqa: E402
-from observer_dev.vllmproc import RunningVllm, run_vllm, with_otlp  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Receiver:

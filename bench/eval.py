@@ -8,7 +8,7 @@
    batched path (one embedding batch for all outputs + references) vs. embedding each
    (output, reference) pair with its own call, as a per-item loop does. The embedder's cache is off.
 
-Usage: .venv/bin/python bench/eval.py [--concurrency 16] [--rounds 2] [--similarity-items 256]
+Usage: .venv/bin/python -m bench.eval [--concurrency 16] [--rounds 2] [--similarity-items 256]
 The last output line is a JSON object (golden_items_per_s, similarity_items_per_s, and the baselines).
 """
 
@@ -19,23 +19,22 @@ import asyncio
 import json
 import os
 import socket
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import httpx  # noqa: E402
+import httpx
 
-from observer.analyse.quality.golden import GoldenSet, discover  # noqa: E402
-from observer.analyse.quality.runner import GoldenRunner  # noqa: E402
-from observer.analyse.quality.scorer import Scorer  # noqa: E402
-from observer.analyse.quality.similarity import cosine_scores  # noqa: E402
-from observer.config import parse_config  # noqa: E402
-from observer.config.quality import QualitySpec  # noqa: E402
-from observer_dev.sim.fleet import run_fleet  # noqa: E402
+from observer.analyse.quality.golden import GoldenSet, discover
+from observer.analyse.quality.runner import GoldenRunner
+from observer.analyse.quality.scorer import Scorer
+from observer.analyse.quality.similarity import cosine_scores
+from observer.config import parse_config
+from observer.config.quality import QualitySpec
+from observer_dev.sim.fleet import run_fleet
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:

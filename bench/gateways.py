@@ -1,9 +1,9 @@
 """What each way into the fleet costs: `observer proxy` against the gateways users already run, side by side.
 
-    .venv/bin/python bench/gateways.py                 # ~6 min: every arm, plain and streamed, 4 loads
-    .venv/bin/python bench/gateways.py --rounds 2      # quicker, noisier
-    .venv/bin/python bench/gateways.py --only observer,nginx --concurrency 16
-    .venv/bin/python bench/gateways.py --real          # ~12 min: the same arms in front of the real vLLM
+    .venv/bin/python -m bench.gateways                 # ~6 min: every arm, plain and streamed, 4 loads
+    .venv/bin/python -m bench.gateways --rounds 2      # quicker, noisier
+    .venv/bin/python -m bench.gateways --only observer,nginx --concurrency 16
+    .venv/bin/python -m bench.gateways --real          # ~12 min: the same arms in front of the real vLLM
 
 One upstream answers after a constant 20 ms (`tests.support.constant_upstream`; streamed replies: the first
 chunk after 20 ms, four more 5 ms apart), so no engine jitter is in the figures. The arms, each a real
@@ -45,11 +45,10 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.support import gateways as gw
+from tests.support.loadgen import Result, Target
 
-from tests.support import gateways as gw  # noqa: E402
-from tests.support.loadgen import Result, Target  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 ARMS = ("direct", "direct_b", "nginx", "haproxy", "litellm", "litellm_cb", "observer")
 AUTH = {"authorization": f"Bearer {gw.LITELLM_KEY}"}

@@ -17,22 +17,19 @@ The scripted judges: pointwise flips a verdict with probability NOISE; pairwise 
 answer, or a tie) except with probability BIAS it names the answer shown first and with probability NOISE it
 picks 1, 2 or tie at random. Every test runs at the same α (one critical metric's step budget).
 
-    .venv/bin/python bench/paired.py [--trials 200] [--aa-steps 400]
+    .venv/bin/python -m bench.paired [--trials 200] [--aa-steps 400]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import yaml
 from scipy import stats as sps
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from observer.analyse.canary.judge import ArmData, Outcome, PairCounts, judge_metric
 from observer.analyse.quality.pairwise import combine, position_pick

@@ -1,7 +1,7 @@
 """Latency the sampling proxy adds, and mirror-ingest throughput, on loopback against the simulator.
 
-    .venv/bin/python bench/proxy.py            # ~2.5 min: 4 s phases, 20 s ingest soak
-    .venv/bin/python bench/proxy.py --full     # 10 s phases, 60 s ingest soak
+    .venv/bin/python -m bench.proxy            # ~2.5 min: 4 s phases, 20 s ingest soak
+    .venv/bin/python -m bench.proxy --full     # 10 s phases, 60 s ingest soak
 
 Three processes: the simulator (time_scale 0, no background load: replies as fast as it can), the
 `observer proxy` sidecar in front of it (restarted per sampling rate 0 %, 10 %, 100 %; samples go to a
@@ -34,11 +34,10 @@ import httpx
 import numpy as np
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.support.gateways import process_cpu_seconds
+from tests.support.prom import free_port, wait_http
 
-from tests.support.gateways import process_cpu_seconds  # noqa: E402
-from tests.support.prom import free_port, wait_http  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SIM = """
 import sys, time

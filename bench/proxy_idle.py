@@ -1,7 +1,7 @@
 """What an idle `observer proxy` costs: CPU a second with no traffic, against nginx beside it.
 
-    .venv/bin/python bench/proxy_idle.py               # ~40 s
-    .venv/bin/python bench/proxy_idle.py --seconds 60
+    .venv/bin/python -m bench.proxy_idle               # ~40 s
+    .venv/bin/python -m bench.proxy_idle --seconds 60
 
 Both run in front of the constant-delay upstream (tests/support/constant_upstream.py), get a few requests to
 open their connections and fill a sampling window, then nothing for `--seconds`: the CPU each process spent
@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.support import gateways as gw
 
-from tests.support import gateways as gw  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 WINDOW_SECONDS = 10.0  # sampling.reservoir.window_seconds's default, which `observer proxy` runs with here
 BODY = {"model": "stable", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}

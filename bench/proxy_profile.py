@@ -1,8 +1,8 @@
 """Where `observer proxy` spends its CPU per request, under load: a py-spy profile grouped by part.
 
     .venv/bin/pip install py-spy                       # not a dependency of the observer
-    .venv/bin/python bench/proxy_profile.py            # ~40 s: concurrency 16, plain requests
-    .venv/bin/python bench/proxy_profile.py --stream --concurrency 64 --seconds 30
+    .venv/bin/python -m bench.proxy_profile            # ~40 s: concurrency 16, plain requests
+    .venv/bin/python -m bench.proxy_profile --stream --concurrency 64 --seconds 30
 
 The proxy runs in front of the constant-delay upstream (`tests.support.constant_upstream`, 20 ms) at its
 default sampling; the lean load generator (`tests.support.loadgen`) keeps `--concurrency` requests in flight
@@ -26,11 +26,10 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.support import gateways as gw
+from tests.support.loadgen import Target
 
-from tests.support import gateways as gw  # noqa: E402
-from tests.support.loadgen import Target  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # The first matching substring of a frame's file (or function) names its part.
 PARTS = (

@@ -10,9 +10,9 @@ in-process MiniLM embeddings; an A/A canary step, then the canary restarted with
 (requests queue) and judged again. Then the real game day (observer_dev/gameday/real.py: healthy, slow,
 worse, rejections, killed, idle, every area on) on servers of its own. Last line: JSON.
 
-    make real-vllm && .venv/bin/python bench/real_vllm.py [--pairs 400] [--anchors 66]
-    .venv/bin/python bench/real_vllm.py --only proxy                   # the proxy figures alone (~9 min)
-    .venv/bin/python bench/real_vllm.py --only judge --only gameday    # the judge and the real game day
+    make real-vllm && .venv/bin/python -m bench.real_vllm [--pairs 400] [--anchors 66]
+    .venv/bin/python -m bench.real_vllm --only proxy                   # the proxy figures alone (~9 min)
+    .venv/bin/python -m bench.real_vllm --only judge --only gameday    # the judge and the real game day
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -32,25 +31,26 @@ import httpx
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.engine_tap import EngineTap
+from observer.analyse.embed import RemoteEmbedder, load_local_embedder
+from observer.analyse.quality.calibrate import calibrate, load_labels
+from observer.analyse.quality.judge import JudgeClient, JudgeStats
+from observer.analyse.quality.prompts import load_prompt, load_rubrics
+from observer.collect.promtext import parse
+from observer.collect.vllm import _select
+from observer.conventions import vllm as vocab
+from observer.errors import JudgeError
+from observer_dev.gameday.real import CANARY, EMBEDDER, STABLE, drive
+from observer_dev.vllmproc import real_vllm_home, run_vllm
+from tests.support.observer_proc import run_observer
+from tests.support.poll import wait_until
+from tests.support.proxy_proc import run_proxy
+from tests.support.real_engines import Engines
+from tests.support.real_tier import looks, ttft_p95_pairs
+from tests.support.real_tier import normalised as _normalised
+from tests.support.real_tier import real_config as _config
 
-from bench.engine_tap import EngineTap  # noqa: E402
-from observer.analyse.embed import RemoteEmbedder, load_local_embedder  # noqa: E402
-from observer.analyse.quality.calibrate import calibrate, load_labels  # noqa: E402
-from observer.analyse.quality.judge import JudgeClient, JudgeStats  # noqa: E402
-from observer.analyse.quality.prompts import load_prompt, load_rubrics  # noqa: E402
-from observer.collect.promtext import parse  # noqa: E402
-from observer.collect.vllm import _select  # noqa: E402
-from observer.conventions import vllm as vocab  # noqa: E402
-from observer.errors import JudgeError  # noqa: E402
-from observer_dev.gameday.real import CANARY, EMBEDDER, STABLE, drive  # noqa: E402
-from observer_dev.vllmproc import real_vllm_home, run_vllm  # noqa: E402
-from tests.real.conftest import Engines  # noqa: E402
-from tests.real.test_real_engine import _config, _normalised, looks, ttft_p95_pairs  # noqa: E402
-from tests.support.observer_proc import run_observer  # noqa: E402
-from tests.support.poll import wait_until  # noqa: E402
-from tests.support.proxy_proc import run_proxy  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def families(engines: Engines) -> dict[str, int]:

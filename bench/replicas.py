@@ -6,21 +6,17 @@ Traffic (tests/support/pod_traffic.py): per pod, an AR(1) load level that raises
 for runs of requests, prefill shared by batches of 8, one stall of 10 requests per window, 150–400
 requests per pod (uneven routing). A slow pod is 3× slower on every request.
 
-    .venv/bin/python bench/replicas.py [--trials 300]
+    .venv/bin/python -m bench.replicas [--trials 300]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from observer.analyse.replicas import ReplicaTracker
 from tests.support.pod_traffic import hist, pod_traffic, trial

@@ -1,7 +1,7 @@
 """What the canary report costs to render: a pair page and the index, at 10 and at 1,000 pods of fleet state.
 
-    .venv/bin/python bench/report.py                  # ~1 min
-    .venv/bin/python bench/report.py --renders 200
+    .venv/bin/python -m bench.report                  # ~1 min
+    .venv/bin/python -m bench.report --renders 200
 
 The fleet is simulated (tests/support/report_app.py): one (canary, stable) pair per 20 pods, the canary on a
 quarter of them, each arm's data from the canary-stream simulator (30 minutes at 20 requests a second, 20
@@ -18,19 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fastapi.testclient import TestClient
+
+from tests.support import report_app as ra
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from fastapi.testclient import TestClient  # noqa: E402
-
-from tests.support import report_app as ra  # noqa: E402
 
 PODS = (10, 1000)
 

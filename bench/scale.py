@@ -22,7 +22,7 @@ once: only the dead replica's in-flight jobs), the leader failover time (kill â†
 redone (their lease is 2 s). The same jobs on one replica alone, in the same run, for the throughput
 ratio.
 
-Usage: python bench/scale.py [--clients 20] [--batch 25] [--seconds 10] [--pods 1000] [--repeats 20]
+Usage: python -m bench.scale [--clients 20] [--batch 25] [--seconds 10] [--pods 1000] [--repeats 20]
                              [--jobs 300] [--skip ingest,fleet,work]
 Last line: JSON with ingest_samples_per_s_postgres, ingest_samples_per_s_sqlite, observer_rss_mb, pods,
 judge_seconds_p95, jobs_lost, jobs_done_twice, failover_seconds and more.
@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 VERSIONS = [f"v{i}" for i in range(8)]
 

@@ -8,7 +8,7 @@
    The same cycle with prometheus_client's parser swapped in (adapted to our families) is the
    comparison.
 
-Usage: python bench/scrape.py [--targets 100] [--cycles 10] [--parse-seconds 3]
+Usage: python -m bench.scrape [--targets 100] [--cycles 10] [--parse-seconds 3]
 Last line: a JSON object with parse_speedup_vs_prometheus_client and core_fraction_100_targets_every_15s.
 """
 
@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 FIXTURE = ROOT / "tests" / "fixtures" / "vllm" / "generated_vllm-0.33.0_single-engine.prom"
 INTERVAL = 15.0

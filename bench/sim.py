@@ -2,7 +2,7 @@
 prometheus_client `Histogram.observe` once per observation (as vLLM itself does per request and per
 decode step), fed the very same simulated requests.
 
-    .venv/bin/python bench/sim.py [--requests 20000]
+    .venv/bin/python -m bench.sim [--requests 20000]
 
 Prints per-request CPU cost of both, their ratio, the core fraction of the default demo load
 (10 req/s over the fleet, 5 ticks/s), and the CPU cost of one `/metrics` exposition. Last line: JSON.

@@ -2,20 +2,16 @@
 dependent slices (the acceptance drifts ±3% from slice to slice, draft tokens follow each slice's requests), over
 seeded trials, at the level users see: the metric's outcome in the verdict. Stable accepts 70% of draft tokens.
 
-    .venv/bin/python bench/spec_decode.py [--trials 200]
+    .venv/bin/python -m bench.spec_decode [--trials 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.unit.test_spec_decode import _outcome
+from tests.support.spec_decode_streams import spec_outcome as _outcome
 
 
 def main() -> None:

@@ -33,14 +33,12 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 RECORDED_RATE = re.compile(r"version:(observer_[a-z0-9_]+):rate1m(\{[^}]*\})")
 

@@ -8,7 +8,7 @@ the same concurrency; CPU seconds of this process per request (the loopback upst
 same for both) and wall time are compared. The client stays only while it is clearly cheaper. Last line:
 one JSON object.
 
-    .venv/bin/python bench/upstream_client.py [--requests 4000]
+    .venv/bin/python -m bench.upstream_client [--requests 4000]
 """
 
 from __future__ import annotations
@@ -16,13 +16,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
-from pathlib import Path
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from observer.sample.upstream import UpstreamError, UpstreamPool
 

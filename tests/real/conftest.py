@@ -11,18 +11,14 @@ may run at a time on this machine (memory), so the tier runs inside the one `mak
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from observer_dev.gameday.real import CANARY, EMBEDDER, STABLE, drive  # noqa: F401  (the tier's specs and load)
 from observer_dev.promserver import free_port
-from observer_dev.vllmproc import RunningVllm, VllmSpec, real_vllm_home, run_vllm, with_otlp
-
-TOKEN = "real-tier"  # the observers' bearer token in this tier (their /v1/traces is a private route)
-START_TIMEOUT = 420.0  # generous: a busy 2-core machine starts two generators and an embedder in 1–2 min
-
+from observer_dev.vllmproc import real_vllm_home, run_vllm, with_otlp
+from tests.support.real_engines import START_TIMEOUT, TOKEN, Engines
 
 TEST_TIMEOUT = 900
 """pytest-timeout's limit for a test of this tier (the suite's is 300 s). Its tests are paced by rounds of
@@ -36,25 +32,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "tests/real/" in str(item.fspath):
             item.add_marker(pytest.mark.real)
             item.add_marker(pytest.mark.timeout(TEST_TIMEOUT))
-
-
-@dataclass
-class Engines:
-    """The running servers of the session."""
-
-    stable: RunningVllm
-    canary: RunningVllm
-    embedder: RunningVllm
-    version: str
-    otlp_port: int  # where stable and canary send their OTLP spans: an observer listens there only when a test
-    # runs one on this port; otherwise the exporter's batch fails to connect and is dropped (both alike)
-
-    def respec_canary(self, spec: VllmSpec) -> None:
-        """Restart the canary with other flags on the same port (a new canary revision)."""
-        self.canary.stop()
-        self.canary.spec = spec
-        self.canary.start()
-        self.canary.wait_healthy(timeout=START_TIMEOUT)
 
 
 @pytest.fixture(scope="package")  # stopped when the tier ends: the unit tier after it needs the memory

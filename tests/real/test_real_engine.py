@@ -39,40 +39,19 @@ from observer_dev.gameday.real import (
     SCENARIOS,
     RealScenario,
     kill_mid_stream,
-    paced,
     run_scenario,
     stopped_engine_core,
 )
 from observer_dev.promserver import free_port
 from observer_dev.vllmproc import VllmSpec
-from tests.real.conftest import CANARY, REPO, TOKEN, Engines, drive
+from tests.real.conftest import CANARY, REPO, Engines, drive
 from tests.support.observer_proc import ObserverProcess, run_observer
 from tests.support.poll import wait_until
-from tests.support.prom import run_prometheus
+from tests.support.real_tier import looks, normalised, real_config, ttft_p95_pairs, verdict_of
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 
-def _config(engines: Engines, tmp: Path, *, proxy_port: int | None = None,
-            cost: dict[str, Any] | None = None) -> ObserverConfig:
-    versions = []
-    for name, server in (("stable", engines.stable), ("canary", engines.canary)):
-        versions.append({"name": name, "role": name, "vllm": [server.url + "/metrics"],
-                         "openai": server.url + "/v1", "expected_traffic_weight": 0.5})
-    data: dict[str, Any] = {
-        "fleet": {"versions": versions},
-        "scrape": {"interval_seconds": 1.0, "timeout_seconds": 1.0, "window_seconds": 600},
-        "server": {"auth_token": TOKEN},
-        "sampling": {"enabled": proxy_port is not None, "fraction": 1.0, "store": {"path": str(tmp / "s.db")},
-                     "reservoir": {"window_seconds": 0.2}},
-        "quality": {"enabled": False}, "drift": {"enabled": False},
-        "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "slice_seconds": ROUND_SECONDS},
-    }
-    if proxy_port is not None:
-        data["sampling"]["versions"] = {"stable": {"listen": f"127.0.0.1:{proxy_port}"}}
-    if cost is not None:
-        data["cost"] = cost
-    return ObserverConfig.model_validate(data)
 
 
 def _families(text: str) -> set[str]:
@@ -92,36 +71,8 @@ def test_every_live_family_is_mapped_or_ignored(engines: Engines) -> None:
     assert not pooled - set(vocab.MAPPED) - set(vocab.IGNORED)
 
 
-def _prom_p95(prom: Any, port: int, at0: float) -> float:
-    sel = f'{{__name__=~"vllm[:_]time_to_first_token_seconds_bucket",instance="127.0.0.1:{port}"}}'
-    q = f"histogram_quantile(0.95, sum by (le) ({sel} - {sel} @ {at0:.3f}))"
-    res = prom.query(q)
-    assert res, q
-    return float(res[0]["value"][1])
 
 
-def ttft_p95_pairs(engines: Engines, tmp: Path, *, requests: int = 24) -> tuple[dict[str, float], dict[str, float]]:
-    """(observer, PromQL) TTFT p95 per version for a burst of load: the observer's window signal, and
-    `histogram_quantile` over the raw `vllm:` buckets' increase since just before the load in a real
-    Prometheus scraping the servers directly. Both read the same idle counts before and after."""
-    targets = [u.removeprefix("http://") for u in (engines.stable.url, engines.canary.url)]
-    with run_observer(_config(engines, tmp), areas=["scrape"]) as obs, \
-            run_prometheus(targets, scrape_interval="1s") as prom:
-        obs.wait_ready(timeout=30)
-        prom.wait_for('up{job!=""} == 1', min_series=2, timeout=30)
-        time.sleep(2.5)  # idle: both have scraped the pre-load counts at least once
-        at0 = time.time()
-        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=requests, concurrency=6)
-        done = time.time()
-        # Both scrape after the load ended (idle again, so their counts agree bucket by bucket).
-        prom.wait_for(f"timestamp(up) > {done + 1.5:.3f}", min_series=2, timeout=30)
-        wait_until(lambda: obs.get("/api/v1/signals").json()["generated_at"] > done + 1.5, timeout=30,
-                   message="an observer cycle after the load")
-        signals = obs.get("/api/v1/signals").json()["versions"]
-        got = {name: signals[name]["ttft"]["p95"] for name in ("stable", "canary")}
-        want = {name: _prom_p95(prom, server.port, at0)
-                for name, server in (("stable", engines.stable), ("canary", engines.canary))}
-    return got, want
 
 
 def test_ttft_p95_equals_promql_over_the_raw_series(engines: Engines, tmp_path: Path) -> None:
@@ -141,7 +92,7 @@ def test_cost_per_token_equals_the_raw_counters(engines: Engines, tmp_path: Path
     exported cost per million generated tokens equals the exported cost over the tokens the engine itself
     counted during the load (read from its /metrics before and after), within 1e-9."""
     price = 1.2
-    cfg = _config(engines, tmp_path, cost={"replica_hour_price": price, "gpus_per_replica": 0})
+    cfg = real_config(engines, tmp_path, cost={"replica_hour_price": price, "gpus_per_replica": 0})
     with run_observer(cfg, areas=["scrape"]) as obs:
         obs.wait_ready(timeout=30)
         time.sleep(2.5)  # idle: the observer's first cycles saw the counts read here
@@ -167,17 +118,13 @@ def test_cost_per_token_equals_the_raw_counters(engines: Engines, tmp_path: Path
     assert one("observer_energy_joules_total", version="stable") is None  # no power readings: absent, not 0
 
 
-def _normalised(body: bytes) -> bytes:
-    # A reply's id and creation time differ per request; everything else is the engine's, byte for byte.
-    body = re.sub(rb'"id":\s*"[^"]*"', b'"id":"X"', body)
-    return re.sub(rb'"created":\s*\d+', b'"created":0', body)
 
 
 def test_the_proxy_forwards_real_streams_byte_for_byte_and_samples_them(engines: Engines, tmp_path: Path) -> None:
     """Also vLLM's own OTLP spans: the servers export to `engines.otlp_port`, where this observer listens, and
     each proxied request is joined to its `llm_request` span by the trace id the client sent."""
     port = free_port()
-    cfg = _config(engines, tmp_path, proxy_port=port)
+    cfg = real_config(engines, tmp_path, proxy_port=port)
     cfg = cfg.model_copy(update={"sampling": cfg.sampling.model_copy(update={
         "engine_spans": cfg.sampling.engine_spans.model_copy(update={"enabled": True, "wait_seconds": 60.0})})})
     body = {"model": "llm", "prompt": "The observer watches", "max_tokens": 24, "temperature": 0}
@@ -194,7 +141,7 @@ def test_the_proxy_forwards_real_streams_byte_for_byte_and_samples_them(engines:
                                  timeout=60)
             proxied_e2e += time.perf_counter() - t0
             assert direct.status_code == proxied.status_code == 200
-            assert _normalised(proxied.content) == _normalised(direct.content), stream
+            assert normalised(proxied.content) == normalised(direct.content), stream
         store = obs.service.services.store
         assert store is not None
         wait_until(lambda: store.count("stable") >= 2, timeout=20, message="two samples stored")
@@ -273,11 +220,6 @@ def test_a_real_judge_answers_valid_verdicts(engines: Engines) -> None:
     assert stats.calls["ok"] == 16 - len(errors), dict(stats.calls)
 
 
-def _verdict(obs: ObserverProcess) -> dict[str, Any]:
-    r = obs.get("/api/v1/canary/verdict", params={"canary": "canary", "baseline": "stable", "weight": "any"})
-    assert r.status_code == 200
-    out: dict[str, Any] = r.json()
-    return out
 
 
 def _scenario(name: str, canary: VllmSpec) -> RealScenario:
@@ -387,24 +329,12 @@ def test_discovery_follows_a_rollout_of_the_real_pair(engines: Engines, tmp_path
                    message=lambda: f"bbb requests {requests(obs, 'bbb')} after {before}")
 
 
-def looks(obs: ObserverProcess, engines: Engines, *, rounds: int, requests: int,
-          until: str | None = None) -> list[dict[str, Any]]:
-    """Bursts to both arms, a verdict after each (weight=any); stop early at verdict `until`."""
-    out: list[dict[str, Any]] = []
-    for _ in range(rounds):
-        started = time.monotonic()
-        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=requests, concurrency=6)
-        paced(started)  # one round per slice
-        out.append(_verdict(obs))
-        if until is not None and out[-1]["verdict"] == until:
-            break
-    return out
 
 
 def test_a_queueing_canary_fails_on_ttft(engines: Engines, tmp_path: Path) -> None:
     # Its own core: sharing stable's would slow stable too and blur the queueing effect under test.
     engines.respec_canary(replace(CANARY, max_num_seqs=1, core=1))
-    with run_observer(_config(engines, tmp_path), areas=["scrape", "canary"]) as obs:
+    with run_observer(real_config(engines, tmp_path), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
         v = looks(obs, engines, rounds=12, requests=24, until="fail")[-1]
         assert v["verdict"] == "fail", v
@@ -416,7 +346,7 @@ def test_a_stopped_engine_core_is_seen_hung_and_never_passes(engines: Engines, t
     """A real SIGSTOP of the canary's EngineCore: /health stays 200 and /metrics answers, the running requests
     stay and none finishes. The observer must call the replica hung, the verdict must not pass, and the replica
     must leave the hung state once the engine runs again."""
-    config = _config(engines, tmp_path)
+    config = real_config(engines, tmp_path)
     config = config.model_copy(update={"scrape": config.scrape.model_copy(update={"hung_after_seconds": 5.0})})
     with run_observer(config, areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
@@ -424,7 +354,7 @@ def test_a_stopped_engine_core_is_seen_hung_and_never_passes(engines: Engines, t
         with stopped_engine_core(engines.canary):
             wait_until(lambda: _state(obs, "canary", "hung") == 1.0, timeout=60, message="the canary seen hung")
             assert httpx.get(engines.canary.url + "/health", timeout=10).status_code == 200  # what probes see
-            v = _verdict(obs)
+            v = verdict_of(obs)
             assert v["verdict"] == "inconclusive" and "hung" in v["reason"], v
             assert _state(obs, "stable", "hung") == 0.0
         wait_until(lambda: _state(obs, "canary", "hung") == 0.0, timeout=120, message="the canary serving again")
@@ -439,14 +369,14 @@ def _state(obs: ObserverProcess, version: str, state: str) -> float | None:
 
 
 def test_sigkill_mid_stream_is_seen_and_never_passes(engines: Engines, tmp_path: Path) -> None:
-    with run_observer(_config(engines, tmp_path), areas=["scrape", "canary"]) as obs:
+    with run_observer(real_config(engines, tmp_path), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
         drive({"canary": engines.canary.url}, requests=6, concurrency=2)
         wait_until(lambda: _total(obs, "canary") >= 6, timeout=20, message="canary requests counted")
         before = _total(obs, "canary")
         assert kill_mid_stream(engines.canary), "the client did not see the stream break"
         wait_until(lambda: _target(obs, engines.canary.url)["up"] is False, timeout=20, message="canary down")
-        assert _verdict(obs)["verdict"] != "pass"
+        assert verdict_of(obs)["verdict"] != "pass"
         # It comes back as a new build would: with its TTFT buckets changed (2 s added, vLLM >= 0.32's
         # --custom-histogram-buckets), so the observer must absorb a counter reset *and* a new bucket layout.
         engines.canary.spec = replace(engines.canary.spec, extra_args=(*engines.canary.spec.extra_args,
@@ -474,7 +404,7 @@ def test_custom_ttft_buckets_are_read_from_the_scrape(engines: Engines, tmp_path
         engines.respec_canary(replace(engines.canary.spec, extra_args=CUSTOM_TTFT_ARGS))
     raw = httpx.get(engines.canary.url + "/metrics", timeout=10).text
     assert 'vllm:time_to_first_token_seconds_bucket{' in raw and 'le="2.0"' in raw
-    data = _config(engines, tmp_path).model_dump(mode="json")
+    data = real_config(engines, tmp_path).model_dump(mode="json")
     data["slo"] = {"latency": [{"name": "ttft-2s", "threshold_seconds": 2.0, "bucket_edges": list(CUSTOM_TTFT),
                                 "versions": ["canary"]}]}
     cfg_path = tmp_path / "observer.yaml"

@@ -159,3 +159,33 @@ metrics, verdict and fairness; each source; the health rules' engine and GPU fam
 def test_no_module_is_over_the_size_limit() -> None:
     sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_benches_import_no_test_module_and_use_no_path_tricks() -> None:
+    """Benches share helpers through tests/support/ (or observer_dev) and run as `python -m bench.NAME`: a test
+    module imported by a bench ties a measurement to a test's private helpers, and sys.path edits hide that the
+    bench only runs from one place."""
+    problems = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        text = path.read_text()
+        if "sys.path" in text:
+            problems.append(f"{path.name}: edits sys.path")
+        for node in ast.walk(ast.parse(text)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            problems += [f"{path.name}: imports {n}" for n in names
+                         if n.startswith("tests.") and not n.startswith("tests.support")]
+    assert problems == []
+
+
+def test_every_bench_imports() -> None:
+    """A bench whose imports broke (a helper renamed or removed) is a stale figure waiting to be quoted."""
+    code = ("import importlib, json, pathlib\nbroken = {}\n"
+            "for p in sorted(pathlib.Path('bench').glob('*.py')):\n"
+            "    try:\n        importlib.import_module(f'bench.{p.stem}')\n"
+            "    except ImportError as e:\n        broken[p.name] = str(e)\n"
+            "print(json.dumps(broken))")
+    # Its own process: the benches' imports (torch among them) stay out of this worker.
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "{}", out.stdout[-2000:]

@@ -4,20 +4,16 @@ kernel answers garbage that finishes like any other request: no error count sees
 
 from __future__ import annotations
 
-import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 
-from observer.analyse.canary.judge import ArmData, Outcome
+from observer.analyse.canary.judge import Outcome
 from observer.collect.vllm import parse_vllm
-from observer.config.canary import CanaryMetricSpec, CanarySpec
 from observer.conventions import vllm
 from observer_dev.sim.engine import SimEngine
 from observer_dev.sim.profile import build_profile
 from observer_dev.sim.vllm_exposition import VllmCollector
 from tests.support.canary_streams import judged_step
-
-SPEC = CanarySpec(metrics=[CanaryMetricSpec(name="nan_logits", kind="ratio", corrupted=True, critical=True,
-                                            base_rate=0.001)])
+from tests.support.corrupted_streams import CORRUPTED_SPEC, corrupted_arm, corrupted_outcome
 
 
 def _exposition(rate: float | None) -> str:
@@ -38,30 +34,13 @@ def test_the_parser_reads_corrupted_requests_only_where_vllm_checks() -> None:
     assert vllm.CORRUPTION not in parse_vllm(_exposition(None)).models["m"].labelled_counters  # not checking
 
 
-def _arm(a: ArmData, rate: float, rng: np.random.Generator) -> ArmData:
-    """The arm with corrupted requests per slice among its finished ones, the rate drifting between slices (the
-    prompt mix reaches the broken path more or less often), so slices are dependent as in production."""
-    slices = []
-    for s in a.slices:
-        finished = int(s.total_requests or 0)
-        p = float(np.clip(rate * rng.lognormal(0.0, 0.5), 0.0, 1.0)) if rate else 0.0
-        slices.append(ArmData(**{**s.__dict__, "corrupted": float(rng.binomial(finished, p))}))
-    return ArmData(**{**a.__dict__, "slices": tuple(slices),
-                      "corrupted": sum(x.corrupted or 0.0 for x in slices)})
-
-
-def _outcome(seed: int, canary_rate: float, baseline_rate: float = 0.0) -> Outcome:
-    return judged_step(SPEC, seed, lambda c, b, rng: (_arm(c, canary_rate, rng), _arm(b, baseline_rate, rng))
-                       ).metric("nan_logits").outcome
-
-
 def test_a_canary_answering_nans_fails_and_a_clean_one_does_not() -> None:
     """Over seeded trials: a canary with 2% of its requests corrupted where stable has none fails nearly always; a
     clean one, or one as (rarely) corrupted as stable, almost never fails (the critical metric's α is 0.01)."""
     trials = 60
-    broken = [_outcome(seed, 0.02) for seed in range(trials)]
-    clean = [_outcome(seed, 0.0) for seed in range(trials)]
-    rare = [_outcome(seed, 0.002, 0.002) for seed in range(trials)]
+    broken = [corrupted_outcome(seed, 0.02) for seed in range(trials)]
+    clean = [corrupted_outcome(seed, 0.0) for seed in range(trials)]
+    rare = [corrupted_outcome(seed, 0.002, 0.002) for seed in range(trials)]
     assert sum(o is Outcome.FAIL for o in broken) >= 0.95 * trials, broken
     assert sum(o is Outcome.FAIL for o in clean) == 0, clean
     assert sum(o is Outcome.FAIL for o in rare) <= 2, rare
@@ -69,7 +48,7 @@ def test_a_canary_answering_nans_fails_and_a_clean_one_does_not() -> None:
 
 
 def test_an_arm_that_does_not_check_is_nodata_not_a_pass() -> None:
-    v = judged_step(SPEC, 1, lambda c, b, rng: (c, _arm(b, 0.0, rng)))
+    v = judged_step(CORRUPTED_SPEC, 1, lambda c, b, rng: (c, corrupted_arm(b, 0.0, rng)))
     result = v.metric("nan_logits")
     assert result.outcome is Outcome.NODATA and "VLLM_COMPUTE_NANS_IN_LOGITS" in result.detail
     assert v.verdict is not Outcome.PASS
