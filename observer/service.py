@@ -27,8 +27,8 @@ from observer.config.spec import ObserverConfig
 from observer.export.app import create_app
 from observer.httpserve import ConnectionGuard, GuardsCollector, uvicorn_config
 from observer.telemetry import build_tracer
-from observer.wiring.root import Area, Services, assemble
-from observer.wiring.runtime import Clock, Component, Context, Job, resolve_auth_token
+from observer.wiring.root import Area, Services, assemble, collect
+from observer.wiring.runtime import Clock, Collected, Component, Context, Job, Leadership, resolve_auth_token
 
 log = logging.getLogger("observer")
 T = TypeVar("T")
@@ -53,8 +53,8 @@ class JobMetrics:
 class _LeaderCollector(Collector):
     """observer_leader: which replica runs the singleton jobs (shared store)."""
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+    def __init__(self, leader: Leadership) -> None:
+        self.leader = leader
 
     def describe(self) -> list[Metric]:
         return []
@@ -62,7 +62,7 @@ class _LeaderCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         g = GaugeMetricFamily(names.LEADER, "1 on the replica that runs the singleton jobs (prune, drift, golden "
                                             "replays, live checks), 0 on the others.")
-        g.add_metric([], 1.0 if self.ctx.leader is not None and self.ctx.leader.current() else 0.0)
+        g.add_metric([], 1.0 if self.leader.current() else 0.0)
         yield g
 
 
@@ -74,6 +74,8 @@ class Service:
     context: Context
     services: Services
     components: list[Component]
+    collected: Collected  # what the components declared: readiness, connection limits, leadership, job kinds
+    guards: tuple[ConnectionGuard, ...]  # the observer's own server's first, then the components'
     registry: CollectorRegistry
     app: FastAPI
     tracer: trace.Tracer
@@ -93,29 +95,31 @@ class Service:
         guard = ConnectionGuard(server="observer", max_connections=srv.max_connections,
                                 header_timeout_seconds=srv.header_timeout_seconds,
                                 max_header_bytes=srv.max_header_bytes, max_headers=srv.max_headers)
-        ctx = Context(config=config, http=client, clock=clock, auth_token=resolve_auth_token(config),
-                      connection_guards=[guard])
+        ctx = Context(config=config, http=client, clock=clock, auth_token=resolve_auth_token(config))
         services = assemble(ctx, areas=areas, embedder_factory=embedder_factory)
         _log_auth(config, ctx.auth_token)
         components = [*services.components, *extra]
+        collected = collect(components)
+        ctx.work.kinds = collected.job_kinds  # the queue's counts, exported once by the store's area
+        guards = (guard, *collected.connection_guards)
         registry = CollectorRegistry(auto_describe=True)
         for component in components:
             for collector in component.collectors():
                 registry.register(collector)
         job_metrics = JobMetrics.create(registry)
-        registry.register(GuardsCollector(lambda: tuple(ctx.connection_guards)))
-        if ctx.leader is not None:
-            registry.register(_LeaderCollector(ctx))
+        registry.register(GuardsCollector(lambda: guards))
+        if collected.leader is not None:
+            registry.register(_LeaderCollector(collected.leader))
         routers = [r for c in components for r in c.routers()]
-        app = create_app(registry=registry, routers=routers, not_ready=ctx.not_ready)
+        app = create_app(registry=registry, routers=routers, not_ready=collected.not_ready)
         tracer = build_tracer(config.telemetry, exporter=span_exporter)
-        return cls(config=config, context=ctx, services=services, components=components, registry=registry, app=app,
-                   tracer=tracer, job_metrics=job_metrics)
+        return cls(config=config, context=ctx, services=services, components=components, collected=collected,
+                   guards=guards, registry=registry, app=app, tracer=tracer, job_metrics=job_metrics)
 
     @property
     def guard(self) -> ConnectionGuard:
-        """The observer's own HTTP server's connection limits (the first of the context's guards)."""
-        return self.context.connection_guards[0]
+        """The observer's own HTTP server's connection limits (the first of the guards)."""
+        return self.guards[0]
 
     def jobs(self) -> list[Job]:
         """Every periodic job of every component."""
@@ -128,7 +132,7 @@ class Service:
             self.job_metrics.runs.labels(job.name, "skipped_overlap").inc()
             return
         async with lock:
-            leader = self.context.leader
+            leader = self.collected.leader
             if job.singleton and leader is not None and not await asyncio.to_thread(leader.holds):
                 self.job_metrics.runs.labels(job.name, "skipped_not_leader").inc()
                 return
@@ -168,8 +172,8 @@ class Service:
             self.scheduler = None
         for component in reversed(self.components):
             await component.stop()
-        if self.context.leader is not None:
-            await asyncio.to_thread(self.context.leader.close)
+        if self.collected.leader is not None:
+            await asyncio.to_thread(self.collected.leader.close)
         await self.context.http.aclose()
 
     def register(self, collector: Collector) -> None:

@@ -40,6 +40,9 @@ class DiscoveryComponent(BaseComponent):
     def collectors(self) -> Sequence[Collector]:
         return (DiscoveryCollector(self.discovery),)
 
+    def not_ready(self) -> str | None:
+        return self.discovery.not_ready()
+
     async def start(self) -> None:
         await self.discovery.start()
 
@@ -77,5 +80,4 @@ def build(ctx: Context) -> DiscoveryComponent | None:
                          spec.dcgm.selector, namespace=spec.dcgm.namespace)
     d = Discovery(spec=spec, fleet=ctx.fleet, client=client, pods=pods, rollouts=rollouts, dcgm=dcgm,
                   autoscalers=autoscalers)
-    ctx.ready_checks.append(d.not_ready)
     return DiscoveryComponent(d)

@@ -47,6 +47,9 @@ class DriftComponent(BaseComponent):
         runner = self.runner
         return (DriftCollector(runner.state, errors=lambda: dict(runner.errors), cache_entries=runner.cache_entries),)
 
+    def job_kinds(self) -> Sequence[str]:
+        return (DRIFT_JOB,) if self.worker is not None else ()
+
     def jobs(self) -> Sequence[Job]:
         if self.shared is None or self.worker is None or self.sync is None:
             return (Job("drift", self.interval_seconds, self.runner.run_once, singleton=True),)
@@ -79,7 +82,6 @@ def build(ctx: Context, *, store: ManagedStore | None,
     shared = SharedDrift(store, runner, ctx.fleet, Rounds(spec.interval_seconds, ctx.clock), work_spec, ctx.work)
     # One check at a time per replica: each holds an embedder and a permutation test in memory.
     worker = Worker(store, DRIFT_JOB, shared.check, work_spec, ctx.work, limit=1)
-    ctx.work.kinds = (*ctx.work.kinds, DRIFT_JOB)
     return DriftComponent(runner=runner, interval_seconds=spec.interval_seconds, guard=guard, shared=shared,
                           worker=worker, sync=DriftSync(store, runner, ctx.fleet), poll_seconds=work_spec.poll_seconds,
                           sync_seconds=work_spec.sync_seconds)

@@ -65,7 +65,11 @@ class QualityComponent(BaseComponent):
     collector_list: Sequence[Collector]
     router_list: Sequence[APIRouter]
     reliability: JudgeReliability | None = None
+    worker_kinds: tuple[str, ...] = ()  # the shared-work kinds its workers claim (exported by the store's area)
     name: str = "quality"
+
+    def job_kinds(self) -> Sequence[str]:
+        return self.worker_kinds
 
     def kappa(self) -> float | None:
         """The judge's latest agreement with its anchors (None: not graded yet, undefined, or no judge)."""
@@ -156,7 +160,6 @@ def build(ctx: Context, *, store: ManagedStore | None,
             if rubric is not None:
                 workers.append(Worker(store, JUDGE_JOB, SharedJudging(store, live, rubric).judge, work_spec,
                                       work_metrics, limit=spec.judge.concurrency))
-        work_metrics.kinds = (*work_metrics.kinds, *(w.kind for w in workers))  # exported: one per worker
     if live is not None:
         scorer_live = live
         jobs.append(Job("quality-live", spec.live.interval_seconds,
@@ -182,7 +185,8 @@ def build(ctx: Context, *, store: ManagedStore | None,
                                                if shadow_collector is not None else None))
     router = quality_api.router(state, versions=lambda: [v.name for v in fleet.versions()])
     return QualityComponent(state=state, judge=judge, shadow=shadow, job_list=jobs, collector_list=collectors,
-                            router_list=(router,), reliability=reliability)
+                            router_list=(router,), reliability=reliability,
+                            worker_kinds=tuple(w.kind for w in workers))
 
 
 def build_shadow(ctx: Context, spec: QualitySpec, store: ManagedStore, judge: JudgeClient | None,

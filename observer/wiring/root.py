@@ -15,7 +15,7 @@ and the area that needs it says so in its own metrics and verdicts (e.g. the can
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,7 +29,7 @@ from observer.fleetview import LiveFleet
 from observer.sample.redact import Redactor
 from observer.store.base import ManagedStore
 from observer.wiring import canary, discovery, drift, evaluations, quality, sampling, scrape
-from observer.wiring.runtime import Component, Context
+from observer.wiring.runtime import Collected, Component, Context
 
 Area = Literal["discover", "scrape", "sample", "quality", "drift", "canary"]
 AREAS: tuple[Area, ...] = ("discover", "scrape", "sample", "quality", "drift", "canary")
@@ -95,3 +95,14 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
         out.canary = ca.service
         out.components.append(ca)
     return out
+
+
+def collect(components: Sequence[Component]) -> Collected:
+    """Every component's declarations; at most one may hold the leadership (one shared store per process)."""
+    leaders = [lead for c in components if (lead := c.leadership()) is not None]
+    if len(leaders) > 1:
+        raise ValueError(f"{len(leaders)} components hold a leadership; one shared store per process")
+    return Collected(ready_checks=tuple(c.not_ready for c in components),
+                     connection_guards=tuple(g for c in components for g in c.connection_guards()),
+                     leader=leaders[0] if leaders else None,
+                     job_kinds=tuple(k for c in components for k in c.job_kinds()))

@@ -55,7 +55,10 @@ class Leadership(Protocol):
 
 
 class Component(Protocol):
-    """What an area contributes to the running service."""
+    """What an area contributes to the running service. Besides its collectors, routes and jobs, it declares
+    what the root collects across areas: why it is not ready yet, the connection limits of the HTTP servers it
+    runs, the leadership it holds (the area that opens a shared store), and the shared-work kinds its workers
+    claim. Nothing is written into the context while it is built."""
 
     name: str
 
@@ -64,6 +67,14 @@ class Component(Protocol):
     def routers(self) -> Sequence[APIRouter]: ...
 
     def jobs(self) -> Sequence[Job]: ...
+
+    def not_ready(self) -> str | None: ...
+
+    def connection_guards(self) -> Sequence[ConnectionGuard]: ...
+
+    def leadership(self) -> Leadership | None: ...
+
+    def job_kinds(self) -> Sequence[str]: ...
 
     async def start(self) -> None: ...
 
@@ -86,6 +97,18 @@ class BaseComponent:
     def jobs(self) -> Sequence[Job]:
         return ()
 
+    def not_ready(self) -> str | None:
+        return None
+
+    def connection_guards(self) -> Sequence[ConnectionGuard]:
+        return ()
+
+    def leadership(self) -> Leadership | None:
+        return None
+
+    def job_kinds(self) -> Sequence[str]:
+        return ()
+
     async def start(self) -> None:
         return None
 
@@ -93,35 +116,42 @@ class BaseComponent:
         return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
     """What every area's wiring may use: the config, one HTTP client, the clock, the private routes' bearer
-    token (resolved once by the root: the environment wins over the config), the readiness checks, and
-    the live fleet (configured versions plus discovered ones)."""
+    token (resolved once by the root: the environment wins over the config), the live fleet (configured
+    versions plus discovered ones) and the shared-work counts. Read-only: what an area contributes to the whole
+    (readiness, connection limits, leadership, job kinds) it declares on its component, and the root collects."""
 
     config: ObserverConfig
     http: httpx.AsyncClient
     clock: Clock = time.time
     auth_token: str | None = None
-    # Each answers why the service is not ready yet (None: ready as far as it knows); /readyz joins them.
-    ready_checks: list[Callable[[], str | None]] = field(default_factory=list)
-    connection_guards: list[ConnectionGuard] = field(default_factory=list)  # one per HTTP server, exported
     fleet: LiveFleet = field(init=False)
-    leader: Leadership | None = None  # set by the area that opens a shared store; None: this replica is alone
     # Shared-work counts of every area's workers, exported once by the area that opens the store.
     work: WorkMetrics = field(default_factory=WorkMetrics)
 
     def __post_init__(self) -> None:
-        self.fleet = LiveFleet(self.config.fleet.versions)
+        object.__setattr__(self, "fleet", LiveFleet(self.config.fleet.versions))
+
+    def private_guard(self) -> Callable[..., None]:
+        """The dependency guarding private routes: the bearer token, or (server.auth.mode: none) nothing."""
+        return bearer_guard(self.auth_token, anonymous=self.config.server.auth.mode == "none")
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What the root gathers from every component once they are built."""
+
+    ready_checks: tuple[Callable[[], str | None], ...]
+    connection_guards: tuple[ConnectionGuard, ...]
+    leader: Leadership | None
+    job_kinds: tuple[str, ...]
 
     def not_ready(self) -> str | None:
         """Why /readyz answers 503, or None."""
         reasons = [r for check in self.ready_checks if (r := check())]
         return "; ".join(reasons) or None
-
-    def private_guard(self) -> Callable[..., None]:
-        """The dependency guarding private routes: the bearer token, or (server.auth.mode: none) nothing."""
-        return bearer_guard(self.auth_token, anonymous=self.config.server.auth.mode == "none")
 
 
 def resolve_auth_token(config: ObserverConfig, *, environ: Mapping[str, str] | None = None) -> str | None:

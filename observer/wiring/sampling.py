@@ -28,7 +28,7 @@ from observer.sample.upkeep import StoreUpkeep
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
 from observer.store.work import WorkCollector, refresh_counts
-from observer.wiring.runtime import Clock, Context, Job
+from observer.wiring.runtime import BaseComponent, Clock, Context, Job, Leadership
 
 log = logging.getLogger("observer.sample")
 
@@ -64,7 +64,7 @@ def proxy_guard(spec: SamplingSpec, version: str) -> ConnectionGuard:
 
 
 @dataclass
-class SamplingComponent:
+class SamplingComponent(BaseComponent):
     """Store + ingest router + sampling pipeline + the proxies configured with a `listen` address."""
 
     ctx: Context
@@ -76,7 +76,18 @@ class SamplingComponent:
     fingerprints: FingerprintWatch | None
     spans: SpanJoin | None
     genai: GenAiSource | None = None
+    guards: Sequence[ConnectionGuard] = ()
+    leader: Leadership | None = None  # the advisory lock of a shared (PostgreSQL) store
     name: str = "sample"
+
+    def not_ready(self) -> str | None:
+        return self.store.not_ready()
+
+    def connection_guards(self) -> Sequence[ConnectionGuard]:
+        return self.guards
+
+    def leadership(self) -> Leadership | None:
+        return self.leader
 
     def collectors(self) -> Sequence[Collector]:
         upkeep = self.upkeep
@@ -129,15 +140,14 @@ def build(ctx: Context) -> SamplingComponent | None:
         return None
     validate(ctx.config)
     store = open_store(spec.store, clock=ctx.clock, wait=False)
-    ctx.ready_checks.append(store.not_ready)
-    if spec.store.url and ctx.leader is None:
+    leader: Leadership | None = None
+    if spec.store.url:
         from observer.store.leader import AdvisoryLeader
 
-        ctx.leader = AdvisoryLeader(spec.store.url, connect_timeout_seconds=spec.store.connect_timeout_seconds)
+        leader = AdvisoryLeader(spec.store.url, connect_timeout_seconds=spec.store.connect_timeout_seconds)
     metrics = SamplingMetrics()
     pipeline = build_pipeline(spec, StoreSink(store), metrics, clock=ctx.clock)
     guards = {name: proxy_guard(spec, name) for name, o in spec.versions.items() if o.listen}
-    ctx.connection_guards.extend(guards.values())
     watch = FingerprintWatch(ctx.fleet, store, spec.fingerprint) if spec.fingerprint.enabled else None
     spans = build_span_join(spec, sorted(guards))
     listeners = {name: o.listen for name, o in spec.versions.items() if o.listen}
@@ -149,5 +159,5 @@ def build(ctx: Context) -> SamplingComponent | None:
                         seed=spec.reservoir.seed) if og.enabled else None
     return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics,
                              upkeep=StoreUpkeep(store, spec.store), proxies=proxies, fingerprints=watch, spans=spans,
-                             genai=genai)
+                             genai=genai, guards=tuple(guards.values()), leader=leader)
 

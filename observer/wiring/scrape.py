@@ -48,6 +48,9 @@ class ScrapeComponent(BaseComponent):
     async def cycle(self) -> None:
         await self.loop.cycle()
 
+    def not_ready(self) -> str | None:
+        return self.loop.not_ready()
+
     def collectors(self) -> Sequence[Collector]:
         return self.collector_list
 
@@ -93,5 +96,4 @@ def build(ctx: Context) -> ScrapeComponent:
         collectors.append(edges.ThresholdCollector(
             ths, lambda v, fam: store.histogram_delta(v, fam, since=ctx.clock() - window),
             lambda: [v.name for v in ctx.fleet.versions() if not v.retired]))
-    ctx.ready_checks.append(loop.not_ready)
     return ScrapeComponent(loop=loop, interval_seconds=cfg.interval_seconds, collector_list=collectors)

@@ -55,3 +55,55 @@ async def test_jobs_run_on_schedule_without_overlap() -> None:
     assert component.runs["slow"] >= 1 and component.most_active == 1  # never overlapping itself
     body = service.registry.get_sample_value("observer_job_runs_total", {"job": "broken", "outcome": "error"})
     assert body is not None and body >= 2
+
+
+@dataclass
+class _Declares(BaseComponent):
+    """A component that declares what the root collects, instead of writing it into the context."""
+
+    name: str = "declares"
+    why: str | None = "warming up"
+    lead: _Lead | None = None
+
+    def not_ready(self) -> str | None:
+        return self.why
+
+    def leadership(self) -> _Lead | None:
+        return self.lead
+
+    def job_kinds(self) -> Sequence[str]:
+        return ("mine",)
+
+
+class _Lead:
+    def holds(self) -> bool:
+        return True
+
+    def current(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+def test_the_root_collects_what_components_declare_and_the_context_stays_read_only() -> None:
+    import dataclasses
+
+    import pytest
+    from fastapi.testclient import TestClient
+
+    from observer.wiring.root import collect
+
+    component = _Declares(lead=_Lead())
+    service = Service.build(parse_config("{}", environ={}), areas=(), extra=[component])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        service.context.auth_token = "x"  # type: ignore[misc]
+    assert service.context.work.kinds == ("mine",)
+    assert service.collected.leader is component.lead
+    assert service.registry.get_sample_value("observer_leader") == 1.0
+    answer = TestClient(service.app).get("/readyz")
+    assert answer.status_code == 503 and "warming up" in answer.text
+    component.why = None
+    assert TestClient(service.app).get("/readyz").status_code == 200
+    with pytest.raises(ValueError, match="2 components hold a leadership"):
+        collect([_Declares(lead=_Lead()), _Declares(lead=_Lead())])
