@@ -24,10 +24,12 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from observer.analyse.window import History
 from observer.collect.model import GpuMetrics
 from observer.config.cost import CostSpec
+from observer.conventions.labels import TokenKind
 
 log = logging.getLogger("observer.cost")
 
@@ -65,7 +67,7 @@ class CostWindow:
     requests: float | None
     computed_prompt_tokens: float | None = None
 
-    def per_million_tokens(self, kind: str) -> float | None:
+    def per_million_tokens(self, kind: TokenKind) -> float | None:
         """Cost per million `kind` tokens (prompt | generation | total | computed): the whole cost over those
         tokens. `computed` counts the work done: the prompt tokens prefilled (not served from a cache or
         transferred) plus the generated ones."""
@@ -75,20 +77,25 @@ class CostWindow:
     def per_thousand_requests(self) -> float | None:
         return self.cost / self.requests * 1e3 if self.requests else None
 
-    def joules_per_token(self, kind: str) -> float | None:
+    def joules_per_token(self, kind: TokenKind) -> float | None:
         n = self._tokens(kind)
         return self.energy_joules / n if n and self.energy_joules is not None else None
 
-    def _tokens(self, kind: str) -> float | None:
+    def _tokens(self, kind: TokenKind) -> float | None:
         n: float | None
-        if kind == "total":
-            parts = [t for t in (self.prompt_tokens, self.generation_tokens) if t is not None]
-            n = sum(parts) if parts else None
-        elif kind == "computed":
-            n = None if self.computed_prompt_tokens is None or self.generation_tokens is None else \
-                self.computed_prompt_tokens + self.generation_tokens
-        else:
-            n = self.prompt_tokens if kind == "prompt" else self.generation_tokens
+        match kind:
+            case TokenKind.TOTAL:
+                parts = [t for t in (self.prompt_tokens, self.generation_tokens) if t is not None]
+                n = sum(parts) if parts else None
+            case TokenKind.COMPUTED:
+                n = None if self.computed_prompt_tokens is None or self.generation_tokens is None else \
+                    self.computed_prompt_tokens + self.generation_tokens
+            case TokenKind.PROMPT:
+                n = self.prompt_tokens
+            case TokenKind.GENERATION:
+                n = self.generation_tokens
+            case _:
+                assert_never(kind)
         return n if n is not None and n > 0 else None
 
 

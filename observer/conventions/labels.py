@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 VERSION = "version"
 MODEL = "model"
 QUANTILE = "quantile"
@@ -11,15 +13,39 @@ KIND = "kind"  # target kind: vllm | dcgm; token kind on cost ratios: prompt | g
 GPU_MODEL = "gpu_model"  # DCGM modelName (bounded by cost.max_gpu_models, then "other")
 GPU_DRIVER = "gpu_driver"  # DCGM_FI_DRIVER_VERSION label (one per node image)
 ENGINE_ARGS = "engine_args"  # vLLM cache settings from cache_config_info, key=value joined (bounded text)
-TOKEN_KINDS: tuple[str, ...] = ("prompt", "generation", "total", "computed")
-"""`computed`: the prompt tokens the engine prefilled (cache hits and KV transfers left out) plus the generated
-ones: the work done; only where every replica reports vLLM's prompt_tokens_by_source."""
+
+
+class TokenKind(StrEnum):
+    """Which tokens a cost or energy ratio is per (the `kind` label on them)."""
+
+    PROMPT = "prompt"
+    GENERATION = "generation"
+    TOTAL = "total"
+    COMPUTED = "computed"
+    """The prompt tokens the engine prefilled (cache hits and KV transfers left out) plus the generated ones: the
+    work done; only where every replica reports vLLM's prompt_tokens_by_source."""
+
+
+TOKEN_KINDS: tuple[TokenKind, ...] = tuple(TokenKind)
 TARGET = "target"  # configured target URL (bounded by config)
 REASON = "reason"  # bounded error reason token
 SERVER = "server"  # which of the observer's HTTP servers: observer | proxy
 STAT = "stat"  # mean | max
 STATE = "state"  # replica engine state: unhealthy | asleep | hung
-ENGINE_STATES: tuple[str, ...] = ("unhealthy", "asleep", "hung")
+
+
+class EngineState(StrEnum):
+    """A replica's engine state that is not plain serving (the `state` label of REPLICAS_IN_STATE)."""
+
+    UNHEALTHY = "unhealthy"
+    """An engine reports `engine_healthy` 0 (vLLM's fault tolerance)."""
+    ASLEEP = "asleep"
+    """Every engine sleeps (sleep mode): idle on purpose, not failing."""
+    HUNG = "hung"
+    """Requests running and none finished for `scrape.hung_after_seconds`: /health stays green."""
+
+
+ENGINE_STATES: tuple[EngineState, ...] = tuple(EngineState)
 GOLDEN_SET = "golden_set"
 CHECK = "check"
 FIELD = "field"  # drift field: prompts | outputs | <scalar feature>

@@ -251,9 +251,8 @@ class ScrapeCollector(Collector):
         for e in exports:
             replicas.add_metric(self._labels(e), e.signals.replicas_up)
             sig = e.signals
-            for state, n in zip(names.ENGINE_STATES, (sig.replicas_unhealthy, sig.replicas_asleep, sig.replicas_hung),
-                                strict=True):
-                states.add_metric([sig.version, state], float(n))
+            for state in names.ENGINE_STATES:  # every state, 0 included: a series that is there says "none"
+                states.add_metric([sig.version, state], float(sig.in_state(state)))
             for r in e.replicas:
                 labels = [e.signals.version, r.replica]
                 if r.ttft_p50 is not None:
@@ -374,7 +373,7 @@ class ScrapeCollector(Collector):
                 if _ok(value):
                     assert value is not None
                     per_kreq.add_metric([v], value)
-            for kind in ("generation", "total", "computed"):
+            for kind in (names.TokenKind.GENERATION, names.TokenKind.TOTAL, names.TokenKind.COMPUTED):
                 value = w.joules_per_token(kind)
                 if _ok(value):
                     assert value is not None

@@ -18,9 +18,12 @@ from observer.collect.vllm import parse_vllm
 from observer.config.canary import CanarySpec
 from observer.config.fleet import VersionSpec
 from observer.conventions import vllm
+from observer.conventions.labels import EngineState
 from observer.export.collector import ScrapeCollector
 from tests.support.canary_streams import simulate_step
 from tests.support.observer_proc import scaled_exposition
+
+UNHEALTHY, ASLEEP, HUNG = EngineState.UNHEALTHY, EngineState.ASLEEP, EngineState.HUNG
 
 # vLLM 0.32 (CPU build) after 35 requests: one engine, awake, no admission rejections yet.
 REAL = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
@@ -75,17 +78,17 @@ def test_a_replica_is_hung_when_requests_run_and_none_finish() -> None:
     store = _store()
     for i in range(6):  # requests finish while some run: busy, not hung
         _feed(store, 30.0 * i, exposition(1.0 + i, running=3))
-    assert (sig := store.latest("canary")) is not None and sig.replicas_hung == 0
+    assert (sig := store.latest("canary")) is not None and sig.in_state(HUNG) == 0
     for i in range(6, 10):  # the counters stop with 3 running: hung once 120 s pass without a finish
         _feed(store, 30.0 * i, exposition(6.0, running=3))
         assert (sig := store.latest("canary")) is not None
-        assert sig.replicas_hung == (1 if 30.0 * i - 150.0 >= 120.0 else 0), i
+        assert sig.in_state(HUNG) == (1 if 30.0 * i - 150.0 >= 120.0 else 0), i
     _feed(store, 300.0, exposition(6.0, running=0))  # nothing running: idle, not hung
-    assert (sig := store.latest("canary")) is not None and sig.replicas_hung == 0
+    assert (sig := store.latest("canary")) is not None and sig.in_state(HUNG) == 0
     for i in range(11, 20):  # idle for long, then asleep: neither is hung
         _feed(store, 30.0 * i, exposition(6.0, asleep=True))
     assert (sig := store.latest("canary")) is not None
-    assert sig.replicas_hung == 0 and sig.replicas_asleep == 1 and sig.replicas_unhealthy == 0
+    assert sig.replicas_in_state == {ASLEEP: 1}
 
 
 def test_the_exporter_publishes_states_and_rejections() -> None:
@@ -120,13 +123,13 @@ def test_verdicts_on_engine_state() -> None:
     c, b = _arms()
     assert _verdict(c, b) is Outcome.PASS
     # Asleep: idle, whatever the data say, never nodata and never fail; also with no traffic at all.
-    asleep = with_(c, replicas=2, replicas_asleep=2)
+    asleep = with_(c, replicas=2, replicas_in_state={ASLEEP: 2})
     assert _verdict(asleep, b) is Outcome.IDLE
     assert _verdict(with_(asleep, requests={"stop": 0.0}, histograms={}, slices=()), b) is Outcome.IDLE
-    assert _verdict(b, with_(b, replicas=4, replicas_asleep=4)) is Outcome.IDLE
-    assert _verdict(with_(c, replicas=2, replicas_asleep=1), b) is Outcome.PASS  # half awake still serves
+    assert _verdict(b, with_(b, replicas=4, replicas_in_state={ASLEEP: 4})) is Outcome.IDLE
+    assert _verdict(with_(c, replicas=2, replicas_in_state={ASLEEP: 1}), b) is Outcome.PASS  # half awake still serves
     # Unhealthy or hung: never pass, with the reason; also when the hung arm finished nothing.
-    for trouble in ({"replicas_unhealthy": 1}, {"replicas_hung": 1}):
+    for trouble in ({"replicas_in_state": {UNHEALTHY: 1}}, {"replicas_in_state": {HUNG: 1}}):
         v = judge(CanarySpec(), canary="canary", baseline="stable", canary_data=with_(c, **trouble),
                   baseline_data=b, expected_share=0.25, now=1000.0)
         assert v.verdict is Outcome.INCONCLUSIVE and "engine trouble" in v.reason, v.reason
@@ -135,11 +138,12 @@ def test_verdicts_on_engine_state() -> None:
         assert _verdict(empty, b) is Outcome.INCONCLUSIVE  # hung with nothing finished: not "no traffic"
     # An early look (nothing decided yet) names the trouble too, not "not enough data".
     early_c, early_b = _arms(30)
-    v = judge(CanarySpec(), canary="canary", baseline="stable", canary_data=with_(early_c, replicas_unhealthy=1),
-              baseline_data=early_b, expected_share=0.25, now=1000.0)
+    v = judge(CanarySpec(), canary="canary", baseline="stable",
+              canary_data=with_(early_c, replicas_in_state={UNHEALTHY: 1}), baseline_data=early_b,
+              expected_share=0.25, now=1000.0)
     assert v.verdict is Outcome.INCONCLUSIVE and "unhealthy engine" in v.reason, v.reason
     # A failure the data show still fails on a troubled engine.
-    bad = ArmData(**{**_bad_canary().__dict__, "replicas_hung": 1})
+    bad = ArmData(**{**_bad_canary().__dict__, "replicas_in_state": {HUNG: 1}})
     assert _verdict(bad, b) is Outcome.FAIL
 
 

@@ -7,21 +7,23 @@ from collections.abc import Sequence
 
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome
 from observer.config.canary import CanarySpec, FairnessSpec
+from observer.conventions.labels import EngineState
 
 
 def all_asleep(a: ArmData) -> bool:
     """Every replica of the arm sleeps (a partly asleep arm still serves, and is judged)."""
-    return a.replicas_asleep > 0 and (a.replicas is None or a.replicas_asleep >= a.replicas)
+    asleep = a.in_state(EngineState.ASLEEP)
+    return asleep > 0 and (a.replicas is None or asleep >= a.replicas)
 
 
 def engine_trouble(c: ArmData, b: ArmData) -> list[str]:
     """Unhealthy or hung engines in either arm: a comparison that cannot pass (what it measured was not serving)."""
     out = []
     for arm, a in (("canary", c), ("baseline", b)):
-        if a.replicas_unhealthy:
-            out.append(f"{a.replicas_unhealthy} {arm} replica(s) report an unhealthy engine (vLLM engine_healthy 0)")
-        if a.replicas_hung:
-            out.append(f"{a.replicas_hung} {arm} replica(s) hung: requests running, none finished")
+        if n := a.in_state(EngineState.UNHEALTHY):
+            out.append(f"{n} {arm} replica(s) report an unhealthy engine (vLLM engine_healthy 0)")
+        if n := a.in_state(EngineState.HUNG):
+            out.append(f"{n} {arm} replica(s) hung: requests running, none finished")
     return out
 
 

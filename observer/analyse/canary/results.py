@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from observer.collect.model import Histogram
+from observer.conventions.labels import EngineState
 
 
 class Outcome(StrEnum):
@@ -101,18 +102,19 @@ class ArmData:
     """The LLM judge behind quality results (model, prompt hash, rubric hash), pinned in the verdict."""
     admission_rejections: float | None = None
     """Requests vLLM refused at admission in the window (503 before the engine; in no finished count)."""
-    replicas_unhealthy: int = 0
-    """Replicas reporting an unhealthy engine now (vLLM's engine_healthy 0)."""
-    replicas_asleep: int = 0
-    """Replicas whose engines all sleep now (sleep mode)."""
-    replicas_hung: int = 0
-    """Replicas with requests running and none finished for scrape.hung_after_seconds."""
+    replicas_in_state: Mapping[EngineState, int] = field(default_factory=dict)
+    """Replicas now unhealthy (vLLM's engine_healthy 0), asleep (every engine in sleep mode) or hung (requests
+    running, none finished for scrape.hung_after_seconds); a state no replica is in is absent."""
     corrupted: float | None = None
     """Finished requests with NaNs in their logits in the window; None where vLLM does not check."""
     spec_decode: Mapping[str, float] | None = None
     """Speculative-decoding draft tokens in the window by outcome (accepted, rejected); None without it."""
     router_trouble: str = ""
     """What the router in front of the arm reported in the window: its pool saturated or endpoints stale."""
+
+    def in_state(self, state: EngineState) -> int:
+        """Replicas in engine state `state` (0 when none is)."""
+        return self.replicas_in_state.get(state, 0)
 
     @property
     def total_requests(self) -> int | None:

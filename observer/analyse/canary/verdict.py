@@ -10,6 +10,7 @@ from observer.analyse.canary.fairness import all_asleep, engine_trouble, environ
 from observer.analyse.canary.judge import MIN_SLICES_TO_PASS, judge_metric, metric_alpha
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome, Verdict
 from observer.config.canary import CanarySpec
+from observer.conventions.labels import EngineState
 
 WAIT_SLICES = sequential.PLANNED_SLICES
 """How long (window slices) the verdict waits for a sliced metric to reach MIN_SLICES_TO_PASS slices with
@@ -68,7 +69,7 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
     unfair = environment_mismatch(spec, canary_data, baseline_data)
     results = mute_unfair_latency(spec, results, canary_data, baseline_data)
     note = canary_data.note or baseline_data.note
-    asleep = [f"the {arm}'s engines are asleep (vLLM sleep mode, {a.replicas_asleep} replica(s))"
+    asleep = [f"the {arm}'s engines are asleep (vLLM sleep mode, {a.in_state(EngineState.ASLEEP)} replica(s))"
               for arm, a in (("canary", canary_data), ("baseline", baseline_data)) if all_asleep(a)]
     if asleep:
         return verdict(Outcome.IDLE, _muted(results), "; ".join(asleep) + ": nothing to compare until they wake")

@@ -14,6 +14,7 @@ from observer.analyse.window import History, ModelTotals, Totals
 from observer.collect.model import Histogram
 from observer.collect.scraper import Target
 from observer.config.fleet import VersionSpec
+from observer.conventions.labels import EngineState
 from observer.jsonsafe import finite
 
 OTHER_REASON = "other"
@@ -93,13 +94,9 @@ class VersionSignals:
     kv_cache_mean: float | None
     kv_cache_max: float | None
     gpu: GpuSignals | None
-    replicas_unhealthy: int = 0
-    """Replicas up with an engine reporting `engine_healthy` 0 (vLLM's fault tolerance)."""
-    replicas_asleep: int = 0
-    """Replicas up whose every engine sleeps (sleep mode): idle on purpose, not failing."""
-    replicas_hung: int = 0
-    """Replicas up with requests running and none finished for `hung_after_seconds`: /health stays green, the
-    latency and error ratios go missing instead of burning."""
+    replicas_in_state: Mapping[EngineState, int] = field(default_factory=dict)
+    """Replicas up in each engine state that is not plain serving (conventions.EngineState: unhealthy, asleep,
+    hung); a state no replica is in is absent."""
     router_ttft: Quantiles | None = None
     """Window quantiles of the TTFT the router in front of the version measured (gateway queueing included)."""
     router_saturated: bool = False
@@ -110,6 +107,10 @@ class VersionSignals:
     """What it reported then, in words."""
     router_queued: float | None = None
     """Requests of this version held at the router now (llm-d flow control queue, Dynamo's HTTP queue)."""
+
+    def in_state(self, state: EngineState) -> int:
+        """Replicas in engine state `state` (0 when none is)."""
+        return self.replicas_in_state.get(state, 0)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from observer.analyse import histogram as hmath
 from observer.analyse.cost import CostMeter
 from observer.analyse.replicas import ReplicaTracker
+from observer.analyse.signals.engines import EngineProgress, count_states, replica_states
 from observer.analyse.signals.gpus import XidCounter, gpu_signals, owners
 from observer.analyse.signals.inventory import ServedInfo
 from observer.analyse.signals.model import (
@@ -38,6 +39,7 @@ from observer.collect.model import GpuMetrics, Histogram, ModelMetrics, VllmScra
 from observer.collect.scraper import ScrapeResult, Target, TargetKind
 from observer.config.fleet import VersionSpec
 from observer.conventions import FINISHED_REASONS, routers
+from observer.conventions.labels import TokenKind
 from observer.conventions.vllm import (
     COMPUTED_SOURCE,
     E2E,
@@ -72,7 +74,6 @@ class SignalStore:
                  coarse_step_seconds: float = 60.0, max_models_per_target: int = 8,
                  cost: CostMeter | None = None, hung_after_seconds: float = 300.0) -> None:
         self.window_seconds = window_seconds
-        self.hung_after_seconds = hung_after_seconds
         self.cost = cost
         self.stale_after_seconds = stale_after_seconds
         self._lock = threading.RLock()
@@ -81,7 +82,7 @@ class SignalStore:
         self._versions: dict[str, VersionState] = {}
         self._target_totals: dict[Target, TargetTotals] = {}
         self._last_ok: dict[Target, ScrapeResult] = {}
-        self._progress: dict[Target, tuple[float, float]] = {}  # target → (finished requests seen, since when)
+        self._engines = EngineProgress(hung_after_seconds)
         self._xids = XidCounter()
         self._cycles = 0
         self._last_cycle_ts: float | None = None
@@ -135,8 +136,7 @@ class SignalStore:
             bound = used | {t for v in kept.values() for t in v.dcgm}
             for t in self._last_ok.keys() - bound:
                 del self._last_ok[t]
-            for t in self._progress.keys() - used:
-                del self._progress[t]
+            self._engines.forget(used)
             self._served_info.retain(kept)
 
     # --- feeding ---------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ class SignalStore:
                     self._cold_start(target, ts)
                 self._last_ok[target] = result
                 if result.vllm is not None:
-                    self._track_progress(target, result, ts)
+                    self._engines.track(target, result, ts)
                 if result.router is not None and target in self._target_totals:
                     # Per routed model, folded like a vLLM target's models (resets and new buckets absorbed).
                     self._target_totals[target].observe(VllmScrape(models=result.router.models))
@@ -189,19 +189,6 @@ class SignalStore:
                 if started is not None and first is not None and started >= first - self.stale_after_seconds:
                     v.cold_starts.observe(ts - started)
 
-    def _track_progress(self, target: Target, result: ScrapeResult, ts: float) -> None:
-        """When the target last finished a request, or last had none running (an idle engine is not hung)."""
-        assert result.vllm is not None
-        finished = running = 0.0
-        for m in result.vllm.models.values():
-            by_reason = m.labelled_counters.get(REQUEST_SUCCESS)
-            e2e = m.histograms.get(E2E)
-            finished += sum(by_reason.values()) if by_reason else (e2e.count if e2e is not None else 0.0)
-            running += m.gauges.get(RUNNING, 0.0)
-        seen = self._progress.get(target)
-        if seen is None or running <= 0 or finished != seen[0]:
-            self._progress[target] = (finished, ts)
-
     def _router_state(self, v: VersionState, results: Mapping[Target, ScrapeResult], ts: float
                       ) -> tuple[bool, float | None]:
         """(saturated or stale now, requests of the version held at the router) from this cycle's router scrapes;
@@ -223,10 +210,6 @@ class SignalStore:
         if troubles:
             v.router_trouble_at, v.router_trouble = ts, "; ".join(troubles)
         return bool(troubles), queued
-
-    def _hung(self, target: Target, ts: float) -> bool:
-        seen = self._progress.get(target)
-        return seen is not None and ts - seen[1] >= self.hung_after_seconds
 
     def _fresh(self, target: Target, ts: float) -> ScrapeResult | None:
         r = self._last_ok.get(target)
@@ -263,16 +246,14 @@ class SignalStore:
         waiting = running = 0.0
         kv_means: list[float] = []
         kv_maxes: list[float] = []
-        unhealthy = asleep = hung = 0
+        states = []
         for t in v.vllm:  # the replicas up (`up`), with their targets for the hung check
             r = results.get(t)
             if r is None or not r.ok:
                 continue
             assert r.vllm is not None
             ms = self._models(v, r.vllm.models)
-            unhealthy += any((m.engines_unhealthy or 0) > 0 for m in ms)
-            asleep += bool(ms) and all(m.engines_asleep is not None and m.engines_asleep >= m.engines for m in ms)
-            hung += self._hung(t, ts)
+            states.append(replica_states(ms, hung=self._engines.hung(t, ts)))
             for m in ms:
                 waiting += m.gauges.get(WAITING, 0.0)
                 running += m.gauges.get(RUNNING, 0.0)
@@ -282,8 +263,8 @@ class SignalStore:
         v.gauges.append(ts, GaugePoint(len(up), waiting, running, mean(kv_means),
                                         max(kv_maxes) if kv_maxes else None))
         gpus = [g for g, owners in gpu_owners.values() if name in owners]
-        v.signals = replace(self._signals(name, v, ts, len(up), gpus), replicas_unhealthy=unhealthy,
-                            replicas_asleep=asleep, replicas_hung=hung, router_saturated=router[0],
+        v.signals = replace(self._signals(name, v, ts, len(up), gpus), replicas_in_state=count_states(states),
+                            router_saturated=router[0],
                             router_queued=router[1], router_trouble_at=v.router_trouble_at,
                             router_trouble=v.router_trouble)
         if v.replicas is None:
@@ -426,7 +407,7 @@ class SignalStore:
             w = self.cost.window(version, since=since)
         if w is None or w.unpriced_gpu_seconds > 0:
             return None
-        return w.per_million_tokens("generation")
+        return w.per_million_tokens(TokenKind.GENERATION)
 
     def slices(self, version: str, *, since: float, until: float, step: float, histograms: Sequence[str],
                labelled: Sequence[str]) -> list[SliceTotals] | None:

@@ -14,6 +14,7 @@ from observer.analyse.canary.judge import metric_slices
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome, Verdict
 from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
 from observer.config.spec import ObserverConfig
+from observer.conventions.labels import EngineState
 from observer.conventions.latency import LATENCY
 from observer.conventions.ratios import ratio_query
 from observer.export.report import plots
@@ -263,13 +264,14 @@ def fairness(spec: CanarySpec, v: Verdict, c: ArmData, b: ArmData) -> tuple[Chec
         out.append(Check("warm-up (prefix-cache hit ratio)", f"{hc:.2f}", f"{hb:.2f}", "pass" if ok else "problem",
                          f"a gap above {f.warmup_hit_ratio_gap:g} means the canary is still warming up"))
     def engines(a: ArmData) -> str:
-        parts = [f"{n} {state}" for state, n in (("unhealthy", a.replicas_unhealthy), ("hung", a.replicas_hung),
-                                                 ("asleep", a.replicas_asleep)) if n]
+        parts = [f"{n} {state}" for state in (EngineState.UNHEALTHY, EngineState.HUNG, EngineState.ASLEEP)
+                 if (n := a.in_state(state))]
         return ", ".join(parts) or f"{a.replicas if a.replicas is not None else '?'} serving"
 
     trouble = engine_trouble(c, b)
     out.append(Check("engines", engines(c), engines(b),
-                     "problem" if trouble or c.replicas_asleep or b.replicas_asleep else "pass",
+                     "problem" if trouble or c.in_state(EngineState.ASLEEP) or b.in_state(EngineState.ASLEEP)
+                     else "pass",
                      "; ".join(trouble) or "unhealthy or hung engines make the verdict inconclusive, asleep ones idle"))
     keys = sorted(set(c.environment) | set(b.environment) | set(f.same_environment))
     for key in keys:

@@ -130,9 +130,7 @@ class OwnSource:
                        admission_rejections=None if rejected is None else max(0.0, float(sum(rejected.values()))),
                        spec_decode=None if spec is None else {str(k): max(0.0, float(x)) for k, x in spec.items()},
                        corrupted=None if corrupted is None else max(0.0, float(sum(corrupted.values()))),
-                       replicas_unhealthy=0 if latest is None else latest.replicas_unhealthy,
-                       replicas_asleep=0 if latest is None else latest.replicas_asleep,
-                       replicas_hung=0 if latest is None else latest.replicas_hung,
+                       replicas_in_state={} if latest is None else dict(latest.replicas_in_state),
                        router_trouble=latest.router_trouble if latest is not None and latest.router_trouble_at
                        is not None and latest.router_trouble_at >= since else "")
 

@@ -16,6 +16,7 @@ from observer.collect.model import Histogram
 from observer.collect.promql import PromQLClient, PromQLError
 from observer.config.canary import CanaryMetricSpec
 from observer.config.prometheus import PrometheusClientSpec
+from observer.conventions.labels import EngineState
 from observer.conventions.latency import LATENCY
 from observer.conventions.promql import selector
 from observer.conventions.ratios import RatioCounts
@@ -218,7 +219,9 @@ class PrometheusSource:
         replicas = await self._scalar(f"max({names.REPLICAS}{v})", now)
         saturated = await self._scalar(f"max(max_over_time({names.ROUTER_SATURATED}{v}{rng}))", now)
         states = await self.query(f"max by ({names.STATE}) ({names.REPLICAS_IN_STATE}{v})", at=now)
-        in_state = {str(s["metric"].get(names.STATE, "")): round(_finite(s["value"][1])) for s in states}
+        known = {str(e): e for e in EngineState}
+        in_state = {known[str(s["metric"].get(names.STATE, ""))]: round(_finite(s["value"][1])) for s in states
+                    if str(s["metric"].get(names.STATE, "")) in known}
         prefix = await self._scalar(f"max({names.WIN_PREFIX_CACHE_HIT_RATIO}{v})", now)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
                        golden_judge_errors=golden_errors,
@@ -227,8 +230,7 @@ class PrometheusSource:
                        replicas=None if replicas is None else round(replicas), prefix_cache_hit_ratio=prefix,
                        environment=await self._environment(v, now), admission_rejections=rejected, spec_decode=spec,
                        corrupted=corrupted,
-                       replicas_unhealthy=in_state.get("unhealthy", 0), replicas_asleep=in_state.get("asleep", 0),
-                       replicas_hung=in_state.get("hung", 0),
+                       replicas_in_state={s: n for s, n in in_state.items() if n},
                        router_trouble="the router's pool was saturated or had stale endpoints in the window"
                        if saturated else "")
 
