@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from observer_dev import pgserver
-from tests.support.suite_guard import become_subreaper
+from tests.support.suite_guard import alive, become_subreaper
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration,
@@ -53,14 +53,6 @@ def test_holds_servers():
 '''
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2:].split()[0] != "Z"
-
-
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("workers", [0, 1], ids=["one process", "xdist worker"])
 def test_sigterm_to_a_running_suite_leaves_no_process_and_a_log_of_what_failed(workers: int, tmp_path: Path) -> None:
@@ -79,7 +71,7 @@ def test_sigterm_to_a_running_suite_leaves_no_process_and_a_log_of_what_failed(w
         assert pids_file.exists(), (inner.stdout.read() if inner.stdout and inner.poll() is not None else b"").decode()
         time.sleep(0.3)  # the file is written whole before the test sleeps
         held = json.loads(pids_file.read_text())
-        assert all(_alive(pid) for pid in held.values()), held
+        assert all(alive(pid) for pid in held.values()), held
         inner.send_signal(signal.SIGTERM)
         out, _ = inner.communicate(timeout=60)
     finally:
@@ -88,9 +80,9 @@ def test_sigterm_to_a_running_suite_leaves_no_process_and_a_log_of_what_failed(w
     text = out.decode(errors="replace")
     assert inner.returncode != 0, text
     deadline = time.monotonic() + 15
-    while any(_alive(pid) for pid in held.values()) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in held.values()) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert {name: pid for name, pid in held.items() if _alive(pid)} == {}, text
+    assert {name: pid for name, pid in held.items() if alive(pid)} == {}, text
     assert "SIGTERM: stopped" in text, text
     written = log.read_text()
     assert "FAILED test_hold.py::test_fails_first" in written

@@ -88,7 +88,7 @@ def stop_descendants(grace: float = GRACE_SECONDS) -> list[str]:
     deadline = time.monotonic() + grace
     while pids and time.monotonic() < deadline:
         _reap()
-        pids = [p for p in pids if _alive(p)]
+        pids = [p for p in pids if alive(p)]
         time.sleep(0.1)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
@@ -97,7 +97,8 @@ def stop_descendants(grace: float = GRACE_SECONDS) -> list[str]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
