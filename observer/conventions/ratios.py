@@ -37,7 +37,8 @@ class RatioKind:
     argo_dimension: str
     what: str
 
-    def bad_matchers(self, reasons: Sequence[str], check: str | None) -> dict[str, str]:
+    def bad_matchers(self, check: str | None) -> dict[str, str]:
+        """Exact matchers of the bad series (a finished-reason list is a regex: `ratio_query` adds it)."""
         match self.counts:
             case RatioCounts.FINISHED_REASONS:
                 return {}
@@ -83,7 +84,7 @@ def ratio_query(counts: RatioCounts, *, arms: Mapping[str, str], window: str, re
     arms `arms` selects (label → regex): the evidence the judge compared, as the report links it."""
     kind = RATIOS[counts]
     regex = {lb.VERSION: arms[lb.VERSION]}
-    bad_exact = kind.bad_matchers(reasons, check)
+    bad_exact = kind.bad_matchers(check)
     bad_regex = {**regex, **({lb.FINISHED_REASON: "|".join(reasons)} if counts is RatioCounts.FINISHED_REASONS
                              else {})}
     bad = f"sum by ({lb.VERSION}) (increase({selector(kind.bad + '_total', bad_exact, regex=bad_regex)}{window}))"

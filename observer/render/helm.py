@@ -54,9 +54,7 @@ _SECRET = _obj({"existingSecret": _str("Secret name (created outside the chart).
 def values_schema() -> dict[str, Any]:
     """values.schema.json: unknown keys, wrong types and impossible combinations fail `helm lint` and
     `helm template` with the key path; `config` is validated as the observer validates its config file."""
-    from observer.config.spec import ObserverConfig as Model
-
-    config = _strip_defaults(Model.model_json_schema())
+    config = _strip_defaults(ObserverConfig.model_json_schema())
     defs = config.pop("$defs", {})
     config["description"] = "The observer's config (observer.yaml), as `observer check-config` reads it."
     resources = {"type": "object"}

@@ -113,12 +113,17 @@ def _lay_out_volumes(pod: Mapping[str, Any], labels: Mapping[str, str], objects:
     return out
 
 
-def _in_text(text: str, mounts: Mapping[str, Path], ports: Mapping[int, int]) -> str:
-    for mount_path, folder in sorted(mounts.items(), key=lambda m: -len(m[0])):
-        text = re.sub(rf"(?<![\w/.-]){re.escape(mount_path.rstrip('/'))}(?=/)", str(folder), text)
+def _in_urls(text: str, ports: Mapping[int, int]) -> str:
+    """Loopback URLs in `text` sent to the ports they moved to."""
     for old, new in ports.items():
         text = re.sub(rf"(https?://(?:127\.0\.0\.1|localhost)):{old}\b", rf"\g<1>:{new}", text)
     return text
+
+
+def _in_text(text: str, mounts: Mapping[str, Path], ports: Mapping[int, int]) -> str:
+    for mount_path, folder in sorted(mounts.items(), key=lambda m: -len(m[0])):
+        text = re.sub(rf"(?<![\w/.-]){re.escape(mount_path.rstrip('/'))}(?=/)", str(folder), text)
+    return _in_urls(text, ports)
 
 
 def _rewrite(text: str, mounts: Mapping[str, Path], ports: Mapping[int, int]) -> str:
@@ -128,8 +133,7 @@ def _rewrite(text: str, mounts: Mapping[str, Path], ports: Mapping[int, int]) ->
             break
     for old, new in ports.items():
         text = re.sub(rf"^(0\.0\.0\.0|127\.0\.0\.1|localhost)?:?{old}$", f"127.0.0.1:{new}", text)
-        text = re.sub(rf"(https?://(?:127\.0\.0\.1|localhost)):{old}\b", rf"\g<1>:{new}", text)
-    return text
+    return _in_urls(text, ports)
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+import psutil
 import pytest
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -43,67 +44,44 @@ def become_subreaper() -> bool:
     return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
 
 
-def descendants() -> list[int]:
-    """Every live (not zombie) descendant of this process, deepest first."""
-    children: dict[int, list[int]] = {}
-    states: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid …; comm may hold spaces and parentheses, so split after the last ')'.
-        fields = stat[stat.rindex(")") + 2:].split()
-        states[int(entry)] = fields[0]
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    out: list[int] = []
-
-    def walk(pid: int) -> None:
-        for child in children.get(pid, []):
-            walk(child)
-            if states.get(child) != "Z":
-                out.append(child)
-
-    walk(os.getpid())
-    return out
-
-
-def _command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return "?"
+def descendants() -> list[psutil.Process]:
+    """Every live (not zombie) descendant of this process."""
+    return [p for p in psutil.Process().children(recursive=True) if alive(p.pid)]
 
 
 def stop_descendants(grace: float = GRACE_SECONDS) -> list[str]:
     """SIGTERM every descendant, SIGKILL those still alive after `grace` seconds, reap what is ours; the
     command lines of what was running."""
-    pids = descendants()
-    found = [f"{pid}: {_command(pid)}" for pid in pids]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+    procs = descendants()
+    found = [f"{p.pid}: {_command(p)}" for p in procs]
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
     deadline = time.monotonic() + grace
-    while pids and time.monotonic() < deadline:
+    while procs and time.monotonic() < deadline:
         _reap()
-        pids = [p for p in pids if alive(p)]
+        procs = [p for p in procs if alive(p.pid)]
         time.sleep(0.1)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
     _reap()
     return found
+
+
+def _command(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline()) or p.name()
+    except psutil.Error:
+        return "?"
 
 
 def alive(pid: int) -> bool:
     """The process exists and is not a zombie."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    return stat[stat.rindex(")") + 2:].split()[0] != "Z"
 
 
 def _reap() -> None:
