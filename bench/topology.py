@@ -152,6 +152,13 @@ def discovered_part() -> dict[str, Any]:
             "discovered_seconds_to_both": round(out.seconds, 1)}
 
 
+def primitives_part() -> dict[str, Any]:
+    from tests.support import primitive_discovery
+
+    out = primitive_discovery.run(deadline_s=30.0)
+    return {"primitives_discovered": out.discovered}
+
+
 def check_config_part() -> dict[str, Any]:
     from observer.crosscheck import check_references
     from observer.errors import ConfigError
@@ -264,11 +271,11 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=6, help="refreshes timed per arm")
     ap.add_argument("--only", default="",
-                    help="comma-separated parts: dashboards, gameday, discovered, check_config, parity, budget, "
-                         "drift")
+                    help="comma-separated parts: dashboards, gameday, discovered, primitives, check_config, parity, "
+                         "budget, drift")
     args = ap.parse_args()
     parts = {p.strip() for p in args.only.split(",") if p.strip()} or {
-        "dashboards", "gameday", "discovered", "check_config", "parity", "budget", "drift"}
+        "dashboards", "gameday", "discovered", "primitives", "check_config", "parity", "budget", "drift"}
     out: dict[str, Any] = {"scenarios_total": None, "scenarios_same_verdict": None}
     if "gameday" in parts:
         r = gameday_part()
@@ -279,6 +286,11 @@ def main() -> None:
         r = discovered_part()
         print(f"discovered versions: golden items {r['discovered_golden_items']}, live checks "
               f"{r['discovered_live_checks']} after {r['discovered_seconds_to_both']} s")
+        out.update(r)
+    if "primitives" in parts:
+        r = primitives_part()
+        print(f"rollout primitives discovered through the API (versions, roles, weights as the objects say, at "
+              f"25 % and promoted): {r['primitives_discovered']}")
         out.update(r)
     if "check_config" in parts:
         r = check_config_part()

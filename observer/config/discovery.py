@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -35,6 +36,49 @@ class DcgmDiscovery(Spec):
         return _check_selector(v)
 
 
+PRIMITIVE_APIS = {
+    "kserve_llmisvc": ("serving.kserve.io/v1alpha2",),
+    "kserve_isvc": ("serving.kserve.io/v1beta1",),
+    "httproute_pools": ("gateway.networking.k8s.io/v1",),
+    "model_rewrite": ("llm-d.ai/v1alpha2", "inference.networking.x-k8s.io/v1alpha2"),
+}
+POOL_APIS = ("inference.networking.k8s.io/v1", "inference.networking.x-k8s.io/v1alpha2")
+
+
+class PrimitiveRef(Spec):
+    """A rollout primitive other than an Argo Rollout whose objects name the model's versions."""
+
+    kind: Literal["kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite"] = Field(
+        description="kserve_llmisvc: a KServe LLMInferenceService routing group (spec.router.route.group); "
+                    "kserve_isvc: an InferenceService with canaryTrafficPercent; httproute_pools: an HTTPRoute "
+                    "weighted across InferencePools; model_rewrite: an llm-d InferenceModelRewrite's weighted "
+                    "targets (adapter versions on shared pods).")
+    name: str = Field(description="The routing group, InferenceService, HTTPRoute or InferenceModelRewrite.")
+    model: str | None = Field(
+        None, description="model_rewrite only: the model name clients send, whose rule's targets are the versions.")
+    api_version: str | None = Field(
+        None, description="apiVersion to watch the primitive at; None: the newest one the observer reads "
+                          "(model_rewrite also reads inference.networking.x-k8s.io/v1alpha2, llm-d's older group).")
+    pool_api_version: str = Field(POOL_APIS[0], description="apiVersion of the InferencePools "
+                                                            "(httproute_pools, model_rewrite).")
+
+    @model_validator(mode="after")
+    def _fits(self) -> PrimitiveRef:
+        if (self.kind == "model_rewrite") != (self.model is not None):
+            raise ValueError("`model` is required for kind model_rewrite (the model name clients send) and only "
+                             "there")
+        if self.api_version is not None and self.api_version not in PRIMITIVE_APIS[self.kind]:
+            raise ValueError(f"api_version {self.api_version!r} is not one the observer reads for {self.kind}: "
+                             f"{', '.join(PRIMITIVE_APIS[self.kind])}")
+        if self.pool_api_version not in POOL_APIS:
+            raise ValueError(f"pool_api_version {self.pool_api_version!r}: one of {', '.join(POOL_APIS)}")
+        return self
+
+    @property
+    def watched_api_version(self) -> str:
+        return self.api_version or PRIMITIVE_APIS[self.kind][0]
+
+
 class ModelDiscovery(Spec):
     """One served model: its pods (by label selector) and, optionally, the Argo Rollout that owns them."""
 
@@ -47,6 +91,9 @@ class ModelDiscovery(Spec):
     rollout: str | None = Field(
         None, description="Argo Rollout owning the pods: roles from its status (stableRS, currentPodHash) and "
                           "the canary's expected weight from its current step. None: roles from `role_label`.")
+    primitive: PrimitiveRef | None = Field(
+        None, description="Instead of an Argo Rollout: the KServe, Gateway API or llm-d object whose members are "
+                          "the versions (identity, role, weight and pods from it; docs/kubernetes.md).")
     identity_label: str = Field("rollouts-pod-template-hash",
                                 description="Pod label whose value names the version (one per ReplicaSet).")
     role_label: str = Field(
@@ -68,6 +115,12 @@ class ModelDiscovery(Spec):
         None, description="Pod port for OpenAI calls when no Service names the version (a number or a container "
                           "port name); None: the same as `port`.")
     openai_path: str = Field("/v1", description="Path of the OpenAI API on a Service or pod address.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelDiscovery:
+        if self.rollout is not None and self.primitive is not None:
+            raise ValueError(f"model {self.name}: name either an Argo `rollout` or a `primitive`, not both")
+        return self
 
     @field_validator("name")
     @classmethod

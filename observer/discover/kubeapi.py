@@ -130,7 +130,7 @@ def _describe(status: int, body: str, *, verb: str, resource: str, namespace: st
                                      f"and watch on {resource} to its service account (docs/kubernetes.md, RBAC): "
                                      f"{detail}")
     if status == 404:
-        hint = " (is Argo Rollouts' CRD rollouts.argoproj.io installed?)" if "." in resource else ""
+        hint = f" (is the CRD {resource} installed?)" if "." in resource else ""
         return KubeApiError("not_found", f"{verb} {where}: 404 not found{hint}: {detail}")
     return KubeApiError("http_error", f"{verb} {where}: HTTP {status}: {detail}")
 

@@ -237,17 +237,25 @@ def dcgm_by_node(spec: DcgmDiscovery | None, pods: Iterable[PodInfo]) -> dict[st
     return out
 
 
-def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo],
-                rollout: RolloutInfo | None, dcgm: Mapping[str, Sequence[str]], problems: Counter[str],
-                autoscalers: Iterable[Mapping[str, Any]] = ()) -> ModelState:
-    """The versions of model `m` from its pods (already selected by `m.selector`)."""
-    groups: dict[str, list[tuple[PodInfo, str, str]]] = {}  # version → (pod, identity, metrics URL)
+def serving_pods(pods: Iterable[PodInfo], problems: Counter[str]) -> list[PodInfo]:
+    """The Ready, not terminating pods, by name; one without an IP is counted (`no_ip`) and left out."""
+    out = []
     for p in sorted(pods, key=lambda p: p.name):
         if not p.ready or p.deleting:
             continue
         if p.ip is None:
             problems["no_ip"] += 1
             continue
+        out.append(p)
+    return out
+
+
+def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo],
+                rollout: RolloutInfo | None, dcgm: Mapping[str, Sequence[str]], problems: Counter[str],
+                autoscalers: Iterable[Mapping[str, Any]] = ()) -> ModelState:
+    """The versions of model `m` from its pods (already selected by `m.selector`)."""
+    groups: dict[str, list[tuple[PodInfo, str, str]]] = {}  # version → (pod, identity, metrics URL)
+    for p in serving_pods(pods, problems):
         identity = p.labels.get(m.identity_label)
         if not identity:
             problems["no_identity"] += 1

@@ -14,14 +14,16 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 
 from observer.config.discovery import KubernetesDiscovery
 from observer.config.fleet import VersionSpec
+from observer.discover import primitives
 from observer.discover.kubeapi import Reflector
 from observer.discover.model import FIXES, ModelState, PodInfo, RolloutInfo, dcgm_by_node, model_state, parse_all
+from observer.discover.planned import claimed_twice, plan_for, plan_state, resources
 from observer.fleetview import LiveFleet
 
 log = logging.getLogger("observer.discovery")
@@ -40,6 +42,7 @@ class Discovery:
     rollouts: Reflector | None = None
     dcgm: Reflector | None = None
     autoscalers: list[Reflector] = field(default_factory=list)
+    primitives: dict[tuple[str, str], Reflector] = field(default_factory=dict)  # (apiVersion, plural) → its objects
     clock: Callable[[], float] = time.monotonic
     problems: Counter[tuple[str, str]] = field(default_factory=Counter)  # (group, problem) → count
     states: dict[str, ModelState] = field(default_factory=dict)
@@ -49,6 +52,7 @@ class Discovery:
     _gone: dict[str, tuple[VersionSpec, float]] = field(default_factory=dict)
     _published: dict[str, VersionSpec] = field(default_factory=dict)
     _seen_problems: dict[str, Counter[str]] = field(default_factory=dict)
+    _seen_details: dict[str, set[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for r in self.reflectors():
@@ -60,10 +64,11 @@ class Discovery:
     def reflectors(self) -> list[Reflector]:
         out = list(self.pods.values())
         out += [r for r in (self.rollouts, self.dcgm) if r is not None]
-        return out + self.autoscalers
+        return out + self.autoscalers + list(self.primitives.values())
 
     def not_ready(self) -> str | None:
-        waiting = [r for r in (*self.pods.values(), self.rollouts) if r is not None and not r.synced]
+        waiting = [r for r in (*self.pods.values(), self.rollouts, *self.primitives.values())
+                   if r is not None and not r.synced]
         if not waiting:
             return None
         what = ", ".join(f"{r.resource} ({r.last_error or 'listing'})" for r in waiting)
@@ -110,17 +115,39 @@ class Discovery:
             rollouts = {r.name: r for r in parse_all(self.rollouts.objects.values(), scratch, "rollout")}
         dcgm = dcgm_by_node(spec.dcgm, parse_all(self.dcgm.objects.values(), scratch, "pod") if self.dcgm else [])
         autoscalers = [o for r in self.autoscalers for o in r.objects.values()]
-        found: list[VersionSpec] = []
+        objects = {key: list(r.objects.values()) for key, r in self.primitives.items()}
+        states: dict[str, ModelState] = {}
+        problems: dict[str, Counter[str]] = {}
         for m in spec.models:
             reflector = self.pods.get(m.name)
             if reflector is None:
                 continue
-            problems: Counter[str] = Counter()
-            pods: list[PodInfo] = parse_all(reflector.objects.values(), problems, "pod")
-            rollout = rollouts.get(m.rollout) if m.rollout else None
-            state = model_state(spec, m, pods, rollout, dcgm, problems, autoscalers)
-            self._count_problems(m.name, problems)
-            self.states[m.name] = state
+            problems[m.name] = Counter()
+            pods: list[PodInfo] = parse_all(reflector.objects.values(), problems[m.name], "pod")
+            if m.primitive is not None:
+                if not all(self.primitives[key].synced for key in resources(m.primitive) if key in self.primitives):
+                    # Not listed yet: an HTTPRoute read before its pools would name a dangling pool.
+                    if m.name in self.states:
+                        states[m.name] = self.states[m.name]
+                    continue
+                plan = plan_for(m.primitive, objects)
+                for line in plan.details:
+                    self._detail(m.name, line)
+                states[m.name] = plan_state(spec, m, pods, plan, dcgm, problems[m.name])
+            else:
+                rollout = rollouts.get(m.rollout) if m.rollout else None
+                states[m.name] = model_state(spec, m, pods, rollout, dcgm, problems[m.name], autoscalers)
+        conflicts = claimed_twice(states, [m.name for m in spec.models if m.primitive is not None])
+        found: list[VersionSpec] = []
+        for group, state in states.items():
+            if group in conflicts:  # both claimants are left out until one lets go
+                problems[group]["claimed_twice"] += len(conflicts[group])
+                self._detail(group, f"claimed_twice: {', '.join(sorted(conflicts[group]))} share pods or a model "
+                                    f"name with another model's versions")
+                kept_versions = tuple(v for v in state.versions if v.name not in conflicts[group])
+                state = replace(state, versions=kept_versions)
+            self._count_problems(group, problems[group])
+            self.states[group] = state
             found.extend(state.versions)
         now = self.clock()
         names_now = {v.name for v in found}
@@ -151,6 +178,14 @@ class Discovery:
                                                            + ")" for v in kept) or "no versions")
         return kept
 
+    def _detail(self, group: str, line: str) -> None:
+        """A primitive's problem in words, logged when it is new (the counter says how often)."""
+        seen = self._seen_details.setdefault(group, set())
+        if line not in seen:
+            if len(seen) < 64:  # bounded: a flapping object must not grow it without end
+                seen.add(line)
+            log.warning("kubernetes discovery (%s): %s", group, line)
+
     def _count_problems(self, group: str, problems: Counter[str]) -> None:
         """Problems are recounted on every recompute; count each (group, problem) once per new occurrence."""
         before = self._seen_problems.get(group, Counter())
@@ -159,5 +194,6 @@ class Discovery:
                 self.problems[(group, problem)] += n - before.get(problem, 0)
                 log.warning("kubernetes discovery%s: %d pod(s)/rollout(s)/version(s): %s%s",
                             f" ({group})" if group else "", n, problem.replace("_", " "),
-                            f": {FIXES[problem]}" if problem in FIXES else "")
+                            f": {FIXES[problem]}" if problem in FIXES else
+                            f": {primitives.FIXES[problem]}" if problem in primitives.FIXES else "")
         self._seen_problems[group] = problems

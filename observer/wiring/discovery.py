@@ -1,7 +1,9 @@
 """Wiring of Kubernetes discovery (observer.discover.watch): its reflectors, its collector, its tasks.
 
 One pod reflector per configured model (its label selector, server-side), one on the namespace's
-Argo Rollouts (when a model names one), one on dcgm-exporter pods, and two on autoscalers (HPA,
+Argo Rollouts (when a model names one), one on each collection a model's rollout primitive is read from
+(LLMInferenceServices, InferenceServices, HTTPRoutes, InferencePools, InferenceModelRewrites), one on
+dcgm-exporter pods, and two on autoscalers (HPA,
 KEDA ScaledObject) for the rollout-hygiene gauges. Every change recomputes the discovered versions
 (debounced) and replaces them in the context's LiveFleet, which re-binds the scrape targets and is
 what the canary judge pairs and weighs from. A version whose last pod went away stays (no targets,
@@ -22,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from observer.discover.collector import DiscoveryCollector
 from observer.discover.kubeapi import Reflector, client_for
+from observer.discover.planned import resources
 from observer.discover.watch import Discovery
 from observer.wiring.runtime import BaseComponent, Context
 
@@ -74,10 +77,15 @@ def build(ctx: Context) -> DiscoveryComponent | None:
                       f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers"),
             reflector("scaledobjects.keda.sh", f"/apis/keda.sh/v1alpha1/namespaces/{ns}/scaledobjects"),
         ]
+    primitives = {}
+    for m in spec.models:
+        for api, plural in resources(m.primitive) if m.primitive is not None else ():
+            primitives[(api, plural)] = reflector(f"{plural}.{api.split('/')[0]}",
+                                                  f"/apis/{api}/namespaces/{ns}/{plural}")
     dcgm = None
     if spec.dcgm is not None:
         dcgm = reflector("pods (dcgm-exporter)", f"/api/v1/namespaces/{quote(spec.dcgm.namespace, safe='')}/pods",
                          spec.dcgm.selector, namespace=spec.dcgm.namespace)
     d = Discovery(spec=spec, fleet=ctx.fleet, client=client, pods=pods, rollouts=rollouts, dcgm=dcgm,
-                  autoscalers=autoscalers)
+                  autoscalers=autoscalers, primitives=primitives)
     return DiscoveryComponent(d)

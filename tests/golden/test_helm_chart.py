@@ -112,6 +112,26 @@ def test_rbac_grants_only_what_the_configs_discovery_reads() -> None:
     assert not any("rollouts" in r["resources"] for r in roles["observer-discovery"]["rules"])
 
 
+def test_rbac_grants_the_collections_of_the_primitives_the_models_name() -> None:
+    def granted(models: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        values = {"config": {"discovery": {"kubernetes": {"dcgm": None, "models": models}}}}
+        role = _roles(helmchart.render(values))["observer-discovery"]
+        return {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+
+    def model(name: str, primitive: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "selector": {"app": name}, "primitive": primitive}
+
+    rewrite = granted([model("lora", {"kind": "model_rewrite", "name": "lora", "model": "lora"})])
+    assert {("llm-d.ai", "inferencemodelrewrites"), ("inference.networking.x-k8s.io", "inferencemodelrewrites"),
+            ("inference.networking.k8s.io", "inferencepools")} <= rewrite
+    assert not {r for _, r in rewrite} & {"rollouts", "httproutes", "llminferenceservices", "inferenceservices"}
+    every = granted([model("a", {"kind": "kserve_llmisvc", "name": "a"}), model("b", {"kind": "kserve_isvc",
+                     "name": "b"}), model("c", {"kind": "httproute_pools", "name": "c"})])
+    assert {("serving.kserve.io", "llminferenceservices"), ("serving.kserve.io", "inferenceservices"),
+            ("gateway.networking.k8s.io", "httproutes"), ("inference.networking.k8s.io", "inferencepools")} <= every
+    assert not {r for _, r in every} & {"rollouts", "inferencemodelrewrites"}
+
+
 def test_the_sidecar_profile_is_a_vllm_pod_that_would_serve() -> None:
     objs = rendered("sidecar")
     [deployment] = [o for o in objs if o["kind"] == "Deployment"]

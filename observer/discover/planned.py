@@ -1,0 +1,134 @@
+"""From a rollout primitive's plan (observer/discover/primitives.py) and the model's pods to versions.
+
+The Argo path (observer/discover/model.py) groups pods by their pod-template hash; here the primitive names
+the versions and each version's pods are those its labels select among the model's pods. Versions of an
+adapter rewrite share every pod and differ by model name: the scrape counts only that model's series, and
+golden and shadow replays ask for that model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from observer.config.discovery import KubernetesDiscovery, ModelDiscovery, PrimitiveRef
+from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
+from observer.discover.model import ModelState, PodInfo, serving_pods
+from observer.discover.primitives import Plan, httproute_plan, isvc_plan, llmisvc_plan, rewrite_plan
+
+Obj = Mapping[str, Any]
+PLURALS = {"kserve_llmisvc": "llminferenceservices", "kserve_isvc": "inferenceservices",
+           "httproute_pools": "httproutes", "model_rewrite": "inferencemodelrewrites"}
+POOLS = "inferencepools"
+
+
+def resources(ref: PrimitiveRef) -> list[tuple[str, str]]:
+    """(apiVersion, plural) of every collection the primitive's plan is read from."""
+    out = [(ref.watched_api_version, PLURALS[ref.kind])]
+    if ref.kind == "model_rewrite" and ref.api_version is None:
+        out.append(("inference.networking.x-k8s.io/v1alpha2", PLURALS[ref.kind]))  # llm-d's older group
+    if ref.kind in ("httproute_pools", "model_rewrite"):
+        out.append((ref.pool_api_version, POOLS))
+    return out
+
+
+def _named(objs: Iterable[Obj], name: str) -> Obj | None:
+    return next((o for o in objs if isinstance(o.get("metadata"), Mapping) and o["metadata"].get("name") == name),
+                None)
+
+
+def plan_for(ref: PrimitiveRef, objects: Mapping[tuple[str, str], Sequence[Obj]]) -> Plan:
+    """The primitive's plan from the watched collections' objects ((apiVersion, plural) → objects)."""
+    own = [o for (api, plural), objs in objects.items() if plural == PLURALS[ref.kind]
+           and (api, plural) in resources(ref) for o in objs]
+    pools = [o for (api, plural), objs in objects.items() if plural == POOLS and api == ref.pool_api_version
+             for o in objs]
+    if ref.kind == "kserve_llmisvc":
+        return llmisvc_plan(ref.name, own)
+    named = _named(own, ref.name)
+    if named is None:
+        return Plan(ref.kind, ref.name, (), {"dangling_ref": 1},
+                    (f"dangling_ref: no {PLURALS[ref.kind]} named {ref.name} in the namespace",))
+    if ref.kind == "kserve_isvc":
+        return isvc_plan(named)
+    if ref.kind == "httproute_pools":
+        return httproute_plan(named, pools)
+    assert ref.model is not None  # checked by PrimitiveRef
+    return rewrite_plan(named, ref.model, pools)
+
+
+def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo], plan: Plan,
+               dcgm: Mapping[str, Sequence[str]], problems: Counter[str]) -> ModelState:
+    """The versions of model `m` its primitive's `plan` names, each with the pods its labels select."""
+    problems.update(plan.problems)
+    serving = serving_pods(pods, problems)
+    order = {"stable": 0, "canary": 1, "other": 2}
+    ranked = sorted(plan.members, key=lambda x: order[x.role])
+    if len(ranked) > spec.max_versions_per_model:
+        problems["versions_over_cap"] += len(ranked) - spec.max_versions_per_model
+        ranked = ranked[: spec.max_versions_per_model]
+    versions: list[VersionSpec] = []
+    counted: dict[str, int] = {}
+    roles: dict[str, str] = {}
+    for member in ranked:
+        name = f"{m.version_prefix}{member.identity}"
+        if not VERSION_NAME.match(name):
+            problems["invalid_identity"] += 1
+            continue
+        chosen = [p for p in serving if member.pod_labels.items() <= p.labels.items()]
+        if len(chosen) > spec.max_pods_per_version:
+            problems["pods_over_cap"] += len(chosen) - spec.max_pods_per_version
+            chosen = chosen[: spec.max_pods_per_version]
+        if not chosen:
+            continue  # no serving pod (yet, or any more): as on the Argo path, the version comes with its pods
+        urls = [u for p in chosen if (u := p.url(m.port, m.metrics_path)) is not None]
+        if not urls:
+            problems["no_port"] += 1
+            continue
+        port = m.port if m.openai_port is None else m.openai_port
+        openai = (m.openai_url.format(version=name, role=member.role, model=m.name, namespace=spec.namespace)
+                  if m.openai_url is not None else
+                  next((u for p in chosen if (u := p.url(port, m.openai_path)) is not None), None))
+        if openai is None:
+            problems["no_openai_url"] += 1
+        nodes = sorted({p.node for p in chosen if p.node is not None})
+        counted[name], roles[name] = len(chosen), member.role
+        versions.append(VersionSpec(
+            name=name, role=member.role, model=member.model or m.served_model, vllm=urls, openai=openai,
+            dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
+            pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
+                  for p in chosen],
+            expected_traffic_weight=member.weight, group=m.name))
+    canary = next((x for x in plan.members if x.role == "canary"), None)
+    weight = canary.weight if canary is not None else None
+    canary_pods = sum(n for v, n in counted.items() if roles[v] == "canary")
+    stable_pods = sum(n for v, n in counted.items() if roles[v] == "stable")
+    shared = plan.primitive == "model_rewrite"  # one pool serves every version: a replica share means nothing
+    share = canary_pods / (canary_pods + stable_pods) if canary_pods and stable_pods and not shared else None
+    stale = 0 if shared else sum(n for v, n in counted.items() if roles[v] == "other")
+    return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
+                      canary_replica_share=share, stale_revision_pods=stale)
+
+
+def claimed_twice(states: Mapping[str, ModelState], primitive_groups: Iterable[str]) -> dict[str, set[str]]:
+    """model → its versions that claim what another model's version claims, where one of the two models is
+    read from a primitive: a pod serving the same model name (a version without a model name claims every
+    model on its pods). Two adapter rewrites, or an adapter and its base model, share pods by design and
+    differ by model name; the versions of one rewrite are never counted against each other."""
+    primitive = set(primitive_groups)
+    claims: dict[str, list[tuple[str, str, str | None]]] = {}  # pod → (group, version, model)
+    for group, st in states.items():
+        for v in st.versions:
+            for p in v.pods:
+                claims.setdefault(f"{p.namespace}/{p.pod}", []).append((group, v.name, v.model))
+    out: dict[str, set[str]] = {}
+    for on_pod in claims.values():
+        for i, (g1, v1, m1) in enumerate(on_pod):
+            for g2, v2, m2 in on_pod[i + 1:]:
+                if g1 == g2 or not ({g1, g2} & primitive):
+                    continue
+                if m1 is None or m2 is None or m1 == m2:
+                    out.setdefault(g1, set()).add(v1)
+                    out.setdefault(g2, set()).add(v2)
+    return out
