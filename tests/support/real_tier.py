@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from observer.config.spec import ObserverConfig
-from observer_dev.gameday.real import ROUND_SECONDS, drive, paced
+from observer_dev.gameday.real import drive
 from tests.support.observer_proc import ObserverProcess, run_observer
 from tests.support.poll import wait_until
 from tests.support.prom import run_prometheus
@@ -30,7 +30,7 @@ def real_config(engines: Engines, tmp: Path, *, proxy_port: int | None = None,
         "sampling": {"enabled": proxy_port is not None, "fraction": 1.0, "store": {"path": str(tmp / "s.db")},
                      "reservoir": {"window_seconds": 0.2}},
         "quality": {"enabled": False}, "drift": {"enabled": False},
-        "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "slice_seconds": ROUND_SECONDS},
+        "canary": {"window_seconds": 3600, "interval_seconds": 1.0, "slice_seconds": engines.pace.round_seconds},
     }
     if proxy_port is not None:
         data["sampling"]["versions"] = {"stable": {"listen": f"127.0.0.1:{proxy_port}"}}
@@ -84,14 +84,15 @@ def verdict_of(obs: ObserverProcess) -> dict[str, Any]:
     return out
 
 
-def looks(obs: ObserverProcess, engines: Engines, *, rounds: int, requests: int,
-          until: str | None = None) -> list[dict[str, Any]]:
-    """Bursts to both arms, a verdict after each (weight=any); stop early at verdict `until`."""
+def looks(obs: ObserverProcess, engines: Engines, *, rounds: int, until: str | None = None) -> list[dict[str, Any]]:
+    """Bursts to both arms at the tier's pace, a verdict after each (weight=any); stop early at verdict `until`."""
     out: list[dict[str, Any]] = []
+    pace = engines.pace
     for _ in range(rounds):
         started = time.monotonic()
-        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=requests, concurrency=6)
-        paced(started)  # one round per slice
+        drive({"stable": engines.stable.url, "canary": engines.canary.url}, requests=pace.requests,
+              concurrency=pace.concurrency, timeout=pace.request_timeout_s)
+        pace.sleep_out(started)  # one round per slice
         out.append(verdict_of(obs))
         if until is not None and out[-1]["verdict"] == until:
             break
