@@ -46,6 +46,11 @@ def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> 
         res = runner.invoke(app, ["canary", "judge", "--config", str(path), "--url", obs.url],
                             env={"COLUMNS": "200"})
         assert res.exit_code == 1 and "FAIL" in res.output and "ttft (critical)" in res.output
+        # The pipeline's gate on the same observer: the failing verdict ends the wait with 1, its reason, the report.
+        res = runner.invoke(app, ["canary", "wait", "--config", str(path), "--url", obs.url, "--timeout", "30",
+                                  "--interval", "1"], env={"COLUMNS": "200"})
+        assert res.exit_code == 1 and "canary vs stable: FAIL — " in res.output and "ttft" in res.output, res.output
+        assert "Report: http://observer.observability.svc:9464/report/canary/canary?baseline=stable" in res.output
         assert "Report: http://observer.observability.svc:9464/report/canary/canary?baseline=stable" in res.output
         # The running observer's report page names the failing metric and draws its plots.
         page = obs.get("/report/canary/canary?baseline=stable")
