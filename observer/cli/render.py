@@ -1,4 +1,5 @@
-"""`observer render [alerts|dashboards|argo|helm|all] --config FILE [--check]`: write or check generated files."""
+"""`observer render [alerts|dashboards|argo|flagger|helm|all] --config FILE [--check]`: write or check generated
+files."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class Target(StrEnum):
     ALERTS = "alerts"
     DASHBOARDS = "dashboards"
     ARGO = "argo"
+    FLAGGER = "flagger"
     HELM = "helm"
     ALL = "all"
 
@@ -33,6 +35,7 @@ MODULES: dict[Target, str] = {
     Target.ALERTS: "observer.render.alerts",
     Target.DASHBOARDS: "observer.render.dashboards",
     Target.ARGO: "observer.render.argo",
+    Target.FLAGGER: "observer.render.flagger",
     Target.HELM: "observer.render.helm",
 }
 
@@ -73,8 +76,8 @@ def register(app: typer.Typer) -> None:
         root: Annotated[Path, typer.Option("--root", help="Directory the generated paths are relative to.")
                         ] = Path("."),
     ) -> None:
-        """Generate alert rules, dashboards, Argo templates and the Helm chart's generated parts from the config
-        (or check them)."""
+        """Generate alert rules, dashboards, Argo and Flagger templates and the Helm chart's generated parts from the
+        config (or check them)."""
         cfg = load(config)
         targets: list[Target] = list(MODULES) if target is Target.ALL else [target]
         try:

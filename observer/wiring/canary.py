@@ -26,7 +26,7 @@ from observer.analyse.canary.sources import (
 )
 from observer.collect import promql
 from observer.collect.promql import PromQLClient
-from observer.export import canary_api
+from observer.export import canary_api, flagger_api
 from observer.export.report import pages
 from observer.export.report.examples import ExampleStore, StoreExamples
 from observer.export.report.model import Example
@@ -69,8 +69,10 @@ class CanaryComponent(BaseComponent):
 
     def routers(self) -> Sequence[APIRouter]:
         if self.report is None:
-            return (canary_api.router(self.service),)
-        return canary_api.router(self.service, report_url=self.service.spec.report_url), self.report
+            return canary_api.router(self.service), flagger_api.router(self.service)
+        report_url = self.service.spec.report_url
+        return (canary_api.router(self.service, report_url=report_url),
+                flagger_api.router(self.service, report_url=report_url), self.report)
 
     async def stop(self) -> None:
         if self.own_http is not None:

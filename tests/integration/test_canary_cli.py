@@ -52,6 +52,17 @@ def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> 
         assert res.exit_code == 1 and "canary vs stable: FAIL — " in res.output and "ttft" in res.output, res.output
         assert "Report: http://observer.observability.svc:9464/report/canary/canary?baseline=stable" in res.output
         assert "Report: http://observer.observability.svc:9464/report/canary/canary?baseline=stable" in res.output
+        # Flagger's webhooks on the same observer, with Flagger's payload: promotion held, rollback asked for, the
+        # rollout check failed; each answer says why.
+        payload = {"name": "llm", "namespace": "llm-serving", "phase": "Progressing", "checksum": "1",
+                   "metadata": {"canary": "canary", "baseline": "stable"}}
+        codes = {hook: httpx.post(f"{obs.url}/api/v1/flagger/{hook}", json=payload, timeout=10)
+                 for hook in ("confirm-promotion", "rollback", "rollout")}
+        assert {h: r.status_code for h, r in codes.items()} == {"confirm-promotion": 403, "rollback": 200,
+                                                                "rollout": 412}
+        assert codes["confirm-promotion"].json()["verdict"] == "fail"
+        assert "ttft" in codes["rollback"].json()["reason"] and codes["rollback"].json()["report"].endswith(
+            "/report/canary/canary?baseline=stable")
         # The running observer's report page names the failing metric and draws its plots.
         page = obs.get("/report/canary/canary?baseline=stable")
         assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
