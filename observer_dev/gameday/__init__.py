@@ -32,6 +32,7 @@ from observer.errors import ObserverError
 from observer.render import argo as argo_render
 from observer.service import ThreadedService, start_in_thread
 from observer_dev.gameday.argo import Phase
+from observer_dev.gameday.flagger import FlaggerLoop
 from observer_dev.gameday.looks import (
     ARGO_FAIL_LOOKS,
     alert_exprs,
@@ -68,6 +69,10 @@ __all__ = ["FULL", "SCENARIOS", "SHORT", "GamedayError", "Plan", "Report", "Row"
 # The example golden sets travel as the dev package's data (a link to the repository's golden_sets/ in a
 # checkout, copied into the wheel), so an installed game day finds them too.
 GOLDEN_SETS = Path(__file__).resolve().parents[1] / "golden_sets"
+FLAGGER_EXPECT = frozenset({"pass", "fail", "nodata", "idle", "inconclusive", "not-pass"})
+FLAGGER_INTERVALS = 8
+"""Flagger's loop on the last look: the example Canary needs 5 steps of 10 % to its 50 %, then confirm-promotion;
+a fail ends it at the first interval (the rollback webhook); undecided verdicts wait at 50 %."""
 
 
 
@@ -407,6 +412,9 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 break
         if row.verdicts:
             row.verdicts[-1] = str(body["verdict"])
+        if s.expect in FLAGGER_EXPECT:  # the same pair through Flagger's loop, webhooks and MetricTemplates
+            loop = FlaggerLoop.for_config(config, canary="canary", baseline="stable")
+            row.flagger = loop.run(obs.url, prom_url, intervals=FLAGGER_INTERVALS)
         page = httpx.get(obs.url + "/report/canary/canary", params={"baseline": "stable"}, timeout=10)
         row.report = page.text if page.status_code == 200 else f"HTTP {page.status_code}: {page.text[:300]}"
         ok, detail = check_row(s, row, body)
@@ -458,12 +466,12 @@ def print_report(report: Report, console: Console) -> None:
     """Print the game-day table."""
     t = Table(title="observer game day", caption="OK" if report.ok else "MISMATCH")
     for col in ("scenario", "expected", "verdicts (per round)", "web gate", "guardrail", "Argo Prometheus",
-                "ok", "detail"):
+                "Flagger", "ok", "detail"):
         t.add_column(col)
     for r in report.rows:
         seq = " ".join(v[0] for v in r.verdicts)  # p f i n
         prom = ", ".join(f"{k}={v}" for k, v in r.prometheus.items())
         t.add_row(f"{r.scenario}: {r.title}", r.expected, f"{seq} → {r.verdicts[-1] if r.verdicts else '-'}",
-                  r.web_gate, r.guardrail, prom, "[green]yes[/]" if r.ok else "[red]NO[/]",
+                  r.web_gate, r.guardrail, prom, r.flagger, "[green]yes[/]" if r.ok else "[red]NO[/]",
                   f"{r.detail} ({r.seconds:.0f}s)")
     console.print(t)

@@ -199,7 +199,17 @@ def check_row(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str
             problems.append("drift not flagged")
         if prom.get("drift") != "Failed":
             problems.append(f"Prometheus drift metric {prom.get('drift')}, expected Failed")
+    want_flagger = FLAGGER_END.get(s.expect)
+    if row.flagger and want_flagger and not row.flagger.startswith(want_flagger):
+        problems.append(f"Flagger's loop ended {row.flagger}, expected {want_flagger}")
+    if row.flagger.startswith("Succeeded") and s.expect != "pass":
+        problems.append(f"Flagger promoted a canary expected {s.expect}")
     return not problems, "; ".join(problems) or str(body.get("reason", ""))[:120]
+
+
+FLAGGER_END = {"pass": "Succeeded", "fail": "Failed", "nodata": "Waiting", "idle": "Waiting", "inconclusive": "Waiting"}
+"""Where Flagger's analysis loop must end per expected verdict: promoted, rolled back, or held at its maximum
+weight by the confirm-promotion webhook (never promoted)."""
 
 
 def alert_exprs(config: ObserverConfig) -> dict[str, str]:

@@ -123,6 +123,7 @@ class Row:
     failed_metric: str = ""  # the metrics the final verdict failed on, comma-joined
     evidence: Any = None  # what else the scenario measured (the real game day: quality and drift evidence)
     report: str = ""  # the pair's report page (HTML) at the scenario's last look
+    flagger: str = ""  # where Flagger's analysis loop (observer_dev/gameday/flagger.py) ended on the last look
 
 
 @dataclass
