@@ -14,7 +14,7 @@ from typing import Any
 
 from observer.config.discovery import KubernetesDiscovery, ModelDiscovery, PrimitiveRef
 from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
-from observer.discover.model import ModelState, PodInfo, serving_pods
+from observer.discover.model import ModelState, PodInfo, openai_url, serving_pods
 from observer.discover.primitives import Plan, httproute_plan, isvc_plan, llmisvc_plan, rewrite_plan
 
 Obj = Mapping[str, Any]
@@ -70,7 +70,6 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
         ranked = ranked[: spec.max_versions_per_model]
     versions: list[VersionSpec] = []
     counted: dict[str, int] = {}
-    roles: dict[str, str] = {}
     for member in ranked:
         name = f"{m.version_prefix}{member.identity}"
         if not VERSION_NAME.match(name):
@@ -86,14 +85,11 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
         if not urls:
             problems["no_port"] += 1
             continue
-        port = m.port if m.openai_port is None else m.openai_port
-        openai = (m.openai_url.format(version=name, role=member.role, model=m.name, namespace=spec.namespace)
-                  if m.openai_url is not None else
-                  next((u for p in chosen if (u := p.url(port, m.openai_path)) is not None), None))
+        openai = openai_url(m, spec.namespace, name, member.role, None, chosen)  # no Rollout Service here
         if openai is None:
             problems["no_openai_url"] += 1
         nodes = sorted({p.node for p in chosen if p.node is not None})
-        counted[name], roles[name] = len(chosen), member.role
+        counted[name] = len(chosen)
         versions.append(VersionSpec(
             name=name, role=member.role, model=member.model or m.served_model, vllm=urls, openai=openai,
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
@@ -102,11 +98,11 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
             expected_traffic_weight=member.weight, group=m.name))
     canary = next((x for x in plan.members if x.role == "canary"), None)
     weight = canary.weight if canary is not None else None
-    canary_pods = sum(n for v, n in counted.items() if roles[v] == "canary")
-    stable_pods = sum(n for v, n in counted.items() if roles[v] == "stable")
+    pods_in = {role: sum(counted[v.name] for v in versions if v.role == role) for role in ("stable", "canary", "other")}
     shared = plan.primitive == "model_rewrite"  # one pool serves every version: a replica share means nothing
-    share = canary_pods / (canary_pods + stable_pods) if canary_pods and stable_pods and not shared else None
-    stale = 0 if shared else sum(n for v, n in counted.items() if roles[v] == "other")
+    share = (pods_in["canary"] / (pods_in["canary"] + pods_in["stable"])
+             if pods_in["canary"] and pods_in["stable"] and not shared else None)
+    stale = 0 if shared else pods_in["other"]
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
                       canary_replica_share=share, stale_revision_pods=stale)
 

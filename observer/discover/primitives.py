@@ -29,8 +29,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any, Literal
+
+# The discovery model's readers of raw API objects (a missing or mistyped field reads as empty).
+from observer.discover.model import _dict, _list, _timestamp
 
 Primitive = Literal["kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite"]
 Role = Literal["stable", "canary", "other"]
@@ -104,16 +106,6 @@ class _Reading:
         return Plan(primitive, name, tuple(members), dict(self.problems), tuple(self.details))
 
 
-def _dict(obj: Any, key: str) -> Mapping[str, Any]:
-    v = obj.get(key) if isinstance(obj, Mapping) else None
-    return v if isinstance(v, Mapping) else {}
-
-
-def _list(obj: Any, key: str) -> Sequence[Any]:
-    v = obj.get(key) if isinstance(obj, Mapping) else None
-    return v if isinstance(v, list) else []
-
-
 def _str(obj: Any, key: str) -> str | None:
     v = obj.get(key) if isinstance(obj, Mapping) else None
     return v if isinstance(v, str) and v else None
@@ -124,13 +116,7 @@ def _number(v: Any) -> float | None:
 
 
 def _created(obj: Mapping[str, Any]) -> float | None:
-    value = _str(_dict(obj, "metadata"), "creationTimestamp")
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return _timestamp(_dict(obj, "metadata").get("creationTimestamp"))
 
 
 def _known(obj: Mapping[str, Any], kind: str, reading: _Reading) -> bool:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request, Response
 
 from observer import jsonsafe
+from observer.analyse.canary.results import UNKNOWN_VERSIONS
 from observer.export.canary_api import MAX_REASON, VerdictProvider
 
 Hook = Literal["confirm-promotion", "rollback", "rollout"]
@@ -87,7 +88,7 @@ def router(provider: VerdictProvider, *, report_url: Callable[[str, str], str] |
         baseline = metadata.get("baseline", f"{name}-primary")
         v = await provider.verdict_for(canary, baseline, since=None, weight=metadata.get("weight", "any"))
         verdict = str(v.verdict)
-        known = not v.reason.startswith("unknown version")
+        known = not v.reason.startswith(UNKNOWN_VERSIONS)
         code, decision = decide(hook, verdict, known=known)
         body: dict[str, Any] = {"hook": hook, "decision": decision, "verdict": verdict, "canary": v.canary,
                                 "baseline": v.baseline, "flagger": f"{namespace}/{name}",

@@ -414,7 +414,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
             row.verdicts[-1] = str(body["verdict"])
         if s.expect in FLAGGER_EXPECT:  # the same pair through Flagger's loop, webhooks and MetricTemplates
             loop = FlaggerLoop.for_config(config, canary="canary", baseline="stable")
-            row.flagger = loop.run(obs.url, prom_url, intervals=FLAGGER_INTERVALS)
+            row.flagger = loop.run(prom_url, intervals=FLAGGER_INTERVALS)
         page = httpx.get(obs.url + "/report/canary/canary", params={"baseline": "stable"}, timeout=10)
         row.report = page.text if page.status_code == 200 else f"HTTP {page.status_code}: {page.text[:300]}"
         ok, detail = check_row(s, row, body)

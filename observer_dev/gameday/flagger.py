@@ -11,7 +11,8 @@ the Canary the observer renders (observer/render/flagger.py):
   canary at its weight (phase Waiting) and asks again the next interval.
 
 The weights here are bookkeeping: the simulated fleet's traffic split does not follow them. The metric queries
-go to the rig's real Prometheus; the webhooks to the observer under test, with Flagger's payload.
+go to the rig's real Prometheus; the webhooks, with Flagger's payload, to the URLs the Canary names: the
+config's `canary.observer_url`, which is the observer under test in the game day.
 """
 
 from __future__ import annotations
@@ -53,17 +54,16 @@ class FlaggerLoop:
         out: dict[str, Any] = self.canary["spec"]["analysis"]
         return out
 
-    def _hooks(self, kind: str, observer_url: str) -> list[tuple[str, int, dict[str, Any]]]:
+    def _hooks(self, kind: str) -> list[tuple[str, int, dict[str, Any]]]:
         out = []
         name, ns = self.canary["metadata"]["name"], self.canary["metadata"]["namespace"]
         for hook in self.analysis["webhooks"]:
             if hook["type"] != kind:
                 continue
-            url = hook["url"].replace(flagger_render_base(hook["url"]), observer_url.rstrip("/"))
             payload = {"name": name, "namespace": ns, "phase": self.phase, "checksum": "gameday",
                        "metadata": {**hook.get("metadata", {}), **self.variables}}
             try:
-                r = httpx.post(url, json=payload, timeout=15)
+                r = httpx.post(hook["url"], json=payload, timeout=15)
                 body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
                 out.append((hook["name"], r.status_code, body))
             except httpx.HTTPError as e:
@@ -83,15 +83,15 @@ class FlaggerLoop:
         ok = ("min" not in rng or value >= rng["min"]) and ("max" not in rng or value <= rng["max"])
         return ok, value
 
-    def step(self, observer_url: str, prom_url: str) -> str:
+    def step(self, prom_url: str) -> str:
         """One interval; the phase after it."""
         if self.phase in (FAILED, SUCCEEDED):
             return self.phase
         self.intervals += 1
-        for name, code, body in self._hooks("rollback", observer_url):
+        for name, code, body in self._hooks("rollback"):
             if 200 <= code < 300:
                 return self._end(FAILED, f"rollback webhook {name}: {body.get('reason', '')}")
-        failed = [f"{name} {code}" for name, code, _ in self._hooks("rollout", observer_url)
+        failed = [f"{name} {code}" for name, code, _ in self._hooks("rollout")
                   if not 200 <= code < 300]
         for m in self.analysis["metrics"]:
             ok, value = self._metric(m, prom_url)
@@ -107,7 +107,7 @@ class FlaggerLoop:
             self.weight = min(self.weight + self.analysis["stepWeight"], self.analysis["maxWeight"])
             self.log.append(f"{self.intervals}: weight {self.weight}")
             return self.phase
-        answers = self._hooks("confirm-promotion", observer_url)
+        answers = self._hooks("confirm-promotion")
         if all(200 <= code < 300 for _, code, _ in answers):
             return self._end(SUCCEEDED, f"promoted at {self.weight} %")
         self.phase = WAITING
@@ -120,16 +120,11 @@ class FlaggerLoop:
         self.log.append(f"{self.intervals}: {phase} ({why})")
         return phase
 
-    def run(self, observer_url: str, prom_url: str, *, intervals: int) -> str:
+    def run(self, prom_url: str, *, intervals: int) -> str:
         """Up to `intervals` intervals, or until Failed or Succeeded; a summary line."""
         for _ in range(intervals):
-            if self.step(observer_url, prom_url) in (FAILED, SUCCEEDED):
+            if self.step(prom_url) in (FAILED, SUCCEEDED):
                 break
         return f"{self.phase} after {self.intervals} ({self.why[:80]})" if self.why else \
             f"{self.phase} at {self.weight} % after {self.intervals}"
 
-
-def flagger_render_base(url: str) -> str:
-    """The scheme and authority of a rendered webhook URL (replaced by the rig's observer)."""
-    scheme, rest = url.split("://", 1)
-    return f"{scheme}://{rest.split('/', 1)[0]}"

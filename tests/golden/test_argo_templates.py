@@ -4,7 +4,6 @@ v1.9.1 CRD schemas with unknown fields rejected (the CRDs themselves never forbi
 from __future__ import annotations
 
 import copy
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import yaml
 
 from observer.config import load_config, parse_config
 from observer.render import argo, writer
-from tests.support.reference import ARGO_CRDS, reference
+from tests.support.reference import ARGO_CRDS, crd_validator
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILES = {
@@ -24,24 +23,8 @@ CRD_FILES = {
 }
 
 
-def strict(schema: Any) -> Any:
-    """Add additionalProperties: false wherever a schema lists properties and preserves no unknown fields."""
-    if isinstance(schema, dict):
-        out = {k: strict(v) for k, v in schema.items()}
-        if "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields") \
-                and "additionalProperties" not in out:
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [strict(s) for s in schema]
-    return schema
-
-
-@functools.cache
 def validator(kind: str) -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(reference(f"{ARGO_CRDS}/{CRD_FILES[kind]}").read_text())
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
-    return jsonschema.Draft7Validator(strict(version["schema"]["openAPIV3Schema"]))
+    return crd_validator(f"{ARGO_CRDS}/{CRD_FILES[kind]}", "v1alpha1")
 
 
 def docs(text: str) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ with Flagger's template variables, and they catch only a failure (the gate is th
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +13,14 @@ import yaml
 
 from observer.config import load_config
 from observer.render import argo, flagger, writer
-from tests.golden.test_argo_templates import strict
-from tests.support.reference import reference
+from tests.support.reference import crd_validator
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = {"Canary": "crd-flagger-canaries.yaml", "MetricTemplate": "crd-flagger-metrictemplates.yaml"}
 
 
-@functools.cache
 def validator(kind: str) -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(reference("rollout-primitives/" + CRDS[kind]).read_text(encoding="utf-8"))
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")
-    return jsonschema.Draft7Validator(strict(version["schema"]["openAPIV3Schema"]))
+    return crd_validator("rollout-primitives/" + CRDS[kind], "v1beta1")
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,8 @@ import pytest
 import yaml
 
 from observer.config import parse_config
-from tests.golden.test_argo_templates import strict
 from tests.golden.test_argo_templates import validator as argo_validator
-from tests.support.reference import PROMETHEUS_RULE_CRD, reference
+from tests.support.reference import PROMETHEUS_RULE_CRD, crd_validator
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = ["deploy", "deploy/k8s/central", "deploy/k8s/single", "deploy/k8s/sidecar", "deploy/argo"]
@@ -70,11 +69,8 @@ def kustomize(overlay: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-@functools.cache
 def prometheusrule_validator() -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(reference(PROMETHEUS_RULE_CRD).read_text())
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    return jsonschema.Draft7Validator(strict(version["schema"]["openAPIV3Schema"]))
+    return crd_validator(PROMETHEUS_RULE_CRD, "v1")
 
 
 def validate(obj: dict[str, Any]) -> None:

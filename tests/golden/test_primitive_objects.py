@@ -5,7 +5,6 @@ unit tests use (a check that the reference files are what SOURCES.md says)."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,7 @@ import yaml
 
 from observer.config import load_config
 from observer_dev import primitive_objects as po
-from tests.golden.test_argo_templates import strict
-from tests.support.reference import reference
+from tests.support.reference import crd_validator, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 DIR = "rollout-primitives/"
@@ -30,13 +28,11 @@ CRDS = {
 SHIPPED = ROOT / "deploy" / "k8s" / "primitives"
 
 
-@functools.cache
 def validator(kind: str, api_version: str) -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(reference(DIR + CRDS[kind]).read_text(encoding="utf-8"))
     group, version = api_version.split("/")
+    crd = yaml.safe_load(reference(DIR + CRDS[kind]).read_text(encoding="utf-8"))
     assert crd["spec"]["group"] == group, (kind, api_version)
-    schema = next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
-    return jsonschema.Draft7Validator(strict(schema))
+    return crd_validator(DIR + CRDS[kind], version)
 
 
 def problems(obj: dict[str, Any]) -> list[str]:

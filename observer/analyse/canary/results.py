@@ -29,6 +29,9 @@ GAUGE_VALUE: Mapping[Outcome, float] = {Outcome.PASS: 1.0, Outcome.FAIL: -1.0, O
 """How outcomes are exported as gauges: never NaN, so Argo conditions can always be evaluated."""
 
 
+UNKNOWN_VERSIONS = "unknown version(s)"
+"""How a verdict for a pair the fleet does not hold starts its reason (the Flagger hooks answer it with 404)."""
+
 @dataclass(frozen=True)
 class DriftObservation:
     """The drift area's latest result for one field of one version."""

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from observer.analyse.canary.events import EvaluationSink, verdict_event
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict
 from observer.analyse.canary.pairs import FleetPairs, Pair, expected_share, resolve_alias
-from observer.analyse.canary.results import Evidence
+from observer.analyse.canary.results import UNKNOWN_VERSIONS, Evidence
 from observer.analyse.canary.sources import CanarySource
 from observer.analyse.canary.verdict import judge
 from observer.config.spec import ObserverConfig
@@ -117,7 +117,7 @@ class CanaryService:
             return self._nodata(canary or "", baseline or "", f"pass canary and baseline; configured: {known}")
         unknown = [n for n in (canary, baseline) if self.fleet.version(n) is None]
         if unknown:
-            return self._nodata(canary[:63], baseline[:63], f"unknown version(s): {', '.join(unknown)}")
+            return self._nodata(canary[:63], baseline[:63], f"{UNKNOWN_VERSIONS}: {', '.join(unknown)}")
         if canary == baseline:
             return self._nodata(canary, baseline, "canary and baseline are the same version")
         text = (weight or "").strip().lower()
