@@ -18,6 +18,8 @@ from observer.jsonsafe import finite
 
 MAX_BYTES = 2000
 MAX_REASON = 300
+GATE_REASON = 160
+"""The reason's length in `gate`, the object Argo's web metric stores as its measurement's value."""
 
 
 class VerdictProvider(Protocol):
@@ -56,9 +58,18 @@ def _metric(r: MetricResult, *, full: bool) -> dict[str, Any]:
 
 
 def verdict_body(v: Verdict, *, full: bool = True, report: str | None = None) -> dict[str, Any]:
-    """The JSON-ready summary of a verdict; `report`: the pair's report page, where a person looks next."""
+    """The JSON-ready summary of a verdict; `report`: the pair's report page, where a person looks next.
+
+    `gate` repeats the verdict with its one-line reason and the report URL: Argo's web provider stores the
+    value its JSONPath selects as the measurement's value, so a gate reading `{$.gate}` shows why and where
+    to look in the AnalysisRun (`kubectl argo rollouts get`, the UI), not a bare `fail`."""
+    gate: dict[str, Any] = {"verdict": str(v.verdict), "critical_failed": v.critical_failed,
+                            "reason": v.reason.splitlines()[0][:GATE_REASON] if v.reason else ""}
+    if report:
+        gate["report"] = report
     return {
         **({"report": report} if report else {}),
+        "gate": gate,
         "canary": v.canary,
         "baseline": v.baseline,
         "verdict": str(v.verdict),

@@ -150,6 +150,14 @@ def verdict_url(config: ObserverConfig, *, weight: str) -> str:
             f"&weight={weight}")
 
 
+GATE_PATH = "{$.gate}"
+"""The web metrics read the verdict body's `gate` object (verdict, critical_failed, reason, report): Argo
+stores the selected value as the measurement's value, so the AnalysisRun says why and where to look."""
+GATE_SUCCESS = 'result.verdict == "pass"'
+GATE_FAILURE = 'result.verdict == "fail"'
+GUARDRAIL_FAILURE = "result.critical_failed == true"
+
+
 def gate_spec(config: ObserverConfig) -> dict[str, Any]:
     """The gate: the web verdict *and* the same verdict through Prometheus; pass needs both.
 
@@ -164,13 +172,13 @@ def gate_spec(config: ObserverConfig) -> dict[str, Any]:
         "name": "canary-verdict",
         "interval": spec.argo_interval,
         "count": spec.argo_count,
-        "successCondition": 'result == "pass"',
-        "failureCondition": 'result == "fail"',
+        "successCondition": GATE_SUCCESS,
+        "failureCondition": GATE_FAILURE,
         "failureLimit": 0,
         "inconclusiveLimit": spec.argo_count - 1,
         "consecutiveErrorLimit": 2,
         "provider": {"web": {"url": verdict_url(config, weight="{{args." + WEIGHT_ARG + "}}"),
-                             "jsonPath": "{$.verdict}", "timeoutSeconds": 10}},
+                             "jsonPath": GATE_PATH, "timeoutSeconds": 10}},
     }
     verdict = prometheus_metrics(config)[0]
     twin = {
@@ -195,10 +203,10 @@ def guardrail_spec(config: ObserverConfig) -> dict[str, Any]:
     return {"args": _args(), "metrics": [{
         "name": "critical-failure",
         "interval": config.canary.argo_interval,
-        "failureCondition": "result == true",
+        "failureCondition": GUARDRAIL_FAILURE,
         "failureLimit": 0,
         "consecutiveErrorLimit": 4,
-        "provider": {"web": {"url": verdict_url(config, weight="any"), "jsonPath": "{$.critical_failed}",
+        "provider": {"web": {"url": verdict_url(config, weight="any"), "jsonPath": GATE_PATH,
                              "timeoutSeconds": 10}},
     }]}
 

@@ -9,11 +9,15 @@ A scripted stand-in for the Argo controller (no cluster runs here). It follows a
   index past the end of the vector is a run-time error (`Error`).
 * `EvaluateResult`: failure wins; with both conditions set and neither true the phase is `Inconclusive`;
   with only a success condition, false is `Failed`; with only a failure condition, false is `Successful`.
-* `metricproviders/webmetric/webmetric.go` `parseResponse` (v1.9.1, around lines 132–136): a 2xx body
-  that is not JSON, or an empty body, is `Successful` *without evaluating any condition*. Master (PR #4770,
-  not yet released) makes it `Inconclusive` when a success condition is set, `Error` otherwise: pass
-  `master=True`. A JSONPath that finds nothing is `Error`; the value found is passed as is (a string, a
-  bool, a number or null — no float/bool coercion since Argo v0.10). A non-2xx answer is `Error`.
+* `metricproviders/webmetric/webmetric.go` `parseResponse` (v1.9.1, around lines 132–136, and still in
+  v1.10.0-rc1): a 2xx body that is not JSON, or an empty body, is `Successful` *without evaluating any
+  condition*. Master (PR #4770, commit 07c75035e, unreleased) evaluates the conditions on the body as a
+  string instead: pass `master=True`. A JSONPath that finds nothing is `Error`; the value found is passed as
+  is (a string, a bool, a number, null or an object — no float/bool coercion since Argo v0.10), and
+  `getValue` stores it, `json.Marshal`led, as the measurement's value (`web_value`). A non-2xx answer is
+  `Error`.
+* An object's fields are read with `result.field` (expr's member access on `map[string]any`: a missing key
+  is nil; on a string or a number it does not compile; on nil it fails at run time).
 * The Prometheus provider passes a vector as a list of floats (`[]` when empty) and a scalar as a float.
 """
 
@@ -45,7 +49,7 @@ class ArgoError(ObserverError):
 
 # --- the expression subset the rendered templates use ---------------------------------------------
 
-_TOKEN = re.compile(r'\s*(?:(\d+(?:\.\d+)?)|("(?:[^"\\]|\\.)*")|(&&|\|\||==|!=|<=|>=|[<>!()\[\],-])|([A-Za-z_]\w*))')
+_TOKEN = re.compile(r'\s*(?:(\d+(?:\.\d+)?)|("(?:[^"\\]|\\.)*")|(&&|\|\||==|!=|<=|>=|[<>!()\[\],.-])|([A-Za-z_]\w*))')
 
 
 @dataclass(frozen=True)
@@ -139,8 +143,13 @@ class _Parser:
             node = _Node("result")
         else:
             raise ArgoError(f"unknown name {tok!r}")
-        while self.peek() == "[":
-            self.take()
+        while self.peek() in ("[", "."):
+            if self.take() == ".":
+                field = self.take()
+                if not (field[0].isalpha() or field[0] == "_"):
+                    raise ArgoError(f"syntax error: expected a field name after '.', got {field!r}")
+                node = _Node("member", (node, field))
+                continue
             index = self.or_()
             self.take("]")
             node = _Node("index", (node, index))
@@ -162,6 +171,8 @@ def _type_of(value: Any) -> str:
         return "str"
     if isinstance(value, list | tuple):
         return "list"
+    if isinstance(value, dict):
+        return "map"
     raise ArgoError(f"unsupported result type {type(value).__name__}")
 
 
@@ -186,6 +197,11 @@ def _check(node: _Node, result_type: str) -> str:
         if _check(args[0], result_type) not in _NUMERIC:
             raise ArgoError("isNaN takes a number")
         return "bool"
+    if op == "member":
+        base = _check(args[0], result_type)
+        if base not in ("map", "any"):
+            raise ArgoError(f"type {base} has no field {args[1]}")
+        return "any"
     if op == "index":
         base, index = _check(args[0], result_type), _check(args[1], result_type)
         if base not in ("list", "any") or index not in _NUMERIC:
@@ -225,6 +241,11 @@ def _eval(node: _Node, result: Any) -> Any:
     if op == "isNaN":
         x = _eval(args[0], result)
         return isinstance(x, float) and math.isnan(x)
+    if op == "member":
+        base = _eval(args[0], result)
+        if not isinstance(base, dict):
+            raise ArgoError(f"cannot fetch {args[1]} from {base!r}")
+        return base.get(args[1])
     if op == "index":
         base, index = _eval(args[0], result), _eval(args[1], result)
         if not isinstance(base, list | tuple) or not 0 <= int(index) < len(base):
@@ -301,11 +322,24 @@ def web_measurement(success: str | None, failure: str | None, *, status: int, bo
     if data is MISSING:  # webmetric.go: not JSON, or empty
         if not master:
             return Phase.SUCCESSFUL
-        return Phase.INCONCLUSIVE if success is not None else Phase.ERROR
+        return measurement_phase(success, failure, body.decode("utf-8", "replace"))
     value = json_path(data, path)
     if value is MISSING:
         return Phase.ERROR
     return measurement_phase(success, failure, value)
+
+
+def web_value(body: bytes, path: str) -> str:
+    """The measurement's value Argo stores for a 2xx JSON answer (`getValue`: the JSONPath's value,
+    `json.Marshal`led: object keys sorted, `<`, `>`, `&` escaped); "" where it stores none."""
+    try:
+        value = json_path(json.loads(body), path)
+    except ValueError:
+        return ""
+    if value is MISSING:
+        return ""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def prometheus_value(result: Sequence[Any] | float) -> list[float] | float:

@@ -12,7 +12,14 @@ import yaml
 
 from observer.config import ObserverConfig
 from observer.render import argo as argo_render
-from observer_dev.gameday.argo import Phase, measurement_phase, prometheus_value, run_phase, web_measurement
+from observer_dev.gameday.argo import (
+    Phase,
+    measurement_phase,
+    prometheus_value,
+    run_phase,
+    web_measurement,
+    web_value,
+)
 from observer_dev.gameday.scenarios import (
     GamedayError,
     Row,
@@ -199,6 +206,12 @@ def check_row(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str
             problems.append("drift not flagged")
         if prom.get("drift") != "Failed":
             problems.append(f"Prometheus drift metric {prom.get('drift')}, expected Failed")
+    if s.expect in ("pass", "fail") and body:
+        # What the AnalysisRun shows: the web gate's measurement value must say why and where to look.
+        value = web_value(json.dumps(body).encode(), argo_render.GATE_PATH)
+        gate = json.loads(value) if value else {}
+        if not gate.get("reason") or gate.get("report") != body.get("report"):
+            problems.append(f"the gate's measurement value {value[:160]!r} lacks the reason or the report URL")
     want_flagger = FLAGGER_END.get(s.expect)
     if row.flagger and want_flagger and not row.flagger.startswith(want_flagger):
         problems.append(f"Flagger's loop ended {row.flagger}, expected {want_flagger}")

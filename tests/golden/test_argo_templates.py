@@ -1,5 +1,5 @@
 """deploy/argo/*.yaml: generated from deploy/observer.yaml, committed, and valid against the Argo Rollouts
-v1.9.1 CRD schemas with unknown fields rejected (the CRDs themselves never forbid them)."""
+v1.9.1 and v1.10.0-rc1 CRD schemas with unknown fields rejected (the CRDs themselves never forbid them)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 
 from observer.config import load_config, parse_config
 from observer.render import argo, writer
-from tests.support.reference import ARGO_CRDS, crd_validator
+from tests.support.reference import ARGO_CRD_RELEASES, ARGO_CRDS, crd_validator
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILES = {
@@ -23,8 +23,8 @@ CRD_FILES = {
 }
 
 
-def validator(kind: str) -> jsonschema.Draft7Validator:
-    return crd_validator(f"{ARGO_CRDS}/{CRD_FILES[kind]}", "v1alpha1")
+def validator(kind: str, release: str = ARGO_CRDS) -> jsonschema.Draft7Validator:
+    return crd_validator(f"{release}/{CRD_FILES[kind]}", "v1alpha1")
 
 
 def docs(text: str) -> list[dict[str, Any]]:
@@ -46,9 +46,10 @@ def test_committed_files_equal_render(rendered: dict[str, str]) -> None:
                                  "deploy/argo/cluster-analysis-templates.yaml",
                                  "deploy/argo/rollout-example.yaml",
                                  "deploy/argo/offline-gate.yaml"])
-def test_valid_against_crd_schema(rendered: dict[str, str], rel: str) -> None:
+@pytest.mark.parametrize("release", ARGO_CRD_RELEASES)
+def test_valid_against_crd_schema(rendered: dict[str, str], rel: str, release: str) -> None:
     for doc in docs(rendered[rel]):
-        errors = sorted(validator(doc["kind"]).iter_errors(doc), key=str)
+        errors = sorted(validator(doc["kind"], release).iter_errors(doc), key=str)
         assert not errors, f"{rel} {doc['kind']}/{doc['metadata']['name']}: {errors[0].message}"
 
 
@@ -66,16 +67,17 @@ def test_strict_schema_rejects_a_typo(rendered: dict[str, str]) -> None:
 def test_gate_semantics(rendered: dict[str, str]) -> None:
     gate, guard, prom = docs(rendered["deploy/argo/analysis-templates.yaml"])
     m = gate["spec"]["metrics"][0]
-    assert m["provider"]["web"]["jsonPath"] == "{$.verdict}"
-    assert m["successCondition"] == 'result == "pass"' and m["failureCondition"] == 'result == "fail"'
+    # The measurement's value is the body's `gate` object: the AnalysisRun shows the reason and report URL.
+    assert m["provider"]["web"]["jsonPath"] == "{$.gate}"
+    assert m["successCondition"] == 'result.verdict == "pass"' and m["failureCondition"] == 'result.verdict == "fail"'
     # One fail aborts; an all-inconclusive step ends Inconclusive (count - 1 allowed), never Successful.
     assert m["failureLimit"] == 0 and m["inconclusiveLimit"] == m["count"] - 1
     assert m["provider"]["web"]["url"].endswith("&weight={{args.canary-weight}}")
     assert {"name": "canary-weight", "value": ""} in gate["spec"]["args"]
     g = guard["spec"]["metrics"][0]
     assert g["provider"]["web"]["url"].endswith("&weight=any")
-    assert "successCondition" not in g and g["failureCondition"] == "result == true"
-    assert g["provider"]["web"]["jsonPath"] == "{$.critical_failed}"
+    assert "successCondition" not in g and g["failureCondition"] == "result.critical_failed == true"
+    assert g["provider"]["web"]["jsonPath"] == "{$.gate}"
     names = [x["name"] for x in prom["spec"]["metrics"]]
     assert names == ["verdict", "latency", "errors", "quality", "cost", "drift"]
     for x in prom["spec"]["metrics"]:

@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED_REFERENCE = ROOT.parent / "shared" / "reference"
 
 ARGO_CRDS = "argo-rollouts-v1.9.1"
+ARGO_CRD_RELEASES = (ARGO_CRDS, "argo-rollouts-v1.10.0-rc1")
+"""Every Argo Rollouts release the generated templates are checked against: the one whose semantics the game
+day emulates, and the newest whose CRDs were fetched."""
 PROMETHEUS_RULE_CRD = "prometheus-operator/monitoring.coreos.com_prometheusrules.yaml"
 
 

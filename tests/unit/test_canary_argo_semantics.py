@@ -25,6 +25,7 @@ from observer_dev.gameday.argo import (
     measurement_phase,
     run_phase,
     web_measurement,
+    web_value,
 )
 
 S, F, I, E = Phase.SUCCESSFUL, Phase.FAILED, Phase.INCONCLUSIVE, Phase.ERROR  # noqa: E741
@@ -45,24 +46,34 @@ PROM_EXPECTED: dict[str, dict[str, Phase]] = {
     "drift": dict(zip(PROM_RESULTS, (S, S, F, S, S, F, F, E), strict=True)),
 }
 
+def _gate(verdict: Any, critical: Any = False) -> bytes:
+    return json.dumps({"verdict": verdict if isinstance(verdict, str) else "fail",
+                       "gate": {"verdict": verdict, "critical_failed": critical, "reason": "r"}}).encode()
+
+
 WEB_BODIES: dict[str, bytes] = {
-    "pass": b'{"verdict": "pass", "critical_failed": "pass"}',
-    "fail": b'{"verdict": "fail", "critical_failed": "fail"}',
-    "inconclusive": b'{"verdict": "inconclusive", "critical_failed": "inconclusive"}',
-    "nodata": b'{"verdict": "nodata", "critical_failed": "nodata"}',
-    "true": b'{"verdict": true, "critical_failed": true}',
-    "false": b'{"verdict": false, "critical_failed": false}',
-    "null": b'{"verdict": null, "critical_failed": null}',
+    "pass": _gate("pass"),
+    "fail": _gate("fail"),
+    "fail-critical": _gate("fail", True),
+    "inconclusive": _gate("inconclusive"),
+    "nodata": _gate("nodata"),
+    "verdict-true": _gate(True, True),
+    "verdict-null": _gate(None, None),
+    "gate-string": b'{"gate": "pass"}',
+    "gate-null": b'{"gate": null}',
+    "gate-empty": b'{"gate": {}}',
     "non-json": b"<!doctype html><html><body>Please sign in</body></html>",
     "empty": b"",
-    "missing-field": b'{"canary": "canary"}',
+    "missing-field": b'{"verdict": "pass", "critical_failed": false}',  # an older observer: no `gate`
 }
-# v1.9.1 | master (PR #4770)
+# v1.9.1 (and v1.10.0-rc1) | master (PR #4770: the conditions run on a non-JSON body as a string)
 WEB_EXPECTED: dict[str, dict[str, tuple[Phase, Phase]]] = {
-    "gate": {"pass": (S, S), "fail": (F, F), "inconclusive": (I, I), "nodata": (I, I), "true": (E, E),
-             "false": (E, E), "null": (I, I), "non-json": (S, I), "empty": (S, I), "missing-field": (E, E)},
-    "guardrail": {"pass": (E, E), "fail": (E, E), "inconclusive": (E, E), "nodata": (E, E), "true": (F, F),
-                  "false": (S, S), "null": (S, S), "non-json": (S, E), "empty": (S, E),
+    "gate": {"pass": (S, S), "fail": (F, F), "fail-critical": (F, F), "inconclusive": (I, I), "nodata": (I, I),
+             "verdict-true": (I, I), "verdict-null": (I, I), "gate-string": (E, E), "gate-null": (E, E),
+             "gate-empty": (I, I), "non-json": (S, E), "empty": (S, E), "missing-field": (E, E)},
+    "guardrail": {"pass": (S, S), "fail": (S, S), "fail-critical": (F, F), "inconclusive": (S, S),
+                  "nodata": (S, S), "verdict-true": (F, F), "verdict-null": (S, S), "gate-string": (E, E),
+                  "gate-null": (E, E), "gate-empty": (S, S), "non-json": (S, E), "empty": (S, E),
                   "missing-field": (E, E)},
 }
 
@@ -99,14 +110,14 @@ def test_web_metric(which: str, body: str) -> None:
 
 @pytest.mark.parametrize("status", [301, 404, 500, 503])
 def test_a_non_2xx_answer_is_an_error(status: int) -> None:
-    assert web_measurement('result == "pass"', None, status=status, body=b'{"verdict": "pass"}',
-                           path="{$.verdict}") == E
+    assert web_measurement(GATE_WEB["successCondition"], None, status=status, body=_gate("pass"),
+                           path=GATE_WEB["provider"]["web"]["jsonPath"]) == E
 
 
 def test_html_cannot_pass_the_gate_run_without_the_prometheus_verdict() -> None:
     html = WEB_BODIES["non-json"]
     web = web_measurement(GATE_WEB["successCondition"], GATE_WEB["failureCondition"], status=200, body=html,
-                          path="{$.verdict}")
+                          path=GATE_WEB["provider"]["web"]["jsonPath"])
     assert web == S  # the v1.9.1 trap: the web metric alone would promote
     for absent in ([], [math.nan], [0.0]):
         twin = measurement_phase(GATE_PROM["successCondition"], GATE_PROM["failureCondition"], absent)
@@ -115,15 +126,44 @@ def test_html_cannot_pass_the_gate_run_without_the_prometheus_verdict() -> None:
                                              [-1.0])]) == F
 
 
-def test_the_endpoint_bodies_are_strict_json_with_string_verdicts() -> None:
-    # What the verdict endpoint really produces: these keep agreeing with the Argo answers above.
-    for verdict in ("pass", "fail", "inconclusive", "nodata"):
-        body = json.dumps({"verdict": verdict, "critical_failed": verdict == "fail"}).encode()
-        expected = {"pass": S, "fail": F}.get(verdict, I)
-        assert web_measurement(GATE_WEB["successCondition"], GATE_WEB["failureCondition"], status=200, body=body,
-                               path="{$.verdict}") == expected
-        assert web_measurement(None, GUARD["failureCondition"], status=200, body=body,
-                               path="{$.critical_failed}") == (F if verdict == "fail" else S)
+def _verdict(outcome: str, reason: str, *, critical: bool = False) -> Any:
+    from observer.analyse.canary.judge import Verdict
+    from observer.analyse.canary.results import Outcome
+
+    return Verdict(canary="canary", baseline="stable", verdict=Outcome(outcome), score=50.0,
+                   critical_failed=critical, n_canary=10, n_baseline=40, split_ok=True, canary_share=0.2,
+                   expected_share=0.2, metrics=(), reason=reason,
+                   evaluated_at=1.0, window_seconds=60.0)
+
+
+@pytest.mark.parametrize("outcome", ["pass", "fail", "inconclusive", "nodata", "idle"])
+def test_the_endpoint_bodies_gate_and_explain_in_the_measurement(outcome: str) -> None:
+    # What the verdict endpoint really produces: the gate's phase, and the value Argo stores as the
+    # measurement's (shown by `kubectl argo rollouts get` and the UI) carries the reason and the report page.
+    from observer.export.canary_api import encode
+
+    report = "http://observer.observability.svc:9464/report/canary/canary?baseline=stable"
+    reason = "critical metric failed: ttft fail canary 0.028 vs baseline 0.0024 & <more>\nsecond line"
+    body = encode(_verdict(outcome, reason, critical=outcome == "fail"), report=report)
+    path = GATE_WEB["provider"]["web"]["jsonPath"]
+    expected = {"pass": S, "fail": F}.get(outcome, I)
+    assert web_measurement(GATE_WEB["successCondition"], GATE_WEB["failureCondition"], status=200, body=body,
+                           path=path) == expected
+    assert web_measurement(None, GUARD["failureCondition"], status=200, body=body,
+                           path=GUARD["provider"]["web"]["jsonPath"]) == (F if outcome == "fail" else S)
+    value = json.loads(web_value(body, path))
+    assert value["verdict"] == outcome and value["report"] == report
+    assert value["reason"] == reason.splitlines()[0]
+    assert "\\u0026 \\u003cmore\\u003e" in web_value(body, path)  # as Go's json.Marshal writes it
+
+
+def test_member_access_on_objects_only() -> None:
+    assert evaluate_condition('result.verdict == "pass"', {"verdict": "pass"})
+    assert evaluate_condition('result.verdict == "pass"', {}) is False  # a missing key is nil
+    with pytest.raises(ArgoError, match="has no field"):
+        evaluate_condition('result.verdict == "pass"', "pass")
+    with pytest.raises(ArgoError, match="cannot fetch"):
+        evaluate_condition('result.verdict == "pass"', None)
 
 
 def test_type_mismatch_is_a_compile_error_even_in_a_skipped_branch() -> None:
