@@ -13,8 +13,14 @@ status code: 2xx means the check passed. So each hook maps the verdict to the on
 The pair: the versions named in the webhook's `metadata.canary` and `metadata.baseline` (names or roles, as the
 verdict API takes them), else Flagger's own names, the target `<name>` against `<name>-primary`.
 `metadata.weight` is the split the judge expects (Flagger's payload does not carry the current weight; without
-it the split check is skipped). A malformed payload answers 400 and a pair the observer does not know 404: never
-a 2xx that lets a promotion through. Every answer's body carries the verdict, its one-line reason and the
+it the split check is skipped). The window starts when this observer first heard of the payload's `checksum`
+(Flagger's hash of the canary's spec, new with every revision): Flagger reuses the names for every revision, so
+without it a new revision would be judged on the requests of the one before (a rolled-back bad one, or a
+healthy one diluting a bad one). The memory is per process and bounded; after a restart the window starts
+again, which holds the gate longer and never passes it sooner.
+
+A malformed payload answers 400 and a pair the observer does not know 404: never a 2xx that lets a promotion
+through. Every answer's body carries the verdict, its one-line reason and the
 report URL, so Flagger's events and logs show why.
 """
 
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -41,8 +49,33 @@ class BadPayload(ValueError):
     """A webhook body Flagger would not send: what is wrong with it."""
 
 
-def parse_payload(raw: bytes) -> tuple[str, str, dict[str, str]]:
-    """(name, namespace, metadata) of a Flagger webhook body; BadPayload naming what is wrong."""
+MAX_REVISIONS = 1024
+"""Canaries whose revision start is remembered; the least recently heard of is forgotten first."""
+
+
+class Revisions:
+    """When this process first heard of each Canary's current revision (the payload's `checksum`)."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, max_canaries: int = MAX_REVISIONS) -> None:
+        self._clock = clock
+        self._max = max_canaries
+        self._seen: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
+
+    def start(self, namespace: str, name: str, checksum: str) -> float:
+        """The analysis start of `checksum` for the Canary: now if it is new (a new revision restarts it)."""
+        key = (namespace, name)
+        seen = self._seen.get(key)
+        if seen is None or seen[0] != checksum:
+            seen = (checksum, self._clock())
+        self._seen[key] = seen
+        self._seen.move_to_end(key)
+        while len(self._seen) > self._max:
+            self._seen.popitem(last=False)
+        return seen[1]
+
+
+def parse_payload(raw: bytes) -> tuple[str, str, dict[str, str], str]:
+    """(name, namespace, metadata, checksum) of a Flagger webhook body; BadPayload naming what is wrong."""
     try:
         data = json.loads(raw)
     except ValueError as e:
@@ -61,7 +94,10 @@ def parse_payload(raw: bytes) -> tuple[str, str, dict[str, str]]:
     for key in ("canary", "baseline"):
         if key in metadata and not _VERSION.match(metadata[key]):
             raise BadPayload(f"metadata.{key} {metadata[key]!r} is not a version name or role")
-    return name, namespace, dict(metadata)
+    checksum = data.get("checksum") or ""
+    if not isinstance(checksum, str) or len(checksum) > 256:
+        raise BadPayload("`checksum` must be the canary revision's hash (a string)")
+    return name, namespace, dict(metadata), checksum
 
 
 def decide(hook: Hook, verdict: str, *, known: bool) -> tuple[int, str]:
@@ -75,18 +111,21 @@ def decide(hook: Hook, verdict: str, *, known: bool) -> tuple[int, str]:
     return (412, "check failed") if verdict == "fail" else (200, "check passed")
 
 
-def router(provider: VerdictProvider, *, report_url: Callable[[str, str], str] | None = None) -> APIRouter:
+def router(provider: VerdictProvider, *, report_url: Callable[[str, str], str] | None = None,
+           revisions: Revisions | None = None) -> APIRouter:
     """The Flagger webhook router over the canary verdicts of `provider`."""
     r = APIRouter(prefix="/api/v1/flagger", tags=["flagger"])
+    seen = revisions if revisions is not None else Revisions()
 
     async def answer(hook: Hook, request: Request) -> Response:
         try:
-            name, namespace, metadata = parse_payload(await request.body())
+            name, namespace, metadata, checksum = parse_payload(await request.body())
         except BadPayload as e:
             return _json(400, {"hook": hook, "decision": "hold", "reason": f"malformed Flagger payload: {e}"})
         canary = metadata.get("canary", name)
         baseline = metadata.get("baseline", f"{name}-primary")
-        v = await provider.verdict_for(canary, baseline, since=None, weight=metadata.get("weight", "any"))
+        since = seen.start(namespace, name, checksum) if checksum else None
+        v = await provider.verdict_for(canary, baseline, since=since, weight=metadata.get("weight", "any"))
         verdict = str(v.verdict)
         known = not v.reason.startswith(UNKNOWN_VERSIONS)
         code, decision = decide(hook, verdict, known=known)

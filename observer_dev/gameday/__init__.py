@@ -71,8 +71,9 @@ __all__ = ["FULL", "SCENARIOS", "SHORT", "GamedayError", "Plan", "Report", "Row"
 GOLDEN_SETS = Path(__file__).resolve().parents[1] / "golden_sets"
 FLAGGER_EXPECT = frozenset({"pass", "fail", "nodata", "idle", "inconclusive", "not-pass"})
 FLAGGER_INTERVALS = 8
-"""Flagger's loop on the last look: the example Canary needs 5 steps of 10 % to its 50 %, then confirm-promotion;
-a fail ends it at the first interval (the rollback webhook); undecided verdicts wait at 50 %."""
+"""Flagger's intervals after the last look (one runs beside every look before): the example Canary needs 5 steps
+of 10 % to its 50 %, then confirm-promotion; a fail ends it at once (the rollback webhook); undecided verdicts
+wait at 50 %."""
 
 
 
@@ -319,6 +320,12 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
     streak = 0
     try:
         _ready(obs, "the observer's first scrape")
+        # The same pair through Flagger's loop, webhooks and MetricTemplates, interval by interval beside the
+        # looks; its first interval starts the revision's analysis window (the payload's checksum).
+        loop = FlaggerLoop.for_config(config, canary="canary", baseline="stable", checksum=s.name) \
+            if s.expect in FLAGGER_EXPECT else None
+        if loop is not None:
+            loop.step(prom_url)
         if s.needs == "quality":
             _wait(lambda: verdict_body(obs.url)["metrics"].get("golden", {}).get("result") != "nodata", timeout=60,
                   what="golden-set results for both versions", every=0.5)
@@ -370,6 +377,8 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 continue
             body = verdict_body(obs.url)
             row.verdicts.append(str(body["verdict"]))
+            if loop is not None:
+                loop.step(prom_url)
             streak = must_fail_streak(s, body, streak)
             if settled(s, rnd, row.verdicts[-1], body, streak):
                 break
@@ -412,8 +421,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 break
         if row.verdicts:
             row.verdicts[-1] = str(body["verdict"])
-        if s.expect in FLAGGER_EXPECT:  # the same pair through Flagger's loop, webhooks and MetricTemplates
-            loop = FlaggerLoop.for_config(config, canary="canary", baseline="stable")
+        if loop is not None:  # Flagger's intervals after the last look, to its end or FLAGGER_INTERVALS more
             row.flagger = loop.run(prom_url, intervals=FLAGGER_INTERVALS)
         page = httpx.get(obs.url + "/report/canary/canary", params={"baseline": "stable"}, timeout=10)
         row.report = page.text if page.status_code == 200 else f"HTTP {page.status_code}: {page.text[:300]}"

@@ -9,6 +9,9 @@ cluster runs, and each must end in the same verdict class.
 - **Two `observer serve` replicas** (child processes) sharing one **PostgreSQL** store (Debian's package, a
   fresh database per scenario), scraped by a real **Prometheus**; the judge reads Prometheus
   (`canary.source: prometheus`, `replica_labels: [instance]`).
+- **Flagger's loop** (observer_dev.gameday.flagger) on every verdict scenario's last look, its webhooks
+  answered by the surviving replica and its MetricTemplates read from Prometheus: it must end where the
+  single-process game day's does (promoted on pass, rolled back on fail, held otherwise).
 - **Faults in every scenario**: the replica the gate asks is SIGKILLed after the first look and the gate asks
   the other one (as a Service would); two looks later the survivor is partitioned from PostgreSQL (a TCP relay
   that is cut) for `PARTITION_LOOKS` looks, then reconnected. In `restart` the survivor is then restarted too.
@@ -26,8 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,6 +138,13 @@ def cluster_config(single: Mapping[str, Any], *, kubeconfig: Path, store_url: st
     return data
 
 
+def replica_config_of(data: Mapping[str, Any]) -> Any:
+    """The parsed config of a replica (an ObserverConfig)."""
+    from observer.config import parse_config
+
+    return parse_config(yaml.safe_dump(dict(data)), source="gameday-cluster.yaml")
+
+
 def spawn(config: Mapping[str, Any], name: str, workdir: Path) -> Replica:
     path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(dict(config)))
@@ -172,9 +182,9 @@ def verdict(url: str, since: float) -> dict[str, Any]:
 def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Plan, prom_url: str,
                          pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path) -> ClusterRow:
     """One scenario on two fresh replicas and a fresh database, with the kill and the partition."""
-    from observer.config import parse_config
-    from observer_dev.gameday import _ingest, _prepare_drift, _profile
-    from observer_dev.gameday.looks import alert_exprs, alert_problems, alert_round, decided
+    from observer_dev.gameday import FLAGGER_EXPECT, FLAGGER_INTERVALS, _ingest, _prepare_drift, _profile
+    from observer_dev.gameday.flagger import FlaggerLoop
+    from observer_dev.gameday.looks import FLAGGER_END, alert_exprs, alert_problems, alert_round, decided
     from observer_dev.relay import relay
 
     t0 = time.monotonic()
@@ -198,6 +208,14 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
         _wait_ready(a)
         _wait_ready(b)
         since = time.time()
+        # The same pair through Flagger's loop beside the looks: its webhooks reach the observer behind the
+        # Service (the replica the gate asks: the survivor once one is killed) and its MetricTemplates read the
+        # Prometheus that scrapes both replicas.
+        loop = FlaggerLoop.for_config(replica_config_of(b_config), canary="canary", baseline="stable",
+                                      checksum=s.name) if s.expect in FLAGGER_EXPECT else None
+        if loop is not None:
+            loop.service = a.url
+            loop.step(prom_url)
         if s.needs == "quality":  # golden replays are shared jobs: wait for the first results of both arms
             deadline = time.monotonic() + 90
             while verdict(a.url, since)["metrics"].get("golden", {}).get("result") == "nodata":
@@ -207,7 +225,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                     fleet.advance("stable", 1.0)
                     fleet.advance("canary", 1.0)
                 time.sleep(1.0)
-        replica_config = parse_config(yaml.safe_dump(b_config), source="gameday-cluster.yaml")
+        replica_config = replica_config_of(b_config)
         if s.needs == "drift":  # the baseline pinned from stable's mirrored samples in the shared store
             _prepare_drift(fleet, a.url, replica_config)
         exprs = alert_exprs(replica_config) if s.alerts else {}
@@ -261,6 +279,9 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 continue
             body = verdict(asked.url, since)
             row.verdicts.append(str(body["verdict"]))
+            if loop is not None:
+                loop.service = asked.url
+                loop.step(prom_url)
             with trail.open("a") as f:  # every look's whole answer, for the one who reads a mismatch
                 f.write(json.dumps({"look": look, "replica": asked.name, "body": body}) + "\n")
             done = look > faults_over and decided(s.expect, row.verdicts[-1], body)
@@ -271,6 +292,9 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 break
         if partitioned_at is not None:
             link.restore()
+        if loop is not None:  # Flagger's intervals after the last look, to its end or FLAGGER_INTERVALS more
+            loop.service = asked.url
+            row.flagger = loop.run(prom_url, intervals=FLAGGER_INTERVALS)
         ready = httpx.get(b.url + "/readyz", timeout=5).status_code == 200 if b.alive() else False
         row.faults.append("replica-b ready after the partition" if ready else "replica-b NOT ready after the partition")
         if s.expect == "alerts":
@@ -294,6 +318,11 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             problems.append(f"drift not flagged (prompts {drift[0]}, outputs {drift[1]})")
         if not ready:
             problems.append("replica-b did not recover from the partition")
+        want_flagger = FLAGGER_END.get(s.expect)
+        if want_flagger and not row.flagger.startswith(want_flagger):
+            problems.append(f"Flagger's loop ended {row.flagger or 'unplayed'}, expected {want_flagger}")
+        if row.flagger.startswith("Succeeded") and s.expect != "pass":
+            problems.append(f"Flagger promoted a canary expected {s.expect}")
         cost = body.get("metrics", {}).get("cost_per_token", {})
         if s.costly and cost.get("result") != "fail":
             problems.append(f"cost_per_token {cost.get('result')} at {cost.get('ratio')}×, expected fail")
@@ -305,9 +334,24 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
     return row
 
 
-def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> list[ClusterRow]:
-    """Run the cluster scenarios (all of CLUSTER_SCENARIOS, or `only`); GamedayError if the rig cannot start."""
-    from observer_dev.gameday import GOLDEN_SETS, _config, _config_yaml, _profile
+@dataclass
+class Rig:
+    """What every cluster scenario runs against: the simulator, PostgreSQL, the scripted API, Prometheus."""
+
+    fleet: Any
+    pg: Any
+    api: Any
+    prom_url: str
+    ports: dict[str, int]
+    plan: Plan
+    kubeconfig: Path
+    work: Path
+
+
+@contextmanager
+def cluster_rig(plan: Plan, *, seed: int) -> Iterator[Rig]:
+    """Start the rig (GamedayError when PostgreSQL is missing); the Argo Rollout and its pods are published."""
+    from observer_dev.gameday import GOLDEN_SETS, _config, _profile
     from observer_dev.kubeapi import ScriptedKubeApi
     from observer_dev.pgserver import available, run_postgres
     from observer_dev.promserver import free_port, run_prometheus
@@ -315,20 +359,10 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
 
     if not available():
         raise GamedayError("the cluster game day needs PostgreSQL (Debian package postgresql): run `make setup`")
-    plan = SHORT if short else FULL
-    names = list(only) if only else list(CLUSTER_SCENARIOS)
-    unknown = sorted(set(names) - set(PLAYABLE))
-    if unknown:
-        raise GamedayError(f"scenario(s) {', '.join(unknown)} do not run in the cluster topology yet; it runs: "
-                           f"{', '.join(PLAYABLE)}")
-    chosen = [s for s in SCENARIOS if s.name in names]
-    if short and not only:
-        chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full form
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
              "dcgm": free_port(), "observer": free_port(), "observer_b": free_port(), "proxy": free_port(),
              "router": free_port()}
     base = _config(ports, plan, SCENARIOS[0])
-    rows: list[ClusterRow] = []
     api = ScriptedKubeApi()
     with ExitStack() as stack:
         fleet = stack.enter_context(run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),
@@ -343,11 +377,31 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
         kubeconfig = work / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(api.kubeconfig()))
         publish(api, ports)
+        yield Rig(fleet=fleet, pg=pg, api=api, prom_url=prom.url, ports=ports, plan=plan, kubeconfig=kubeconfig,
+                  work=work)
+
+
+def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> list[ClusterRow]:
+    """Run the cluster scenarios (all of CLUSTER_SCENARIOS, or `only`); GamedayError if the rig cannot start."""
+    from observer_dev.gameday import _config_yaml
+
+    plan = SHORT if short else FULL
+    names = list(only) if only else list(CLUSTER_SCENARIOS)
+    unknown = sorted(set(names) - set(PLAYABLE))
+    if unknown:
+        raise GamedayError(f"scenario(s) {', '.join(unknown)} do not run in the cluster topology yet; it runs: "
+                           f"{', '.join(PLAYABLE)}")
+    chosen = [s for s in SCENARIOS if s.name in names]
+    if short and not only:
+        chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full form
+    rows: list[ClusterRow] = []
+    with cluster_rig(plan, seed=seed) as rig:
         for s in chosen:
-            single = yaml.safe_load(_config_yaml(ports, plan, s, work))
+            single = yaml.safe_load(_config_yaml(rig.ports, plan, s, rig.work))
             try:
-                rows.append(run_cluster_scenario(s, fleet=fleet, ports=ports, plan=plan, prom_url=prom.url, pg=pg,
-                                                 kubeconfig=kubeconfig, single=single, workdir=work))
+                rows.append(run_cluster_scenario(s, fleet=rig.fleet, ports=rig.ports, plan=plan,
+                                                 prom_url=rig.prom_url, pg=rig.pg, kubeconfig=rig.kubeconfig,
+                                                 single=single, workdir=rig.work))
             except (GamedayError, httpx.HTTPError) as e:
                 rows.append(ClusterRow(scenario=s.name, title=s.title, expected=s.expect, ok=False,
                                        detail=f"could not run: {e}"))
@@ -357,12 +411,12 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
 def print_cluster(rows: Sequence[ClusterRow], console: Console, *, json_line: bool = False) -> bool:
     """Print the table (and the JSON line); True when every scenario matched."""
     t = Table(title="observer game day — cluster topology", caption="OK" if all(r.ok for r in rows) else "MISMATCH")
-    for col in ("scenario", "expected", "verdicts (per look)", "ok", "faults / detail"):
+    for col in ("scenario", "expected", "verdicts (per look)", "Flagger", "ok", "faults / detail"):
         t.add_column(col)
     for r in rows:
         seq = " ".join(v[0] for v in r.verdicts)
         t.add_row(f"{r.scenario}: {r.title}", r.expected, f"{seq} → {r.verdicts[-1] if r.verdicts else '-'}",
-                  "[green]yes[/]" if r.ok else "[red]NO[/]", f"{r.detail} ({r.seconds:.0f}s)")
+                  r.flagger or "-", "[green]yes[/]" if r.ok else "[red]NO[/]", f"{r.detail} ({r.seconds:.0f}s)")
     console.print(t)
     if json_line:
         print(json.dumps({"scenarios_total": len(rows), "scenarios_same_verdict": sum(r.ok for r in rows),

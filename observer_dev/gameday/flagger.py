@@ -11,8 +11,10 @@ the Canary the observer renders (observer/render/flagger.py):
   canary at its weight (phase Waiting) and asks again the next interval.
 
 The weights here are bookkeeping: the simulated fleet's traffic split does not follow them. The metric queries
-go to the rig's real Prometheus; the webhooks, with Flagger's payload, to the URLs the Canary names: the
-config's `canary.observer_url`, which is the observer under test in the game day.
+go to the rig's real Prometheus; the webhooks, with Flagger's payload (its `checksum` one per scenario, as
+Flagger's is one per canary revision), to the URLs the Canary names: the config's `canary.observer_url`, the
+observer under test in the game day. In the cluster game day the Service behind that URL is emulated by
+`service`, the replica that is up: the hooks go there.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class FlaggerLoop:
     canary: dict[str, Any]
     templates: dict[str, str]  # MetricTemplate name → query
     variables: dict[str, str]
+    checksum: str = "gameday"
+    service: str | None = None  # where the Canary's webhook URLs' Service routes now (scheme://host:port)
     weight: int = 0
     failed_checks: int = 0
     intervals: int = 0
@@ -43,11 +47,13 @@ class FlaggerLoop:
     log: list[str] = field(default_factory=list)
 
     @classmethod
-    def for_config(cls, config: ObserverConfig, *, canary: str, baseline: str) -> FlaggerLoop:
-        """The loop of the rendered example Canary, for the pair (canary, baseline)."""
+    def for_config(cls, config: ObserverConfig, *, canary: str, baseline: str,
+                   checksum: str = "gameday") -> FlaggerLoop:
+        """The loop of the rendered example Canary, for the pair (canary, baseline) at revision `checksum`."""
         c = flagger_render.canary(config)
         templates = {t["metadata"]["name"]: t["spec"]["query"] for t in flagger_render.metric_templates(config)}
-        return cls(canary=c, templates=templates, variables={"canary": canary, "baseline": baseline})
+        return cls(canary=c, templates=templates, variables={"canary": canary, "baseline": baseline},
+                   checksum=checksum)
 
     @property
     def analysis(self) -> dict[str, Any]:
@@ -60,10 +66,13 @@ class FlaggerLoop:
         for hook in self.analysis["webhooks"]:
             if hook["type"] != kind:
                 continue
-            payload = {"name": name, "namespace": ns, "phase": self.phase, "checksum": "gameday",
+            payload = {"name": name, "namespace": ns, "phase": self.phase, "checksum": self.checksum,
                        "metadata": {**hook.get("metadata", {}), **self.variables}}
+            url = hook["url"]
+            if self.service is not None:
+                url = self.service.rstrip("/") + "/" + url.split("://", 1)[-1].split("/", 1)[1]
             try:
-                r = httpx.post(hook["url"], json=payload, timeout=15)
+                r = httpx.post(url, json=payload, timeout=15)
                 body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
                 out.append((hook["name"], r.status_code, body))
             except httpx.HTTPError as e:

@@ -26,15 +26,21 @@ def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> 
     cfg = parse_config(config_yaml(data), environ={})
     profiles = {"stable": {"load_rps": 60.0, "time_scale": 0.0},
                 "canary": {"preset": "slow", "load_rps": 15.0, "time_scale": 0.0}}
+    payload = {"name": "llm", "namespace": "llm-serving", "phase": "Progressing", "checksum": "1",
+               "metadata": {"canary": "canary", "baseline": "stable"}}
     with running_fleet(cfg, profiles=profiles, seed=3) as (fleet, _), run_observer(cfg) as obs:
         obs.wait_ready()
+        # Flagger's first interval of this revision (checksum "1"): its analysis window starts here.
+        assert httpx.post(f"{obs.url}/api/v1/flagger/rollout", json=payload, timeout=10).status_code == 200
         deadline = time.monotonic() + 30
-        verdict = "none"
-        while time.monotonic() < deadline and verdict != "fail":
+        verdict, flagged = "none", "none"
+        while time.monotonic() < deadline and not verdict == flagged == "fail":
             fleet.advance("stable", 30)
             fleet.advance("canary", 30)
             time.sleep(1.3)
             verdict = httpx.get(obs.url + "/api/v1/canary/verdict", timeout=10).json()["verdict"]
+            # Flagger's window (since its first interval) is a little shorter: it may decide a look later.
+            flagged = httpx.post(f"{obs.url}/api/v1/flagger/rollout", json=payload, timeout=10).json()["verdict"]
         assert verdict == "fail", httpx.get(obs.url + "/api/v1/canary/verdict", timeout=10).json()["reason"]
         path = tmp_path / "observer.yaml"
         path.write_text(config_yaml(data))
@@ -54,8 +60,6 @@ def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> 
         assert "Report: http://observer.observability.svc:9464/report/canary/canary?baseline=stable" in res.output
         # Flagger's webhooks on the same observer, with Flagger's payload: promotion held, rollback asked for, the
         # rollout check failed; each answer says why.
-        payload = {"name": "llm", "namespace": "llm-serving", "phase": "Progressing", "checksum": "1",
-                   "metadata": {"canary": "canary", "baseline": "stable"}}
         codes = {hook: httpx.post(f"{obs.url}/api/v1/flagger/{hook}", json=payload, timeout=10)
                  for hook in ("confirm-promotion", "rollback", "rollout")}
         assert {h: r.status_code for h, r in codes.items()} == {"confirm-promotion": 403, "rollback": 200,
@@ -74,6 +78,10 @@ def test_canary_judge_table_and_json_from_a_running_observer(tmp_path: Path) -> 
         gauge = 'observer_canary_verdict{baseline="stable",canary="canary"} -1.0'
         wait_until(lambda: gauge in obs.get("/metrics").text, timeout=15, message="the verdict gauge at fail (-1)")
         assert "observer_version_info{" in obs.get("/metrics").text
+        # The next revision (a new checksum, the same names) starts its own window: the failing requests of the
+        # one before do not roll it back.
+        again = httpx.post(f"{obs.url}/api/v1/flagger/rollback", json={**payload, "checksum": "2"}, timeout=10)
+        assert again.status_code == 409 and again.json()["verdict"] in ("nodata", "inconclusive"), again.text
 
 
 def test_canary_judge_names_an_unreachable_observer(tmp_path: Path) -> None:

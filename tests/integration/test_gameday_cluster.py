@@ -1,6 +1,7 @@
 """The short cluster game day: versions discovered from a scripted Argo rollout, two `observer serve` replicas
 on PostgreSQL, a real Prometheus the judge reads; one replica SIGKILLed and the other cut from PostgreSQL in
-every scenario — and each scenario ends in the single-process game day's verdict class."""
+every scenario — and each scenario ends in the single-process game day's verdict class, through the verdict
+endpoint and through Flagger's analysis loop."""
 
 from __future__ import annotations
 
@@ -25,3 +26,5 @@ def test_short_cluster_gameday_every_scenario_keeps_its_verdict_class() -> None:
         assert row.ok, f"{row.scenario}: {row.detail} (verdicts {row.verdicts})"
         assert any("SIGKILLed" in f for f in row.faults) and any("cut from PostgreSQL" in f for f in row.faults)
         assert "replica-b ready after the partition" in row.faults
+        if row.expected not in ("alerts", "drift"):  # Flagger's loop played too, on the survivor's webhooks
+            assert row.flagger, f"{row.scenario}: Flagger's loop did not run"

@@ -207,3 +207,21 @@ def test_cli_table_renders_the_body() -> None:
     console.print(verdict_table(body))
     text = console.export_text()
     assert "PASS" in text and "errors (critical)" in text and "ttft" in text
+
+
+async def test_the_periodic_judgment_starts_where_the_gate_asked_its_analysis_to() -> None:
+    # A version name reused across revisions (Flagger's): the gate's `since` (the revision's start) bounds the
+    # periodic judgment too, so the exported gauges do not mix in the previous revision's requests.
+    source = StreamSource()
+    service = _service(source)
+    await service.run_once()
+    assert source.calls[-1][1] == 1800.0 - 1200  # the whole window
+    await service.verdict_for("canary", "stable", since=1500.0, weight=None)
+    await service.verdict_for("canary", "stable", since=900.0, weight=None)  # an older start never widens it
+    source.calls.clear()
+    await service.run_once()
+    assert {since for _, since, _ in source.calls} == {1500.0}
+    await service.verdict_for("canary", "stable", since=9999.0, weight=None)  # a clock ahead: capped at now
+    source.calls.clear()
+    await service.run_once()
+    assert {since for _, since, _ in source.calls} == {1800.0}

@@ -23,10 +23,12 @@ class Provider:
     def __init__(self, outcome: Outcome, reason: str = "") -> None:
         self.outcome, self.reason = outcome, reason or f"{outcome} because"
         self.asked: list[tuple[str | None, str | None, str | None]] = []
+        self.since: list[float | None] = []
 
     async def verdict_for(self, canary: str | None, baseline: str | None, *, since: float | None,
                           weight: str | None) -> Verdict:
         self.asked.append((canary, baseline, weight))
+        self.since.append(since)
         return Verdict(canary=canary or "", baseline=baseline or "", verdict=self.outcome, score=0.0,
                        critical_failed=False, n_canary=0, n_baseline=0, split_ok=True, canary_share=None,
                        expected_share=None, metrics=(), reason=self.reason, evaluated_at=0.0)
@@ -94,3 +96,31 @@ def test_an_unknown_pair_is_a_404_that_says_how_to_name_it() -> None:
         body: dict[str, Any] = r.json()
         assert r.status_code == 404 and "metadata.canary" in body["reason"] and "llm-primary" in body["reason"]
         assert "report" not in body
+
+
+def test_a_new_revision_restarts_the_window_and_a_repeated_one_keeps_it() -> None:
+    # Flagger names every revision `<name>` against `<name>-primary`: the window starts when the observer first
+    # hears of the payload's checksum, so a revision is never judged on the requests of the one before.
+    from observer.export.flagger_api import Revisions
+
+    now = [100.0]
+    revisions = Revisions(clock=lambda: now[0], max_canaries=2)
+    provider = Provider(Outcome.PASS)
+    app = FastAPI()
+    app.include_router(router(provider, revisions=revisions))
+    c = TestClient(app)
+    c.post("/api/v1/flagger/rollout", json=PAYLOAD)
+    now[0] = 160.0
+    c.post("/api/v1/flagger/confirm-promotion", json=PAYLOAD)
+    c.post("/api/v1/flagger/rollout", json={**PAYLOAD, "checksum": "9f0e1d2c3b"})  # the next revision
+    c.post("/api/v1/flagger/rollout", json={k: v for k, v in PAYLOAD.items() if k != "checksum"})
+    assert provider.since == [100.0, 100.0, 160.0, None]
+    for i in range(3):  # bounded: the least recently heard of Canary is forgotten
+        revisions.start("ns", f"c{i}", "x")
+    assert len(revisions._seen) == 2
+
+
+def test_a_checksum_that_is_not_a_string_is_a_400() -> None:
+    c = client(Provider(Outcome.PASS))
+    r = c.post("/api/v1/flagger/confirm-promotion", json={**PAYLOAD, "checksum": 7})
+    assert r.status_code == 400 and "checksum" in r.json()["reason"]

@@ -38,6 +38,10 @@ class CanaryService:
         # The split the gate last asked about, per pair (Argo passes the step's setWeight): the periodic
         # judgment exported to Prometheus uses it too, so the gate's web and Prometheus metrics agree.
         self._asked_share: dict[Pair, float | None] = {}
+        # The latest analysis start a gate asked with, per pair (`since`; Flagger's revision first seen): the
+        # periodic judgment starts its window there too, so a version name reused across revisions (Flagger's
+        # `<name>` against `<name>-primary`) is not judged on the previous revision's requests.
+        self._analysis_start: dict[Pair, float] = {}
         self.evaluations: Counter[tuple[str, str, str]] = Counter()
         self.source_errors: Counter[tuple[str, str]] = Counter()
         self.events = events
@@ -54,6 +58,7 @@ class CanaryService:
                 del self._latest[gone]
                 self._arms.pop(gone, None)
                 self._asked_share.pop(gone, None)
+                self._analysis_start.pop(gone, None)
         return pairs
 
     def latest(self, canary: str, baseline: str) -> Verdict | None:
@@ -120,6 +125,8 @@ class CanaryService:
             return self._nodata(canary[:63], baseline[:63], f"{UNKNOWN_VERSIONS}: {', '.join(unknown)}")
         if canary == baseline:
             return self._nodata(canary, baseline, "canary and baseline are the same version")
+        if since is not None and since > self._analysis_start.get(Pair(canary, baseline), -math.inf):
+            self._analysis_start[Pair(canary, baseline)] = min(since, self.clock())
         text = (weight or "").strip().lower()
         if text == "any":
             return await self.evaluate(canary, baseline, since=since, check_split=False)
@@ -145,6 +152,7 @@ class CanaryService:
     async def run_once(self) -> None:
         """Judge every configured pair (the periodic job)."""
         for p in self.pairs:
-            v = await self.evaluate(p.canary, p.baseline, weight=self._asked_share.get(p))
+            v = await self.evaluate(p.canary, p.baseline, since=self._analysis_start.get(p),
+                                    weight=self._asked_share.get(p))
             if v.verdict is Outcome.FAIL:
                 log.warning("canary %s vs %s: fail: %s", p.canary, p.baseline, v.reason)
