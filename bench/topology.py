@@ -153,10 +153,16 @@ def discovered_part() -> dict[str, Any]:
 
 
 def primitives_part() -> dict[str, Any]:
+    from observer_dev.gameday.primitive_scenarios import PRIMITIVE_SCENARIOS, run_primitive_gameday
     from tests.support import primitive_discovery
 
     out = primitive_discovery.run(deadline_s=30.0)
-    return {"primitives_discovered": out.discovered}
+    # Every scenario, at the short form's sizes (the test suite plays SHORT_PRIMITIVE_SCENARIOS).
+    rows = run_primitive_gameday(short=True, only=[s.name for s in PRIMITIVE_SCENARIOS])
+    return {"primitives_discovered": out.discovered, "primitive_scenarios_total": len(rows),
+            "primitive_scenarios_expected_verdict": sum(r.ok for r in rows),
+            "primitive_scenarios": {r.scenario: f"{r.steps[-1] if r.steps else '-'} on "
+                                                f"{r.verdicts[-1] if r.verdicts else '-'}" for r in rows}}
 
 
 def check_config_part() -> dict[str, Any]:
@@ -290,7 +296,9 @@ def main() -> None:
     if "primitives" in parts:
         r = primitives_part()
         print(f"rollout primitives discovered through the API (versions, roles, weights as the objects say, at "
-              f"25 % and promoted): {r['primitives_discovered']}")
+              f"25 % and promoted): {r['primitives_discovered']}; rollouts through them: "
+              f"{r['primitive_scenarios_expected_verdict']} of {r['primitive_scenarios_total']} as expected "
+              f"{r['primitive_scenarios']}")
         out.update(r)
     if "check_config" in parts:
         r = check_config_part()

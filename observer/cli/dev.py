@@ -77,6 +77,10 @@ def register(app: typer.Typer) -> None:
             "--cluster", help="In the cluster topology: versions discovered from a scripted Argo rollout, two "
                               "`observer serve` replicas on PostgreSQL, the judge reading Prometheus; one replica "
                               "SIGKILLed and the other cut from PostgreSQL mid-step.")] = False,
+        primitives: Annotated[bool, typer.Option(
+            "--primitives", help="Rollouts through KServe (LLMInferenceService, InferenceService) and an HTTPRoute "
+                                 "across InferencePools on the cluster rig: versions discovered from those "
+                                 "objects, weights 5 → 25 → 50 → 100 or aborted.")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="With --cluster: end with one JSON line.")] = False,
     ) -> None:
         """Drive the simulated fleet (or, with --real, real vLLM servers) through canary scenarios, check the
@@ -84,6 +88,11 @@ def register(app: typer.Typer) -> None:
         from observer_dev.gameday import GamedayError, print_report, run_gameday
 
         try:
+            if primitives:
+                from observer_dev.gameday.primitive_scenarios import print_primitives, run_primitive_gameday
+
+                prows = run_primitive_gameday(short=short, only=scenario or None, seed=seed)
+                raise typer.Exit(0 if print_primitives(prows, Console(width=max(Console().width, 180))) else 1)
             if cluster:
                 from observer_dev.gameday.cluster import print_cluster, run_cluster_gameday
 

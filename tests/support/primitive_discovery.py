@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from observer.config import parse_config
 from observer_dev import primitive_objects as po
+from observer_dev.gameday.primitive_scenarios import exported
 from observer_dev.kubeapi import ScriptedKubeApi, pod, rollout
 from tests.support.observer_proc import run_observer
 from tests.support.prom import free_port
@@ -115,15 +114,8 @@ def _objects(api: ScriptedKubeApi, canary: int) -> Want:
 
 
 def _exported(url: str) -> Want:
-    roles: dict[str, dict[str, str]] = {}
-    weights: dict[str, float] = {}
-    for fam in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=5).text):
-        for s in fam.samples:
-            if s.name == "observer_version_role":
-                roles.setdefault(s.labels["group"], {})[s.labels["version"]] = s.labels["role"]
-            elif s.name == "observer_rollout_canary_weight_ratio":
-                weights[s.labels["group"]] = round(s.value, 6)
-    return {g: (roles.get(g, {}), weights.get(g)) for g in GROUPS.values()}
+    seen = exported(url)
+    return {g: seen.get(g, ({}, None)) for g in GROUPS.values()}
 
 
 def _wait(read: Callable[[], Want], want: Want, deadline: float) -> Want:

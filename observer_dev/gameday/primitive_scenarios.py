@@ -1,0 +1,332 @@
+"""The rollout primitives in the cluster game day: a canary rolled out through a KServe `LLMInferenceService`
+routing group, an `InferenceService`'s `canaryTrafficPercent` or an `HTTPRoute` weighted across two
+`InferencePool`s, with the versions discovered from those objects (no static list, no Argo Rollout).
+
+Each scenario, on the cluster rig (the scripted Kubernetes API, an `observer serve` replica on PostgreSQL, the
+judge reading the real Prometheus):
+
+* the primitive's objects name two versions, `<group>-…1` (old) and `<group>-…2` (new), and the simulator's pods
+  are relabelled as the primitive's controller labels its pods;
+* the weight moves 5 → 25 → 50 %: the objects are rewritten, the simulator's traffic split follows, and the
+  observer's exported roles and canary weight must follow the objects before the step's looks; each look asks
+  the verdict of the two discovered names with the step's weight (the split check), as a gate would;
+* the gate: a `fail` at any step aborts (the canary's weight back to 0: it must become `other`); a step at 5 or
+  25 % advances after LOOKS_PER_STEP looks without a fail; at 50 % the promotion to 100 % waits for `pass`, as
+  Flagger's confirm-promotion or a pipeline's `observer canary wait` would;
+* promoted, the new version must be `stable` under the same name (its identity, hence its windows, kept) and the
+  old one `other` or gone.
+
+A healthy canary must end promoted on `pass` with no `fail` on the way; a worse one aborted on `fail`, failing
+on the metric its scenario names.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+from rich.table import Table
+
+from observer_dev import primitive_objects as po
+from observer_dev.gameday.scenarios import STABLE_PODS, GamedayError, Plan
+
+NS = "llm-serving"
+PODS = f"{NS}/pods"
+STEPS = (5, 25, 50)
+LOOKS_PER_STEP = 2
+"""Looks at 5 and 25 % before the weight moves on (none may fail)."""
+FOLLOW_S = 20.0
+"""How long the observer may take to export the roles and weight the objects now say."""
+
+Roles = dict[str, str]  # version → role
+Exported = dict[str, tuple[Roles, float | None]]  # group → (roles, canary weight)
+
+
+@dataclass(frozen=True)
+class PrimitiveScenario:
+    """One rollout through a primitive: what the canary does and what must come out."""
+
+    name: str
+    primitive: str  # kserve_llmisvc | kserve_isvc | httproute_pools
+    title: str
+    expect: str  # pass (promoted) | fail (aborted)
+    canary: Mapping[str, Any] = field(default_factory=dict)
+    must_fail: tuple[str, ...] = ()  # verdict metrics that must end `fail`
+    needs: str | None = None  # quality: golden replays on the discovered versions' URLs
+
+    @property
+    def group(self) -> str:
+        return self.name.replace("-", "")[:20]
+
+    @property
+    def identities(self) -> tuple[str, str]:
+        """(old, new) version names the objects give the two members."""
+        g = self.group
+        if self.primitive == "kserve_isvc":
+            return f"{g}-00001", f"{g}-00002"
+        return f"{g}-v1", f"{g}-v2"
+
+
+PRIMITIVE_SCENARIOS: tuple[PrimitiveScenario, ...] = (
+    PrimitiveScenario("llmisvc-healthy", "kserve_llmisvc", "KServe LLMInferenceService group, healthy", "pass"),
+    PrimitiveScenario("isvc-slow", "kserve_isvc", "KServe InferenceService canaryTrafficPercent, TTFT ×1.5", "fail",
+                      canary={"preset": "slow"}, must_fail=("ttft",)),
+    PrimitiveScenario("httproute-healthy", "httproute_pools", "HTTPRoute across two InferencePools, healthy",
+                      "pass"),
+    PrimitiveScenario("httproute-errors", "httproute_pools", "HTTPRoute across two InferencePools, errors 3 %",
+                      "fail", canary={"error_rate": 0.03}, must_fail=("errors",)),
+    PrimitiveScenario("llmisvc-worse", "kserve_llmisvc", "KServe LLMInferenceService group, worse answers", "fail",
+                      canary={"accuracy": 0.5}, must_fail=("golden",), needs="quality"),
+)
+SHORT_PRIMITIVE_SCENARIOS = ("llmisvc-healthy", "isvc-slow", "httproute-errors")
+"""The short form in `make test`: one scenario per primitive, both outcomes."""
+
+
+@dataclass
+class PrimitiveRow:
+    """What one primitive scenario produced."""
+
+    scenario: str
+    primitive: str
+    title: str
+    expected: str
+    verdicts: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)  # "5 %: i i", "abort", "promoted"
+    ok: bool = False
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def exported(url: str) -> Exported:
+    """Roles and canary weight per group, as the observer at `url` exports them on /metrics."""
+    roles: dict[str, Roles] = {}
+    weights: dict[str, float] = {}
+    for fam in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=5).text):
+        for s in fam.samples:
+            if s.name == "observer_version_role":
+                roles.setdefault(s.labels["group"], {})[s.labels["version"]] = s.labels["role"]
+            elif s.name == "observer_rollout_canary_weight_ratio":
+                weights[s.labels["group"]] = round(s.value, 6)
+    return {g: (roles.get(g, {}), weights.get(g)) for g in {*roles, *weights}}
+
+
+def wait_exported(read: Callable[[], Exported], group: str, want: tuple[Roles, float | None],
+                  deadline: float) -> tuple[Roles, float | None]:
+    """Poll `read` until `group` is exported as `want` or `deadline` (monotonic) passes; the last reading."""
+    got = read().get(group, ({}, None))
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = read().get(group, ({}, None))
+    return got
+
+
+def publish_primitive(api: Any, s: PrimitiveScenario, canary: int) -> tuple[Roles, float | None]:
+    """Write the scenario's objects with the new version at `canary` % (100: promoted, 0: aborted); what the
+    observer must then export for the group."""
+    old, new = s.identities
+    g = s.group
+    if s.primitive == "kserve_llmisvc":
+        for svc, weight, created in ((old, 100 - canary, "2026-11-01T00:00:00Z"),
+                                     (new, canary, "2026-12-01T00:00:00Z")):
+            api.put(f"{NS}/llminferenceservices.serving.kserve.io",
+                    po.llmisvc(svc, group=g, weight=weight, created=created))
+    elif s.primitive == "kserve_isvc":
+        if canary == 100:  # rolled out: the new revision is the rolled-out one and takes everything
+            api.put(f"{NS}/inferenceservices.serving.kserve.io",
+                    po.isvc(g, stable=new, latest=new, canary_percent=100))
+        else:
+            api.put(f"{NS}/inferenceservices.serving.kserve.io",
+                    po.isvc(g, stable=old, latest=new, canary_percent=canary))
+    elif s.primitive == "httproute_pools":
+        for pool, created in ((old, "2026-11-01T00:00:00Z"), (new, "2026-12-01T00:00:00Z")):
+            api.put(f"{NS}/inferencepools.inference.networking.k8s.io",
+                    po.inference_pool(pool, labels={"app": pool}, created=created))
+        api.put(f"{NS}/httproutes.gateway.networking.k8s.io",
+                po.httproute(g, pools={old: 100 - canary, new: canary}))
+    else:
+        raise GamedayError(f"scenario {s.name}: primitive {s.primitive} is not played by this rig")
+    if canary == 100:  # a revision without traffic leaves the InferenceService's status; the others stay `other`
+        return ({new: "stable"} if s.primitive == "kserve_isvc" else {old: "other", new: "stable"}), None
+    if canary == 0:  # aborted: the canary keeps its pods (and its place in the InferenceService's traffic) at 0
+        return {old: "stable", new: "other"}, None
+    return {old: "stable", new: "canary"}, canary / 100
+
+
+def pod_labels(s: PrimitiveScenario, identity: str) -> dict[str, str]:
+    """The labels the primitive's controller gives a pod of member `identity`, plus the scenario's selector."""
+    own = {"kserve_llmisvc": po.llmisvc_pod_labels(identity),
+           "kserve_isvc": {"serving.knative.dev/revision": identity},
+           "httproute_pools": {"app": identity}}[s.primitive]
+    return {**own, "scenario": s.name}
+
+
+def relabel_pods(api: Any, s: PrimitiveScenario, ports: Mapping[str, int]) -> None:
+    """The simulator's pods (same names, so the DCGM join holds) as the primitive's members: stable's pods serve
+    the old member, the canary's pod the new one."""
+    from observer_dev.kubeapi import pod
+
+    old, new = s.identities
+    for i in range(STABLE_PODS):
+        api.put(PODS, pod(f"sim-stable-{i}", labels=pod_labels(s, old), port=ports[f"stable{i}"]))
+    api.put(PODS, pod("sim-canary-0", labels=pod_labels(s, new), port=ports["canary0"]))
+
+
+def primitive_config(cluster: Mapping[str, Any], s: PrimitiveScenario) -> dict[str, Any]:
+    """A cluster replica's config whose only model is the scenario's primitive."""
+    data: dict[str, Any] = json.loads(json.dumps(cluster))
+    data["discovery"]["kubernetes"]["models"] = [{
+        "name": s.group, "selector": {"scenario": s.name}, "port": "http",
+        "primitive": {"kind": s.primitive, "name": s.group}}]
+    return data
+
+
+def ask(url: str, s: PrimitiveScenario, since: float, weight: int) -> dict[str, Any]:
+    old, new = s.identities
+    r = httpx.get(f"{url}/api/v1/canary/verdict", params={"canary": new, "baseline": old, "since": since,
+                                                          "weight": weight}, timeout=15)
+    if r.status_code != 200:
+        raise GamedayError(f"verdict endpoint of {url} answered HTTP {r.status_code}: {r.text[:200]}")
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports: Mapping[str, int], plan: Plan,
+                           pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path,
+                           prom_url: str) -> PrimitiveRow:
+    """One rollout through the scenario's primitive on a fresh replica and database."""
+    from observer_dev.gameday import _profile
+    from observer_dev.gameday.cluster import _wait_ready, cluster_config, spawn
+
+    t0 = time.monotonic()
+    row = PrimitiveRow(scenario=s.name, primitive=s.primitive, title=s.title, expected=s.expect)
+    problems: list[str] = []
+    total = plan.stable_rps + plan.canary_rps
+
+    def split(canary: int) -> None:  # the simulator's traffic follows the objects' weights
+        fleet.set_profile("stable", **_profile({}, plan, total * (100 - canary) / 100))
+        fleet.set_profile("canary", **_profile(s.canary, plan, total * canary / 100))
+
+    def follow(want: tuple[Roles, float | None], when: str) -> None:
+        got = wait_exported(lambda: exported(replica.url), s.group, want, time.monotonic() + FOLLOW_S)
+        if got != want:
+            problems.append(f"{when}: the observer exported {got}, the objects say {want}")
+
+    relabel_pods(api, s, ports)
+    want = publish_primitive(api, s, STEPS[0])
+    split(STEPS[0])
+    body: dict[str, Any] = {}
+    trail = workdir / f"{s.name}-looks.jsonl"
+    with ExitStack() as stack:
+        config = primitive_config(cluster_config(single, kubeconfig=kubeconfig, store_url=pg.database(),
+                                                 port=ports["observer"], prom_url=prom_url,
+                                                 gate_url=f"http://127.0.0.1:{ports['observer']}"), s)
+        replica = spawn(config, f"{s.name}-replica", workdir)
+        stack.callback(replica.stop)
+        _wait_ready(replica)
+        since = time.time()
+        outcome = "held"
+        for step in STEPS:
+            if step != STEPS[0]:
+                want = publish_primitive(api, s, step)
+                split(step)
+            follow(want, f"at {step} %")
+            looks: list[str] = []
+            limit = LOOKS_PER_STEP if step != STEPS[-1] else plan.max_rounds
+            for _ in range(limit):
+                for _ in range(int(plan.round_seconds)):
+                    fleet.advance("stable", 1.0)
+                    fleet.advance("canary", 1.0)
+                time.sleep(plan.scrape_interval * 2.0)
+                body = ask(replica.url, s, since, step)
+                verdict = str(body["verdict"])
+                row.verdicts.append(verdict)
+                looks.append(verdict[0])
+                with trail.open("a") as f:
+                    f.write(json.dumps({"step": step, "body": body}) + "\n")
+                if verdict == "fail" or (step == STEPS[-1] and verdict == "pass"):
+                    break
+            row.steps.append(f"{step} %: {' '.join(looks)}")
+            if row.verdicts[-1] == "fail":
+                outcome = "aborted"
+                break
+        if outcome != "aborted" and row.verdicts and row.verdicts[-1] == "pass":
+            outcome = "promoted"
+        if outcome == "aborted":
+            split(0)
+            follow(publish_primitive(api, s, 0), "aborted")
+        elif outcome == "promoted":
+            split(100)
+            follow(publish_primitive(api, s, 100), "promoted")
+        row.steps.append(outcome)
+    final = row.verdicts[-1] if row.verdicts else "none"
+    if s.expect == "pass":
+        if outcome != "promoted":
+            problems.append(f"ended {outcome} on {final}, expected promoted on pass: {body.get('reason', '')}")
+        if "fail" in row.verdicts:
+            problems.append("a fail on the way")
+    else:
+        if outcome != "aborted":
+            problems.append(f"ended {outcome} on {final}, expected aborted on fail: {body.get('reason', '')}")
+        if "pass" in row.verdicts:
+            problems.append("a pass on the way")
+    for name in s.must_fail:
+        got = body.get("metrics", {}).get(name, {}).get("result")
+        if got != "fail":
+            problems.append(f"metric {name} {got}, expected fail")
+    row.ok = not problems
+    row.detail = "; ".join([*problems, f"every look's answer: {trail}"] if problems else
+                           [str(body.get("reason", ""))[:120]])
+    row.seconds = time.monotonic() - t0
+    return row
+
+
+def run_primitive_gameday(*, short: bool = False, only: Sequence[str] | None = None,
+                          seed: int = 7) -> list[PrimitiveRow]:
+    """Run the primitive scenarios (SHORT_PRIMITIVE_SCENARIOS with `short`, else all, or `only`) on the
+    cluster rig; GamedayError if the rig cannot start or a name is unknown."""
+    from observer_dev.gameday import _config_yaml
+    from observer_dev.gameday.cluster import cluster_rig
+    from observer_dev.gameday.scenarios import FULL, SHORT, Scenario
+
+    plan = SHORT if short else FULL
+    known = {s.name: s for s in PRIMITIVE_SCENARIOS}
+    names = list(only) if only else list(SHORT_PRIMITIVE_SCENARIOS if short else known)
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise GamedayError(f"unknown primitive scenario(s) {', '.join(unknown)}; there are: {', '.join(known)}")
+    rows: list[PrimitiveRow] = []
+    with cluster_rig(plan, seed=seed) as rig:
+        for name in names:
+            s = known[name]
+            single = yaml.safe_load(_config_yaml(rig.ports, plan, Scenario(s.name, s.title, s.expect,
+                                                                           needs=s.needs), rig.work))
+            try:
+                rows.append(run_primitive_scenario(s, api=rig.api, fleet=rig.fleet, ports=rig.ports, plan=plan,
+                                                   pg=rig.pg, kubeconfig=rig.kubeconfig, single=single,
+                                                   workdir=rig.work, prom_url=rig.prom_url))
+            except (GamedayError, httpx.HTTPError) as e:
+                rows.append(PrimitiveRow(scenario=s.name, primitive=s.primitive, title=s.title, expected=s.expect,
+                                         detail=f"could not run: {e}"))
+    return rows
+
+
+def print_primitives(rows: Sequence[PrimitiveRow], console: Console) -> bool:
+    """Print the table; True when every scenario ended as expected."""
+    t = Table(title="observer game day — rollout primitives",
+              caption="OK" if all(r.ok for r in rows) else "MISMATCH")
+    for col in ("scenario", "primitive", "expected", "steps (verdict per look)", "ok", "detail"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(f"{r.scenario}: {r.title}", r.primitive, r.expected, " → ".join(r.steps),
+                  "[green]yes[/]" if r.ok else "[red]NO[/]", f"{r.detail} ({r.seconds:.0f}s)")
+    console.print(t)
+    return all(r.ok for r in rows)
