@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import FilePath, Spec
+from observer.config.fleet import RouterRef
 from observer.conventions.labels import POD_ROLE_LABEL
 
 _MODEL_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
@@ -94,6 +95,12 @@ class ModelDiscovery(Spec):
     primitive: PrimitiveRef | None = Field(
         None, description="Instead of an Argo Rollout: the KServe, Gateway API or llm-d object whose members are "
                           "the versions (identity, role, weight and pods from it; docs/kubernetes.md).")
+    router: RouterRef | None = Field(
+        None, description="The router in front of the model's versions, read per routed model (llm-d's endpoint "
+                          "picker: its Service's /metrics URL). For versions that share pods and differ by model "
+                          "name (an InferenceModelRewrite's adapters) it is where their latency and errors come "
+                          "from: vLLM labels an adapter's requests with the base model. `model` is left empty: "
+                          "each version is read under its own model name.")
     identity_label: str = Field("rollouts-pod-template-hash",
                                 description="Pod label whose value names the version (one per ReplicaSet).")
     role_label: str = Field(

@@ -40,6 +40,9 @@ LLMD_QUEUE = ("llm_d_epp_flow_control_queue_size", "inference_extension_flow_con
 read (the EPP writes both with the same values during the deprecation: counting both would double every count)."""
 LLMD_MODEL_LABELS = ("target_model_name", "model_name")
 """The label that names the version, in order of preference: the routed-to model, else the requested one."""
+AS_FINISHED = {"ok": "stop", "error": "error"}
+"""Router outcomes as vLLM finished reasons: the requests of a version vLLM counts under another model name (a
+LoRA adapter: vLLM labels its series with the base model) are the router's, by outcome."""
 SATURATED_AT = 1.0
 """llm-d's pool saturation set point: at or above it flow control holds requests back (stage `effective`)."""
 

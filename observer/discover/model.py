@@ -310,6 +310,7 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
             expected = 1.0 - weight
         versions.append(VersionSpec(
             name=name, role=roles[name], model=m.served_model, vllm=urls, openai=openai,
+            router=m.router if m.router is not None and (m.router.model or m.served_model) else None,
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
                   for p, _, _ in members],

@@ -90,8 +90,11 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
             problems["no_openai_url"] += 1
         nodes = sorted({p.node for p in chosen if p.node is not None})
         counted[name] = len(chosen)
+        model = member.model or m.served_model
+        # The router reads each version under its model name; without one it cannot tell the versions apart.
+        router = m.router if m.router is not None and (m.router.model or model) else None
         versions.append(VersionSpec(
-            name=name, role=member.role, model=member.model or m.served_model, vllm=urls, openai=openai,
+            name=name, role=member.role, model=model, vllm=urls, openai=openai, router=router,
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
                   for p in chosen],

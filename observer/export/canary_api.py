@@ -13,11 +13,13 @@ from typing import Annotated, Any, Protocol
 from fastapi import APIRouter, Query, Response
 
 from observer import jsonsafe
-from observer.analyse.canary.judge import MetricResult, Verdict
+from observer.analyse.canary.judge import MetricResult, Outcome, Verdict
 from observer.jsonsafe import finite
 
 MAX_BYTES = 2000
 MAX_REASON = 300
+WHY_CHARS = 160
+"""A nodata critical metric's `why`: the judge's detail, cut."""
 GATE_REASON = 160
 """The reason's length in `gate`, the object Argo's web metric stores as its measurement's value."""
 
@@ -40,6 +42,8 @@ def _metric(r: MetricResult, *, full: bool) -> dict[str, Any]:
         out["critical"] = True
     if r.advisory:
         out["advisory"] = True
+    if r.outcome is Outcome.NODATA and r.critical and r.detail:  # a gate's missing fact: say which and why
+        out["why"] = r.detail[:WHY_CHARS]
     if not full:
         return out
     for key, value in (("canary", r.canary), ("baseline", r.baseline), ("ratio", r.ratio), ("p", r.p_value)):

@@ -56,6 +56,8 @@ PODS = "llm-serving/pods"
 DCGM_PODS = "gpu-operator/pods"
 ROLLOUTS = "llm-serving/rollouts.argoproj.io"
 STEPS: list[dict[str, Any]] = [{"setWeight": 20}, {"pause": {}}]
+ROUTED_AS = {"stable": "support-lora-v1", "canary": "support-lora-v2"}
+"""The target model names the rig's simulated endpoint picker reports each simulated version's requests under."""
 
 
 @dataclass
@@ -363,6 +365,11 @@ def cluster_rig(plan: Plan, *, seed: int) -> Iterator[Rig]:
              "dcgm": free_port(), "observer": free_port(), "observer_b": free_port(), "proxy": free_port(),
              "router": free_port()}
     base = _config(ports, plan, SCENARIOS[0])
+    # The rig's endpoint picker routes each simulated version under an adapter's name (the adapter scenario's
+    # targets); no Argo scenario reads it (their discovered versions have no router).
+    base = base.model_copy(update={"fleet": base.fleet.model_copy(update={"versions": [
+        v.model_copy(update={"router": v.router.model_copy(update={"model": ROUTED_AS[v.name]})})
+        if v.router is not None else v for v in base.fleet.versions]})})
     api = ScriptedKubeApi()
     with ExitStack() as stack:
         fleet = stack.enter_context(run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),

@@ -36,11 +36,22 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
+from observer.conventions.labels import POD_ROLE_LABEL
+from observer.conventions.metrics import WIN_TTFT
 from observer_dev import primitive_objects as po
 from observer_dev.gameday.scenarios import STABLE_PODS, GamedayError, Plan
 
 NS = "llm-serving"
 PODS = f"{NS}/pods"
+ADAPTERS = ("support-lora-v1", "support-lora-v2")
+"""The adapter scenario's rewrite targets: the names cluster.ROUTED_AS gives the simulated versions."""
+REWRITTEN_MODEL = "support-lora"
+BASE_MODEL = "sim-stable"
+"""The pool's own model: what the simulated engines of `stable` label their vLLM series with."""
+POOL = "support-pool"
+ROUTER_TTFT = {"name": "router_ttft", "kind": "latency", "family": "router_ttft", "critical": True}
+"""An adapter's latency as the endpoint picker measures it: vLLM labels an adapter's requests with the base
+model, so the engine's TTFT has no series of its own for it."""
 STEPS = (5, 25, 50)
 LOOKS_PER_STEP = 2
 """Looks at 5 and 25 % before the weight moves on (none may fail)."""
@@ -71,6 +82,8 @@ class PrimitiveScenario:
     def identities(self) -> tuple[str, str]:
         """(old, new) version names the objects give the two members."""
         g = self.group
+        if self.primitive == "model_rewrite":  # the target model names the rig's endpoint picker reports
+            return ADAPTERS
         if self.primitive == "kserve_isvc":
             return f"{g}-00001", f"{g}-00002"
         return f"{g}-v1", f"{g}-v2"
@@ -86,9 +99,14 @@ PRIMITIVE_SCENARIOS: tuple[PrimitiveScenario, ...] = (
                       "fail", canary={"error_rate": 0.03}, must_fail=("errors",)),
     PrimitiveScenario("llmisvc-worse", "kserve_llmisvc", "KServe LLMInferenceService group, worse answers", "fail",
                       canary={"accuracy": 0.5}, must_fail=("golden",), needs="quality"),
+    PrimitiveScenario("adapter-slow", "model_rewrite", "llm-d InferenceModelRewrite: a LoRA adapter on the base "
+                      "model's pods, TTFT ×1.5", "fail", canary={"preset": "slow"}, must_fail=("router_ttft",)),
+    PrimitiveScenario("adapter-wrong", "model_rewrite", "llm-d InferenceModelRewrite: a LoRA adapter on the base "
+                      "model's pods, wrong answers", "fail", canary={"accuracy": 0.5}, must_fail=("golden",),
+                      needs="quality"),
 )
-SHORT_PRIMITIVE_SCENARIOS = ("llmisvc-healthy", "isvc-slow", "httproute-errors")
-"""The short form in `make test`: one scenario per primitive, both outcomes."""
+SHORT_PRIMITIVE_SCENARIOS = ("llmisvc-healthy", "isvc-slow", "httproute-errors", "adapter-slow", "adapter-wrong")
+"""The short form in `make test`: every primitive, both outcomes, and both adapter scenarios."""
 
 
 @dataclass
@@ -152,6 +170,15 @@ def publish_primitive(api: Any, s: PrimitiveScenario, canary: int) -> tuple[Role
                     po.inference_pool(pool, labels={"app": pool}, created=created))
         api.put(f"{NS}/httproutes.gateway.networking.k8s.io",
                 po.httproute(g, pools={old: 100 - canary, new: canary}))
+    elif s.primitive == "model_rewrite":
+        api.put(f"{NS}/inferencepools.inference.networking.k8s.io",
+                po.inference_pool(POOL, labels={"app": POOL}))
+        # Promoted, the old target leaves the rule; aborted, the new one does (llm-d's rollback).
+        targets = {new: 1} if canary == 100 else {old: 1} if canary == 0 else {old: 100 - canary, new: canary}
+        api.put(f"{NS}/inferencemodelrewrites.llm-d.ai",
+                po.model_rewrite(g, model=REWRITTEN_MODEL, pool=POOL, targets=targets))
+        return ({new: "stable"} if canary == 100 else {old: "stable"} if canary == 0 else
+                {old: "stable", new: "canary"}), (canary / 100 if 0 < canary < 100 else None)
     else:
         raise GamedayError(f"scenario {s.name}: primitive {s.primitive} is not played by this rig")
     if canary == 100:  # a revision without traffic leaves the InferenceService's status; the others stay `other`
@@ -171,22 +198,53 @@ def pod_labels(s: PrimitiveScenario, identity: str) -> dict[str, str]:
 
 def relabel_pods(api: Any, s: PrimitiveScenario, ports: Mapping[str, int]) -> None:
     """The simulator's pods (same names, so the DCGM join holds) as the primitive's members: stable's pods serve
-    the old member, the canary's pod the new one."""
+    the old member, the canary's pod the new one. For an adapter rewrite, stable's pods are the pool that serves
+    the base model (a label-role version, `base`) and both adapters; the canary's engine answers the new
+    adapter's requests on them (FleetHandle.serve_adapter) and its own pod leaves the API."""
     from observer_dev.kubeapi import pod
 
     old, new = s.identities
+    if s.primitive == "model_rewrite":
+        labels = {"app": POOL, "scenario": s.name, "rollouts-pod-template-hash": "base", POD_ROLE_LABEL: "stable"}
+        for i in range(STABLE_PODS):
+            api.put(PODS, pod(f"sim-stable-{i}", labels=labels, port=ports[f"stable{i}"]))
+        api.delete(PODS, "sim-canary-0")
+        return
     for i in range(STABLE_PODS):
         api.put(PODS, pod(f"sim-stable-{i}", labels=pod_labels(s, old), port=ports[f"stable{i}"]))
     api.put(PODS, pod("sim-canary-0", labels=pod_labels(s, new), port=ports["canary0"]))
 
 
-def primitive_config(cluster: Mapping[str, Any], s: PrimitiveScenario) -> dict[str, Any]:
-    """A cluster replica's config whose only model is the scenario's primitive."""
+def primitive_config(cluster: Mapping[str, Any], s: PrimitiveScenario, router_url: str) -> dict[str, Any]:
+    """A cluster replica's config whose only model is the scenario's primitive (and, for an adapter rewrite, the
+    base model on the same pods; `router_url`: the endpoint picker's /metrics)."""
     data: dict[str, Any] = json.loads(json.dumps(cluster))
-    data["discovery"]["kubernetes"]["models"] = [{
-        "name": s.group, "selector": {"scenario": s.name}, "port": "http",
-        "primitive": {"kind": s.primitive, "name": s.group}}]
+    model: dict[str, Any] = {"name": s.group, "selector": {"scenario": s.name}, "port": "http",
+                             "primitive": {"kind": s.primitive, "name": s.group}}
+    data["discovery"]["kubernetes"]["models"] = [model]
+    if s.primitive == "model_rewrite":
+        model["primitive"]["model"] = REWRITTEN_MODEL
+        model["router"] = {"kind": "llm-d-epp", "urls": [router_url]}
+        # The base model on the same pods: its own model entry, counting only its own model name's series.
+        data["discovery"]["kubernetes"]["models"].insert(0, {
+            "name": "base", "selector": {"scenario": s.name}, "port": "http", "served_model": BASE_MODEL})
     return data
+
+
+def untouched(url: str, problems: list[str], when: str) -> float | None:
+    """Check the base model sharing the adapters' pods is still its own stable version, with no discovery
+    problem; its windowed TTFT median (None before its first window)."""
+    ttft: float | None = None
+    for fam in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=5).text):
+        for x in fam.samples:
+            if x.name == WIN_TTFT and x.labels.get("version") == "base" and x.labels.get("quantile") == "0.5":
+                ttft = x.value
+            elif x.name == "observer_discovery_problems_total" and x.value > 0:
+                problems.append(f"{when}: discovery problem {x.labels.get('problem')} in {x.labels.get('group')}")
+    roles = exported(url).get("base", ({}, None))[0]
+    if roles != {"base": "stable"}:
+        problems.append(f"{when}: the base model's versions are {roles}, expected base stable")
+    return ttft
 
 
 def ask(url: str, s: PrimitiveScenario, since: float, weight: int) -> dict[str, Any]:
@@ -225,10 +283,17 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
     split(STEPS[0])
     body: dict[str, Any] = {}
     trail = workdir / f"{s.name}-looks.jsonl"
+    adapters = s.primitive == "model_rewrite"
+    base_ttft: list[float | None] = []
     with ExitStack() as stack:
+        if adapters:  # both adapters answered on the pool's pods, each by its own simulated engine
+            for name, engine in zip(s.identities, ("stable", "canary"), strict=True):
+                fleet.serve_adapter("stable", name, engine)
+                stack.callback(fleet.serve_adapter, "stable", name, None)
         config = primitive_config(cluster_config(single, kubeconfig=kubeconfig, store_url=pg.database(),
                                                  port=ports["observer"], prom_url=prom_url,
-                                                 gate_url=f"http://127.0.0.1:{ports['observer']}"), s)
+                                                 gate_url=f"http://127.0.0.1:{ports['observer']}"), s,
+                                  f"http://127.0.0.1:{ports['router']}/metrics")
         replica = spawn(config, f"{s.name}-replica", workdir)
         stack.callback(replica.stop)
         _wait_ready(replica)
@@ -239,6 +304,8 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
                 want = publish_primitive(api, s, step)
                 split(step)
             follow(want, f"at {step} %")
+            if adapters:
+                base_ttft.append(untouched(replica.url, problems, f"at {step} %"))
             looks: list[str] = []
             limit = LOOKS_PER_STEP if step != STEPS[-1] else plan.max_rounds
             for _ in range(limit):
@@ -267,7 +334,12 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
             split(100)
             follow(publish_primitive(api, s, 100), "promoted")
         row.steps.append(outcome)
+        if adapters:
+            base_ttft.append(untouched(replica.url, problems, outcome))
     final = row.verdicts[-1] if row.verdicts else "none"
+    seen = [x for x in base_ttft if x is not None]
+    if adapters and seen and not 0.8 <= seen[-1] / seen[0] <= 1.25:
+        problems.append(f"the base model's TTFT median moved from {seen[0]:.4g} s to {seen[-1]:.4g} s")
     if s.expect == "pass":
         if outcome != "promoted":
             problems.append(f"ended {outcome} on {final}, expected promoted on pass: {body.get('reason', '')}")
@@ -278,6 +350,10 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
             problems.append(f"ended {outcome} on {final}, expected aborted on fail: {body.get('reason', '')}")
         if "pass" in row.verdicts:
             problems.append("a pass on the way")
+    engine_ttft = body.get("metrics", {}).get("ttft", {})
+    if adapters and (engine_ttft.get("result") != "nodata" or "model name" not in engine_ttft.get("why", "")):
+        problems.append(f"the adapter's engine ttft {engine_ttft}: expected nodata saying vLLM has no series "
+                        "under its model name")
     for name in s.must_fail:
         got = body.get("metrics", {}).get(name, {}).get("result")
         if got != "fail":
@@ -307,8 +383,9 @@ def run_primitive_gameday(*, short: bool = False, only: Sequence[str] | None = N
     with cluster_rig(plan, seed=seed) as rig:
         for name in names:
             s = known[name]
-            single = yaml.safe_load(_config_yaml(rig.ports, plan, Scenario(s.name, s.title, s.expect,
-                                                                           needs=s.needs), rig.work))
+            extra = (ROUTER_TTFT,) if s.primitive == "model_rewrite" else ()
+            single = yaml.safe_load(_config_yaml(rig.ports, plan, Scenario(s.name, s.title, s.expect, needs=s.needs,
+                                                                           metrics=extra), rig.work))
             try:
                 rows.append(run_primitive_scenario(s, api=rig.api, fleet=rig.fleet, ports=rig.ports, plan=plan,
                                                    pg=rig.pg, kubeconfig=rig.kubeconfig, single=single,

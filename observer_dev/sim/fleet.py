@@ -112,6 +112,15 @@ class FleetHandle:
         except ValueError as e:
             raise SimError(str(e)) from e
 
+    def serve_adapter(self, on: str, model: str, version: str | None) -> None:
+        """Serve model name `model` on `on`'s pods as a LoRA adapter whose engine and profile are `version`'s (the
+        adapter's own traffic is `version`'s built-in load); None stops serving it."""
+        pods = self.version(on)
+        if version is None:
+            pods.adapters.pop(model, None)
+        else:
+            pods.adapters[model] = self.version(version)
+
     def restart(self, version: str, replica: int | None = None) -> None:
         """Simulate a pod restart of `version` (all replicas, or one): counters reset."""
         self.version(version).restart(replica)

@@ -86,8 +86,23 @@ def create_replica_app(version: SimVersion, replica: Replica, *, metrics_paths: 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{
-            "id": version.model, "object": "model", "created": int(engine.created), "owned_by": "vllm",
-            "root": version.model, "parent": None, "max_model_len": version.max_model_len}]}
+            "id": name, "object": "model", "created": int(engine.created), "owned_by": "vllm",
+            "root": version.model if name == version.model else f"/adapters/{name}",
+            "parent": None if name == version.model else version.model, "max_model_len": version.max_model_len}
+            for name in (version.model, *sorted(version.adapters))]}
+
+    async def serving(request: Request) -> tuple[SimVersion, Replica, str]:
+        """Who answers: an adapter's version when the body asks for its model name, else this replica."""
+        if version.adapters:
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            name = body.get("model") if isinstance(body, Mapping) else None
+            target = version.adapters.get(name) if isinstance(name, str) else None
+            if target is not None and isinstance(name, str):
+                return target, target.replicas[replica.index % len(target.replicas)], name
+        return version, replica, version.model
 
     @app.get("/sim/profile")
     async def get_profile() -> dict[str, Any]:
@@ -115,11 +130,13 @@ def create_replica_app(version: SimVersion, replica: Replica, *, metrics_paths: 
 
     @app.post(CHAT, response_model=None)
     async def chat(request: Request) -> Response:
-        return await _complete(request, version, replica, chat=True)
+        v, r, served = await serving(request)
+        return await _complete(request, v, r, chat=True, served=served)
 
     @app.post(COMPLETIONS, response_model=None)
     async def completions(request: Request) -> Response:
-        return await _complete(request, version, replica, chat=False)
+        v, r, served = await serving(request)
+        return await _complete(request, v, r, chat=False, served=served)
 
     return app
 
@@ -151,12 +168,13 @@ def create_router_app(kind: str, routed: list[router_exposition.Routed], *, path
     return app
 
 
-def _parse(body: Any, version: SimVersion, *, chat: bool) -> tuple[str, int, int | None]:
-    """(prompt text, prompt tokens, max_tokens) of a request body, or SimApiError."""
+def _parse(body: Any, version: SimVersion, *, chat: bool, served: str | None = None) -> tuple[str, int, int | None]:
+    """(prompt text, prompt tokens, max_tokens) of a request body, or SimApiError; `served`: the model name
+    answered under (an adapter's), default the version's."""
     if not isinstance(body, Mapping):
         raise SimApiError(400, "the request body must be a JSON object", "BadRequestError")
     model = body.get("model")
-    if model is not None and model != version.model:
+    if model is not None and model != (served or version.model):
         raise SimApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
     if body.get("n", 1) != 1:
         raise SimApiError(400, "the simulator supports n=1 only", "BadRequestError")
@@ -182,7 +200,8 @@ def _parse(body: Any, version: SimVersion, *, chat: bool) -> tuple[str, int, int
     return text, tokens, limit
 
 
-async def _complete(request: Request, version: SimVersion, replica: Replica, *, chat: bool) -> Response:
+async def _complete(request: Request, version: SimVersion, replica: Replica, *, chat: bool,
+                    served: str | None = None) -> Response:
     arrival_ns = time.time_ns()
     handler = CHAT if chat else COMPLETIONS
     engine = replica.engine
@@ -192,7 +211,7 @@ async def _complete(request: Request, version: SimVersion, replica: Replica, *, 
         engine.end_request(handler=handler, status=400, reqs=None, begun=False)
         return _error(400, "the request body is not valid JSON", "BadRequestError")
     try:
-        text, prompt_tokens, limit = _parse(body, version, chat=chat)
+        text, prompt_tokens, limit = _parse(body, version, chat=chat, served=served)
     except SimApiError as e:
         engine.end_request(handler=handler, status=e.status, reqs=None, begun=False)
         return _error(e.status, str(e), e.kind)
@@ -232,7 +251,7 @@ async def _complete(request: Request, version: SimVersion, replica: Replica, *, 
         pieces, reason = pieces[:max_tokens], LENGTH
     reqs = engine.draw(1, prompt_tokens=[prompt_tokens], gen_tokens=[len(pieces)], max_tokens=[max_tokens],
                        reasons=[reason])
-    meta = _Meta(chat=chat, model=version.model, id=("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex,
+    meta = _Meta(chat=chat, model=served or version.model, id=("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex,
                  created=int(time.time()), prompt_tokens=prompt_tokens, completion_tokens=len(pieces),
                  finish_reason="length" if reason == LENGTH else "stop")
     if body.get("stream"):

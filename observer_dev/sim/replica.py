@@ -55,6 +55,9 @@ class SimVersion:
     recent: traffic.RecentSamples = field(default_factory=traffic.RecentSamples)
     clock: Callable[[], float] = time.time
     tracer: EngineTracer | None = None  # exports an OTLP span per API request when the fleet is given a target
+    # LoRA adapters served on these pods: a request for one of these model names is answered by that version's
+    # engine and profile (vLLM counts it under the base model's `model_name`; only the router sees it apart).
+    adapters: dict[str, SimVersion] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng([self.seed, 7])

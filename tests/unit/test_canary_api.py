@@ -225,3 +225,25 @@ async def test_the_periodic_judgment_starts_where_the_gate_asked_its_analysis_to
     source.calls.clear()
     await service.run_once()
     assert {since for _, since, _ in source.calls} == {1800.0}
+
+
+def test_a_nodata_critical_metric_says_why_even_in_the_shortened_body() -> None:
+    from observer.analyse.canary.judge import MetricResult, Verdict
+
+    why = "no ttft observations: no vLLM series under its model name"
+    metrics = tuple([MetricResult(name="ttft", kind="latency", outcome=Outcome.NODATA, critical=True, advisory=False,
+                                  group="latency", detail=why),
+                     MetricResult(name="e2e", kind="latency", outcome=Outcome.NODATA, critical=False, advisory=False,
+                                  group="latency", detail="not critical: not said")]
+                    + [MetricResult(name=f"m{i}", kind="ratio", outcome=Outcome.PASS, critical=False, advisory=False,
+                                    group="errors", canary=0.01, baseline=0.01, ratio=1.0, p_value=0.5,
+                                    ci_low=0.9, ci_high=1.1, n_canary=1000, n_baseline=4000, min_n=100)
+                       for i in range(16)])
+    v = Verdict(canary="canary", baseline="stable", verdict=Outcome.INCONCLUSIVE, score=0.0, critical_failed=False,
+                n_canary=1, n_baseline=1, split_ok=True, canary_share=None, expected_share=None, metrics=metrics,
+                reason="r", evaluated_at=0.0)
+    full = api.verdict_body(v)
+    assert full["metrics"]["ttft"]["why"] == why and "why" not in full["metrics"]["e2e"]
+    body = json.loads(api.encode(v))
+    assert len(api.encode(v)) <= api.MAX_BYTES and "ci" not in body["metrics"]["m0"]  # shortened
+    assert body["metrics"]["ttft"]["why"] == why

@@ -145,3 +145,28 @@ def test_a_critical_router_ttft_still_fails_behind_a_saturated_router() -> None:
     without = judge(CanarySpec(), canary="canary", baseline="stable", canary_data=c, baseline_data=b,
                     expected_share=0.25, now=1.0)
     assert without.verdict is Outcome.INCONCLUSIVE  # the engine's ttft alone is muted behind the saturated router
+
+
+def test_an_adapter_without_vllm_series_is_counted_by_its_router_and_its_engine_metrics_say_why() -> None:
+    # A LoRA adapter on shared pods: vLLM labels its requests with the base model, so no vLLM series carries the
+    # version's model name; its requests (by outcome) and router_ttft are the endpoint picker's, and an
+    # engine-side metric is nodata naming why, never a pass.
+    from observer.analyse.canary.judge import judge_metric
+    from observer.analyse.canary.results import ROUTED_NOTE
+
+    spec = VersionSpec(name="adapter", model="llm-canary", vllm=["http://pod/metrics"],
+                       router={"kind": "llm-d-epp", "urls": ["http://epp/metrics"]})
+    store = SignalStore([spec], window_seconds=300.0, stale_after_seconds=60.0)
+    _feed(store, 0.0, 1.0, 0.5)
+    _feed(store, 15.0, 2.0, 0.5)
+    assert store.labelled_counter_delta("adapter", "request_success", since=-1.0) is None  # vLLM: the base's
+    metrics = [CanaryMetricSpec(name="ttft", kind="latency", family="ttft", critical=True),
+               CanaryMetricSpec(name="router_ttft", kind="latency", family="router_ttft", critical=True)]
+    arm = asyncio.run(OwnSource(signals=store).arm("adapter", metrics, since=-1.0, now=15.0, with_drift=False))
+    assert arm.routed_requests and arm.requests is not None and arm.total_requests
+    assert set(arm.requests) <= {"stop", "error"} and "router_ttft" in arm.histograms and "ttft" not in arm.histograms
+    ttft = judge_metric(metrics[0], arm, arm, alpha=0.05, power=0.8)
+    assert ttft.outcome is Outcome.NODATA and ROUTED_NOTE in ttft.detail
+    plain = judge_metric(metrics[0], ArmData(requests={"stop": 1.0}), ArmData(requests={"stop": 1.0}), alpha=0.05,
+                         power=0.8)
+    assert plain.outcome is Outcome.NODATA and ROUTED_NOTE not in plain.detail

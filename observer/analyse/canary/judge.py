@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import assert_never
 
 import numpy as np
@@ -14,6 +15,7 @@ from observer.analyse import histogram
 from observer.analyse.canary import sequential, stats
 from observer.analyse.canary.results import (
     GAUGE_VALUE,
+    ROUTED_NOTE,
     ArmData,
     DriftObservation,
     MetricResult,
@@ -396,7 +398,15 @@ def _judge_paired(m: CanaryMetricSpec, c: ArmData, *, alpha: float) -> MetricRes
 
 
 def judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
-    """Judge one metric of the canary against the baseline."""
+    """Judge one metric of the canary against the baseline; a nodata metric of an arm read from its router
+    (ArmData.routed_requests) says so."""
+    r = _judge_metric(m, c, b, alpha=alpha, power=power)
+    if r.outcome is Outcome.NODATA and (c.routed_requests or b.routed_requests):
+        return replace(r, detail=f"{r.detail}: {ROUTED_NOTE}" if r.detail else ROUTED_NOTE)
+    return r
+
+
+def _judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
     match m.kind:
         case MetricKind.PAIRED:
             return _judge_paired(m, c, alpha=alpha)

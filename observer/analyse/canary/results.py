@@ -66,6 +66,10 @@ class PairCounts:
                 "position_inconsistent": self.inconsistent, "errors": self.errors}
 
 
+ROUTED_NOTE = "no vLLM series under its model name (vLLM counts an adapter under the base model): judge router_ttft"
+"""Why an engine-side metric is nodata for a version whose requests are the router's."""
+
+
 @dataclass(frozen=True)
 class ArmData:
     """Everything the judge reads about one version over the window; None/missing means no data."""
@@ -114,6 +118,9 @@ class ArmData:
     """Speculative-decoding draft tokens in the window by outcome (accepted, rejected); None without it."""
     router_trouble: str = ""
     """What the router in front of the arm reported in the window: its pool saturated or endpoints stale."""
+    routed_requests: bool = False
+    """`requests` are the router's, by outcome: vLLM has no series under this version's model name (a LoRA
+    adapter, which vLLM counts under the base model), so only the router sees the version's own requests."""
 
     def in_state(self, state: EngineState) -> int:
         """Replicas in engine state `state` (0 when none is)."""

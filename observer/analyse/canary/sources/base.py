@@ -12,6 +12,7 @@ from observer.analyse.drift.state import DriftResult
 from observer.analyse.signals import SliceTotals, VersionSignals
 from observer.collect.model import Histogram
 from observer.config.canary import CanaryMetricSpec, MetricKind
+from observer.conventions import routers
 from observer.conventions.vllm import LatencyId
 from observer.errors import ObserverError
 
@@ -110,3 +111,8 @@ def needs(metrics: Sequence[CanaryMetricSpec]) -> tuple[set[LatencyId], set[str]
 
 
 ENVIRONMENT_KEYS = (names.GPU_MODEL, names.GPU_DRIVER, names.ENGINE_ARGS)
+
+
+def as_finished(routed: Mapping[str, float] | None) -> dict[str, float] | None:
+    """The router's requests by outcome as vLLM's by finished reason (routers.AS_FINISHED)."""
+    return None if routed is None else {routers.AS_FINISHED.get(str(k), "error"): v for k, v in routed.items()}

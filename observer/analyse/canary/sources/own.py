@@ -14,13 +14,14 @@ from observer.analyse.canary.sources.base import (
     PairsReader,
     QualityReader,
     SignalsReader,
+    as_finished,
     needs,
     paired_counts,
 )
 from observer.collect.model import Histogram
 from observer.collect.vllm import ENGINE_ARGS, MAX_ENGINE_ARGS_CHARS
 from observer.config.canary import CanaryMetricSpec
-from observer.conventions import vllm
+from observer.conventions import routers, vllm
 from observer.conventions.latency import LATENCY
 from observer.conventions.vllm import LatencyId
 
@@ -51,7 +52,7 @@ class OwnSource:
         raw = self.signals.slices(version, since=since, until=now, step=self.slice_seconds,
                                   histograms=[LATENCY[f].vllm for f in sorted(families)],
                                   labelled=[vllm.REQUEST_SUCCESS, vllm.HTTP_STATUS, vllm.ADMISSION_REJECTIONS,
-                                            vllm.SPEC_DECODE, vllm.CORRUPTION])
+                                            vllm.SPEC_DECODE, vllm.CORRUPTION, routers.REQUESTS])
         raw = raw or ()
         edges = [st.start for st in raw] + [raw[-1].end] if raw else []  # consecutive slices
         per_check = {} if self.quality is None else {
@@ -59,6 +60,8 @@ class OwnSource:
         out = []
         for i, st in enumerate(raw):
             req, http = st.labelled.get(vllm.REQUEST_SUCCESS), st.labelled.get(vllm.HTTP_STATUS)
+            if req is None:
+                req = as_finished(st.labelled.get(routers.REQUESTS))
             live = {c: counts[i] for c, counts in per_check.items()}
             rejected = st.labelled.get(vllm.ADMISSION_REJECTIONS)
             spec = st.labelled.get(vllm.SPEC_DECODE)
@@ -79,6 +82,9 @@ class OwnSource:
         if self.signals is None:
             return ArmData(note="no scrape signals in this observer (collect area disabled)")
         raw = self.signals.labelled_counter_delta(version, vllm.REQUEST_SUCCESS, since=since)
+        routed = raw is None  # no vLLM series under this version's model name (an adapter): the router's counts
+        if routed:
+            raw = as_finished(self.signals.labelled_counter_delta(version, routers.REQUESTS, since=since))
         requests = None if raw is None else {str(k): float(v) for k, v in raw.items()}
         http = self.signals.labelled_counter_delta(version, vllm.HTTP_STATUS, since=since)
         rejected = self.signals.labelled_counter_delta(version, vllm.ADMISSION_REJECTIONS, since=since)
@@ -132,7 +138,8 @@ class OwnSource:
                        corrupted=None if corrupted is None else max(0.0, float(sum(corrupted.values()))),
                        replicas_in_state={} if latest is None else dict(latest.replicas_in_state),
                        router_trouble=latest.router_trouble if latest is not None and latest.router_trouble_at
-                       is not None and latest.router_trouble_at >= since else "")
+                       is not None and latest.router_trouble_at >= since else "",
+                       routed_requests=routed and requests is not None)
 
 
 def environment(signals: SignalsReader, version: str) -> dict[str, str]:

@@ -11,7 +11,14 @@ import httpx
 
 from observer import conventions as names
 from observer.analyse.canary.judge import ArmData, DriftObservation, PairCounts
-from observer.analyse.canary.sources.base import ENVIRONMENT_KEYS, PairsReader, SourceError, needs, paired_counts
+from observer.analyse.canary.sources.base import (
+    ENVIRONMENT_KEYS,
+    PairsReader,
+    SourceError,
+    as_finished,
+    needs,
+    paired_counts,
+)
 from observer.collect.model import Histogram
 from observer.collect.promql import PromQLClient, PromQLError
 from observer.config.canary import CanaryMetricSpec
@@ -84,6 +91,9 @@ class PrometheusSource:
             return out
 
         requests = await by_label(names.REQUESTS, names.FINISHED_REASON)
+        if not requests:  # an adapter's: the router's requests by outcome, as in `_arm`
+            requests = {i: as_finished(by) or {} for i, by in
+                        (await by_label(names.ROUTER_REQUESTS, names.OUTCOME)).items()}
         statuses = await by_label(names.HTTP_RESPONSES, names.HTTP_STATUS_CLASS) if http else {}
         rejected = await by_label(names.ADMISSION_REJECTIONS, names.REASON) if http else {}
         spec = await by_label(names.SPEC_DECODE_TOKENS, names.OUTCOME) if speculative else {}
@@ -145,6 +155,12 @@ class PrometheusSource:
                                at=now)
         requests = {str(s["metric"].get(names.FINISHED_REASON, "")): _finite(s["value"][1]) for s in res} \
             if res else None
+        routed = requests is None  # no vLLM series under this version's model name (an adapter): the router's
+        if routed:
+            res = await self.query(f"sum by ({names.OUTCOME}) ({self._inc(f'{names.ROUTER_REQUESTS}_total{v}', rng)})",
+                                   at=now)
+            requests = as_finished({str(s["metric"].get(names.OUTCOME, "")): _finite(s["value"][1])
+                                    for s in res}) if res else None
         counts = {m.counts for m in metrics}
         http = RatioCounts.HTTP_4XX in counts or any(m.http_5xx for m in metrics)
         statuses: dict[str, float] | None = None
@@ -232,7 +248,7 @@ class PrometheusSource:
                        corrupted=corrupted,
                        replicas_in_state={s: n for s, n in in_state.items() if n},
                        router_trouble="the router's pool was saturated or had stale endpoints in the window"
-                       if saturated else "")
+                       if saturated else "", routed_requests=routed and requests is not None)
 
     async def _environment(self, v: str, now: float) -> dict[str, str]:
         """The same-environment facts the observer exported for the version (VERSION_ENVIRONMENT); with two
