@@ -38,6 +38,16 @@ def proxy_upstream(config: ObserverConfig, version: str) -> str:
     return upstream
 
 
+def shared_upstream(config: ObserverConfig, version: str) -> dict[str, str]:
+    """The other versions served at `version`'s OpenAI URL under their own model names (LoRA adapters on the
+    same pods), by model name: its proxy gives their requests to them."""
+    own = next((v for v in config.fleet.versions if v.name == version), None)
+    if own is None or own.openai is None:
+        return {}
+    return {v.model: v.name for v in config.fleet.versions
+            if v.name != version and v.model and v.openai == own.openai and v.model != own.model}
+
+
 def validate(config: ObserverConfig) -> None:
     """Refuse what building the sampling area would refuse; nothing when sampling is off."""
     if not config.sampling.enabled:

@@ -32,6 +32,7 @@ class InProcessProxies:
     metrics: SamplingMetrics
     pipeline: SamplePipeline
     spans: SpanJoin | None
+    by_model: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # version → {model: other version}
     _servers: list[RunningServer] = field(default_factory=list, init=False)
     _apps: list[ProxyApp] = field(default_factory=list, init=False)
     _client: httpx.AsyncClient | None = field(default=None, init=False)
@@ -43,7 +44,8 @@ class InProcessProxies:
         for version, listen in self.listeners.items():
             host, _, port = listen.rpartition(":")
             app = app_for(self.spec, version=version, upstream=self.upstreams[version], client=self._client,
-                          metrics=self.metrics, pipeline=self.pipeline, spans=self.spans)
+                          metrics=self.metrics, pipeline=self.pipeline, spans=self.spans,
+                          by_model=self.by_model.get(version))
             self._apps.append(app)
             try:
                 self._servers.append(await start_server(app, host=host, port=int(port), guard=self.guards[version]))

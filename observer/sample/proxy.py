@@ -16,7 +16,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import httpx
 from prometheus_client import CollectorRegistry, generate_latest
@@ -81,8 +81,11 @@ class ProxyApp:
                  max_request_bytes: int = 64 * 1024 * 1024, ready_path: str = "/v1/models",
                  registry: CollectorRegistry | None = None, wall: Callable[[], float] = time.time,
                  max_idle_connections: int = 1000, spans: SpanJoin | None = None,
-                 gateway_timeout: float | None = None) -> None:
+                 gateway_timeout: float | None = None, by_model: Mapping[str, str] | None = None) -> None:
         self.version = version
+        # Other versions served at the same upstream under their own model names (LoRA adapters on shared
+        # pods): a request naming one is that version's, in the counters and the samples.
+        self.by_model = dict(by_model or {})
         self.gateway_timeout = gateway_timeout
         self.upstream = upstream.rstrip("/")
         self.client = client  # for the /readyz probe only; requests go through the lean pool
@@ -101,6 +104,17 @@ class ProxyApp:
         self._ready_until = 0.0
         self._next_warning = 0.0
         self._probes: set[asyncio.Task[None]] = set()
+
+    def version_for(self, body: bytes) -> str:
+        """The version a generation request belongs to: the one whose model name its body asks for, among
+        those sharing this upstream, else this proxy's. The body is parsed only when versions share it."""
+        if not self.by_model:
+            return self.version
+        try:
+            model = json.loads(body).get("model")
+        except (ValueError, AttributeError):  # not JSON, or not an object: the upstream answers it
+            return self.version
+        return self.by_model.get(model, self.version) if isinstance(model, str) else self.version
 
     def handle(self, request: Request, responder: Responder) -> None:
         path = request.path
@@ -209,8 +223,9 @@ class _Forward:
         self.app = app
         self.request = request
         self.responder = responder
-        self.version = app.version  # the labels may change mid-request: the request keeps its version
         self.kind: Kind | None = SAMPLED_PATHS.get(request.path) if request.method == "POST" else None
+        # The labels may change mid-request: the request keeps its version.
+        self.version = app.version if self.kind is None else app.version_for(request.body)
         self.capture = False
         self.shadow = False
         self.traceparent = ""
@@ -363,10 +378,12 @@ def client_for(spec: ProxySpec) -> httpx.AsyncClient:
 
 
 def app_for(spec: ProxySpec, *, version: str, upstream: str, client: httpx.AsyncClient, metrics: SamplingMetrics,
-            pipeline: SamplePipeline, spans: SpanJoin | None, registry: CollectorRegistry | None = None) -> ProxyApp:
-    """The proxy of one version with `sampling.proxy`'s limits (in the observer, or as the sidecar)."""
+            pipeline: SamplePipeline, spans: SpanJoin | None, registry: CollectorRegistry | None = None,
+            by_model: Mapping[str, str] | None = None) -> ProxyApp:
+    """The proxy of one version with `sampling.proxy`'s limits (in the observer, or as the sidecar); `by_model`:
+    the other versions served at the same upstream, by model name."""
     return ProxyApp(version=version, upstream=upstream, client=client, metrics=metrics, pipeline=pipeline,
                     max_capture_bytes=spec.max_capture_bytes, ready_path=spec.ready_path, registry=registry,
                     max_idle_connections=spec.max_connections, max_request_bytes=spec.max_request_bytes, spans=spans,
-                    gateway_timeout=spec.gateway_timeout_seconds)
+                    gateway_timeout=spec.gateway_timeout_seconds, by_model=by_model)
 

@@ -15,7 +15,7 @@ from observer.analyse.fingerprint import FingerprintCollector, FingerprintWatch
 from observer.config.sampling import SamplingSpec
 from observer.fleetview import VersionNames
 from observer.httpserve import ConnectionGuard
-from observer.sample.checks import proxy_upstream, validate
+from observer.sample.checks import proxy_upstream, shared_upstream, validate
 from observer.sample.genai import GenAiSource
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
@@ -151,8 +151,9 @@ def build(ctx: Context) -> SamplingComponent | None:
     watch = FingerprintWatch(ctx.fleet, store, spec.fingerprint) if spec.fingerprint.enabled else None
     spans = build_span_join(spec, sorted(guards))
     listeners = {name: o.listen for name, o in spec.versions.items() if o.listen}
-    proxies = InProcessProxies(spec.proxy, listeners, {v: proxy_upstream(ctx.config, v) for v in listeners}, guards,
-                               metrics, pipeline, spans)
+    upstreams = {v: proxy_upstream(ctx.config, v) for v in listeners}
+    proxies = InProcessProxies(spec.proxy, listeners, upstreams, guards, metrics, pipeline, spans,
+                               by_model={v: shared_upstream(ctx.config, v) for v in listeners})
     og = spec.otel_genai
     genai = GenAiSource(store=store, metrics=metrics, redactor=pipeline.redactor, versions=VersionNames(ctx.fleet),
                         fraction=spec.fraction_for, models=og.models, version_attribute=og.version_attribute,

@@ -140,3 +140,40 @@ async def test_simulator_errors_pass_through(fleet: tuple[int, str], tmp_path: P
     finally:
         await server.stop()
         await client.aclose()
+
+
+async def test_a_proxy_on_shared_pods_gives_each_adapters_requests_to_its_version(tmp_path: Path) -> None:
+    # Two versions on the same pods that differ by model name (a LoRA adapter beside the base model): the proxy
+    # of the pods attributes each request to the version whose model name it asks for, in its counters and its
+    # samples; a name no version has stays the proxy's own.
+    with running_fleet(profiles={"stable": "idle", "canary": "idle"}, seed=3) as (handle, _config):
+        handle.serve_adapter("stable", "support-lora-v2", "canary")
+        base = handle.version("stable").model
+        store = SqliteStore(tmp_path / "s.db")
+        metrics = SamplingMetrics()
+        pipe = SamplePipeline(sink=StoreSink(store), metrics=metrics, redactor=Redactor.build(),
+                              fraction=lambda v: 1.0, capacity=100, window_seconds=0.2)
+        await pipe.start()
+        client = build_client(connect_timeout=2, read_timeout=30, max_connections=10)
+        app = ProxyApp(version="stable", upstream=handle.url("stable"), client=client, metrics=metrics,
+                       pipeline=pipe, by_model={"support-lora-v2": "canary"})
+        server = await start_server(app, host="127.0.0.1", port=0)
+        try:
+            async with httpx.AsyncClient(timeout=30) as c:
+                url = f"http://127.0.0.1:{server.port}/v1/chat/completions"
+                for model in ("support-lora-v2", base, "support-lora-v2"):
+                    r = await c.post(url, json={"model": model, "max_tokens": 8,
+                                                "messages": [{"role": "user", "content": "Hello"}]})
+                    assert r.status_code == 200 and r.json()["model"] == model
+                r = await c.post(url, content=b"not json")  # the upstream refuses it; the proxy's own version
+                assert r.status_code == 400
+            await asyncio.to_thread(deadline_wait, lambda: metrics.stored["canary"] == 2 and
+                                    metrics.stored["stable"] == 1)
+            assert metrics.requests[("canary", "200")] == 2 and metrics.requests[("stable", "200")] == 1
+            assert metrics.requests[("stable", "400")] == 1
+            assert len(store.samples("canary")) == 2 and len(store.samples("stable")) == 1
+        finally:
+            await server.stop()
+            await pipe.stop()
+            await client.aclose()
+            store.close()

@@ -9,7 +9,7 @@ import pytest
 
 from observer.config import parse_config
 from observer.errors import ConfigError, StoreError
-from observer.sample.checks import check_versions, proxy_upstream
+from observer.sample.checks import check_versions, proxy_upstream, shared_upstream
 from observer.wiring.runtime import Context
 from observer.wiring.runtime import resolve_auth_token as auth_token
 from observer.wiring.sampling import build
@@ -80,3 +80,17 @@ async def test_build_publishes_the_store_or_fails_clearly(tmp_path: Path) -> Non
         ctx = Context(config=cfg(f"  store: {{path: '{bad}'}}\n"), http=http)  # type: ignore[arg-type]
         with pytest.raises(StoreError, match="corrupt"):
             build(ctx)
+
+
+def test_versions_on_the_same_openai_url_share_a_proxy_by_model_name() -> None:
+    c = parse_config("""
+fleet:
+  versions:
+    - {name: base, role: other, model: gemma, openai: "http://pool:8000/v1"}
+    - {name: lora-v1, role: stable, model: support-lora-v1, openai: "http://pool:8000/v1"}
+    - {name: lora-v2, role: canary, model: support-lora-v2, openai: "http://pool:8000/v1"}
+    - {name: other, model: llama, openai: "http://elsewhere:8000/v1"}
+""", environ={})
+    assert shared_upstream(c, "base") == {"support-lora-v1": "lora-v1", "support-lora-v2": "lora-v2"}
+    assert shared_upstream(c, "lora-v2") == {"gemma": "base", "support-lora-v1": "lora-v1"}
+    assert shared_upstream(c, "other") == {} and shared_upstream(c, "missing") == {}
