@@ -77,15 +77,20 @@ BODIES = [
 ]
 
 
-async def test_proxy_matches_the_simulator_byte_for_byte(fleet: tuple[int, str], tmp_path: Path) -> None:
-    sim_port, sim_url = fleet
-    tap = Relay("127.0.0.1", sim_port, record=True)  # records every byte the upstream sends back
+async def _sampling(tmp_path: Path) -> tuple[SqliteStore, SamplingMetrics, SamplePipeline, httpx.AsyncClient]:
+    """A started pipeline sampling everything into a fresh store, and the proxy's upstream client."""
     store = SqliteStore(tmp_path / "s.db")
     metrics = SamplingMetrics()
     pipe = SamplePipeline(sink=StoreSink(store), metrics=metrics, redactor=Redactor.build(),
                           fraction=lambda v: 1.0, capacity=100, window_seconds=0.2)
     await pipe.start()
-    client = build_client(connect_timeout=2, read_timeout=30, max_connections=10)
+    return store, metrics, pipe, build_client(connect_timeout=2, read_timeout=30, max_connections=10)
+
+
+async def test_proxy_matches_the_simulator_byte_for_byte(fleet: tuple[int, str], tmp_path: Path) -> None:
+    sim_port, sim_url = fleet
+    tap = Relay("127.0.0.1", sim_port, record=True)  # records every byte the upstream sends back
+    store, metrics, pipe, client = await _sampling(tmp_path)
     app = ProxyApp(version="stable", upstream=f"http://127.0.0.1:{tap.port}", client=client, metrics=metrics,
                    pipeline=pipe)
     server = await start_server(app, host="127.0.0.1", port=0)
@@ -149,12 +154,7 @@ async def test_a_proxy_on_shared_pods_gives_each_adapters_requests_to_its_versio
     with running_fleet(profiles={"stable": "idle", "canary": "idle"}, seed=3) as (handle, _config):
         handle.serve_adapter("stable", "support-lora-v2", "canary")
         base = handle.version("stable").model
-        store = SqliteStore(tmp_path / "s.db")
-        metrics = SamplingMetrics()
-        pipe = SamplePipeline(sink=StoreSink(store), metrics=metrics, redactor=Redactor.build(),
-                              fraction=lambda v: 1.0, capacity=100, window_seconds=0.2)
-        await pipe.start()
-        client = build_client(connect_timeout=2, read_timeout=30, max_connections=10)
+        store, metrics, pipe, client = await _sampling(tmp_path)
         app = ProxyApp(version="stable", upstream=handle.url("stable"), client=client, metrics=metrics,
                        pipeline=pipe, by_model={"support-lora-v2": "canary"})
         server = await start_server(app, host="127.0.0.1", port=0)
