@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Annotated
 
 import typer
@@ -13,6 +12,7 @@ from observer.cli.common import ConfigOption, fail, load
 from observer.config import ObserverConfig
 from observer.crosscheck import check_references
 from observer.errors import ObserverError
+from observer.logs import configure as configure_logs
 
 
 def load_checked(config: ConfigOption) -> ObserverConfig:
@@ -68,11 +68,17 @@ def register(app: typer.Typer) -> None:
 
     @app.command("serve")
     def serve(config: ConfigOption = None,
-              log_level: str = typer.Option("INFO", help="Logging level.")) -> None:
+              log_level: str = typer.Option("INFO", help="Logging level."),
+              log_format: str | None = typer.Option(None, help="Log format: text (default) or json (one object "
+                                                              "per line); default from OBSERVER_LOG_FORMAT.")
+              ) -> None:
         """Run the observer: scrape, analyse, and serve /metrics and the API."""
         from observer.service import serve as run
 
-        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        try:
+            configure_logs(log_level, log_format)
+        except ObserverError as e:
+            fail(str(e))
         cfg = load_checked(config)
         try:
             asyncio.run(run(cfg))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import typer
 
 from observer.cli.common import ConfigOption, fail, load
 from observer.errors import ObserverError
+from observer.logs import configure as configure_logs
 
 
 def register(app: typer.Typer) -> None:
@@ -61,12 +61,17 @@ def register(app: typer.Typer) -> None:
             None, help="Observer base URL to post samples to (default: sampling.proxy.ingest_url, else the "
                        "local store)."),
         log_level: str = typer.Option("INFO", help="Logging level."),
+        log_format: str | None = typer.Option(None, help="Log format: text (default) or json (one object per "
+                                                        "line); default from OBSERVER_LOG_FORMAT."),
     ) -> None:
         """Forward OpenAI-compatible traffic to one version and sample its replies."""
         from observer.sample.podlabels import VersionFile
         from observer.wiring.sidecar import run_proxy
 
-        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        try:
+            configure_logs(log_level, log_format)
+        except ObserverError as e:
+            fail(str(e))
         cfg = load(config)
         try:
             vf = (VersionFile(version_from, label=version_label, prefix=version_prefix,

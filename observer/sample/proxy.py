@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from observer import conventions as names
 from observer.config.sampling import ProxySpec
+from observer.logs import request_fields
 from observer.sample.capture import SAMPLED_PATHS, Capture, Kind
 from observer.sample.h1 import Request, Responder
 from observer.sample.metrics import SamplingMetrics
@@ -176,12 +177,12 @@ class ProxyApp:
             return True
         return False
 
-    def _warn_upstream(self, error: UpstreamError) -> None:
+    def _warn_upstream(self, error: UpstreamError, version: str, traceparent: str) -> None:
         now = time.monotonic()
         if now >= self._next_warning:  # at most one line per 10 s: a dead upstream must not flood logs
             self._next_warning = now + 10.0
             log.warning("proxy %s: upstream request failed (%s); counted in %s{code=\"502|504\"}",
-                        self.version, error.kind, names.PROXY_REQUESTS)
+                        version, error.kind, names.PROXY_REQUESTS, extra=request_fields(version, traceparent))
 
     def _done(self, version: str, code: int, added: float, ttft: float | None, e2e: float | None, capture: bool,
               reason: str | None, shadow: bool = False) -> None:
@@ -322,12 +323,13 @@ class _Forward:
     def on_error(self, error: UpstreamError) -> None:
         app = self.app
         if self.responder.started:  # the reply broke off: the client sees it break off the same way
-            log.warning("proxy: upstream reply broke off: %s", error.kind)
+            log.warning("proxy %s: upstream reply broke off: %s", self.version, error.kind,
+                        extra=request_fields(self.version, self.traceparent))
             app._done(self.version, self.status, self.added, self.ttft, None, self.capture, "incomplete",
                       self.shadow)
             self.responder.broke_off()
             return
-        app._warn_upstream(error)
+        app._warn_upstream(error, self.version, self.traceparent)
         code = 504 if error.kind == "timeout" else 502
         message = "upstream timed out" if error.kind == "timeout" else "upstream unreachable"
         body = json.dumps({"error": {"message": f"observer proxy: {message}", "type": "upstream_error",
