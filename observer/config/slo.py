@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
 from observer.conventions import vllm
+from observer.conventions.metrics import ALERT_NAMES
 
 SLO_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -284,6 +285,10 @@ class SLOSpec(Spec):
                                                 description="Live-check failure-ratio SLOs (sampled outputs).")
     alert_labels: dict[str, str] = Field(
         default_factory=dict, description="Labels on every generated alert (owner, team, …) for routing.")
+    alert_severity: dict[str, Literal["page", "ticket", "warning", "info"]] = Field(
+        default_factory=dict,
+        description="Severity per generated alert name, over the defaults (docs/alerts.md lists both), e.g. "
+                    "{ObserverGPUXidErrors: warning, ObserverSLIAbsent: ticket}. An unknown name is refused.")
     leading: LeadingSpec = Field(default_factory=LeadingSpec, description="Leading-indicator thresholds.")
     staleness: StalenessSpec = Field(default_factory=StalenessSpec, description="Self-health limits.")
     keep_firing: bool = Field(
@@ -312,6 +317,10 @@ class SLOSpec(Spec):
                 raise ValueError(f"duplicate SLO name {slo.name!r}")
             seen.add(slo.name)
         _check_labels(self.alert_labels)
+        unknown = sorted(set(self.alert_severity) - set(ALERT_NAMES))
+        if unknown:
+            raise ValueError(f"alert_severity names no generated alert: {', '.join(unknown)} (the alerts: "
+                             f"{', '.join(sorted(ALERT_NAMES))})")
         if not self.runbook_base_url.strip():
             raise ValueError("runbook_base_url must not be empty")
         return self

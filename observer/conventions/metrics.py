@@ -260,3 +260,7 @@ LEADER = "observer_leader"  # 1 on the replica that runs the singleton jobs, 0 o
 WORK_ITEMS = "observer_work_items"  # gauge {kind, state}: jobs in the shared work queue
 WORK_ATTEMPTS = "observer_work_attempts"  # counter {kind, outcome}: this replica's finished job attempts
 WORK_ENQUEUED = "observer_work_enqueued"  # counter {kind, outcome}: jobs offered (added, duplicate, dropped)
+
+ALERT_NAMES: tuple[str, ...] = tuple(v for k, v in sorted(globals().items()) if k.startswith("ALERT_")
+                                     and isinstance(v, str))
+"""Every alert name the renderer may generate (slo.alert_severity keys are checked against it)."""

@@ -33,10 +33,14 @@ def rule_groups(config: ObserverConfig) -> list[Group]:
 
 def _groups(a: Alerting) -> list[Group]:
     groups = [*slo_groups(a), leading_group(a), self_health_group(a), hygiene_group(a), cost_group(a)]
-    if not a.alert_labels:
+    if not a.alert_labels and not a.alert_severity:
         return groups
-    return [Group(g.name, tuple(replace(r, owner=(*a.alert_labels, *r.owner)) if isinstance(r, Alert) else r
-                                for r in g.rules)) for g in groups]
+    severity = dict(a.alert_severity)
+
+    def routed(r: Alert) -> Alert:
+        return replace(r, owner=(*a.alert_labels, *r.owner), severity=severity.get(r.name, r.severity))
+
+    return [Group(g.name, tuple(routed(r) if isinstance(r, Alert) else r for r in g.rules)) for g in groups]
 
 
 def render(config: ObserverConfig) -> dict[str, str]:

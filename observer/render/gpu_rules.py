@@ -20,7 +20,8 @@ def gpu_health(a: Alerting) -> tuple[Alert, Alert, Alert]:
     memory = Alert(
         name=names.ALERT_GPU_MEMORY_ERRORS,
         expr=(f"max by ({_V}) ({selector(mem, regex={names.KIND: 'dbe_volatile|remap_failures'})}) > 0"),
-        severity="warning", summary="{{ $labels.version }}: a GPU reports uncorrectable memory errors",
+        severity="page",  # results may already be wrong: drain it now, not at the next business hour
+        summary="{{ $labels.version }}: a GPU reports uncorrectable memory errors",
         description=("A GPU of version {{ $labels.version }} reports uncorrectable (double-bit) ECC errors since "
                      "its driver loaded, or a failed row remap ({{ printf \"%.0f\" $value }}): its results can "
                      "be wrong or it can fail any moment. Drain it."),

@@ -42,7 +42,9 @@ def leading_group(a: Alerting) -> Group:
                    low=round(lim.gpu_framebuffer_used / 2, 4), value_text="framebuffer used {{ $value | "
                    "humanizePercentage }}", what="GPU framebuffer nearly full", runbook="gpu-framebuffer"),
         Alert(
-            name=names.ALERT_GPU_XID, expr=f"increase({xid}[{window}]) > 0", severity="warning",
+            # A page: an XID is a driver-reported GPU fault (a fallen-off bus, an ECC page retirement, a
+            # reset); the pod's requests fail or return garbage until the GPU is drained.
+            name=names.ALERT_GPU_XID, expr=f"increase({xid}[{window}]) > 0", severity="page",
             summary="{{ $labels.version }}: GPU XID errors",
             description=(f"DCGM reported {{{{ printf \"%.2f\" $value }}}} new XID error event(s) in the last "
                          f"{window} on a GPU of version {{{{ $labels.version }}}}: check the XID code in "
@@ -179,7 +181,8 @@ def self_health_group(a: Alerting) -> Group:
     runs = names.JOB_RUNS + "_total"
     j_interval, j_at, j_steps = timing(a, lim.job_failing)
     rules: list[Alert] = [
-        Alert(name=names.ALERT_TARGET_DOWN, expr=f"{up} == 0", severity="warning", for_seconds=lim.target_down,
+        # A page: a target down for minutes blinds every SLO of its version (their alerts cannot fire).
+        Alert(name=names.ALERT_TARGET_DOWN, expr=f"{up} == 0", severity="page", for_seconds=lim.target_down,
               summary="{{ $labels.version }}: {{ $labels.kind }} target down",
               description=(f"The observer cannot scrape {{{{ $labels.kind }}}} target {{{{ $labels.target }}}} "
                            f"of version {{{{ $labels.version }}}} (up = {{{{ printf \"%.0f\" $value }}}}) for "

@@ -110,6 +110,8 @@ class Alerting:
     cost_regression_ratio: float = 1.25
     alert_labels: tuple[tuple[str, str], ...] = ()
     """Routing labels on every alert (slo.alert_labels)."""
+    alert_severity: tuple[tuple[str, str], ...] = ()
+    """Severity per alert name over the renderers' defaults (slo.alert_severity)."""
     judge_kappa_floor: float | None = None
     """Alert when the judge's agreement with the anchors falls below this (None: no anchors re-graded)."""
     engine_spans_enabled: bool = False
@@ -211,6 +213,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         cost_budget_per_million=config.cost.budget_per_million_tokens,
         cost_regression_ratio=config.cost.regression_ratio,
         alert_labels=tuple(sorted(slo.alert_labels.items())),
+        alert_severity=tuple(sorted(slo.alert_severity.items())),
         judge_kappa_floor=config.quality.reliability.kappa_floor if config.quality.enabled
         and config.quality.judge.url is not None and config.quality.reliability.anchors_path else None,
     )

@@ -296,7 +296,9 @@ def absent_group(a: Alerting) -> Group:
     rules = []
     for i, (o, v, metric, matchers, words, for_s) in enumerate(guards):
         rules.append(Alert(
-            name=names.ALERT_SLI_ABSENT, expr=f"absent({selector(metric, matchers)})", severity="page",
+            # Routed as the SLO's fast burn is: a page, but a ticket for quality and live-check SLOs, whose
+            # series come hours apart and whose absence is not worth waking someone for.
+            name=names.ALERT_SLI_ABSENT, expr=f"absent({selector(metric, matchers)})", severity=o.page_severity,
             for_seconds=for_s, labels=((names.SLI, o.kind.value), (names.SLO, o.name), (names.VERSION, v)),
             summary=f"{{{{ $labels.version }}}}: SLI series of SLO {o.name} missing",
             description=(f"No series {words} for version {{{{ $labels.version }}}} for {duration(for_s)} "

@@ -294,6 +294,26 @@ def test_owner_labels_and_per_slo_severity(full_dir: Path) -> None:
         if r.get("record", "").endswith("5m") and r.get("labels", {}).get("slo") == "live-refusals")
     drift = next(r for r in alerts_ if r["alert"] == names.ALERT_DRIFT_DETECTED)
     assert drift["labels"]["severity"] == "ticket"
+    # A missing SLI series routes as its SLO's fast burn: quality and live-check absence is a ticket, not a
+    # 3 a.m. page; GPU faults and a blind target page.
+    absent = {r["labels"]["slo"]: r["labels"]["severity"] for r in alerts_ if r["alert"] == names.ALERT_SLI_ABSENT}
+    assert absent["golden-quality"] == absent["live-refusals"] == "ticket"
+    assert absent["live-json"] == absent["e2e-latency"] == "page"
+    by_name = {r["alert"]: r["labels"]["severity"] for r in alerts_}
+    for name in (names.ALERT_GPU_XID, names.ALERT_GPU_MEMORY_ERRORS, names.ALERT_TARGET_DOWN):
+        assert by_name[name] == "page", name
+
+
+def test_severity_is_overridable_per_alert_and_an_unknown_name_is_refused() -> None:
+    cfg = parse_config(FULL.replace("  alert_labels:", "  alert_severity: {ObserverGPUXidErrors: warning, "
+                                                    "ObserverSLIAbsent: info}\n  alert_labels:"), environ={})
+    rules = yaml.safe_load(alerts.render(cfg)[alerts.RULES_FILE])
+    got = [(r["alert"], r["labels"]["severity"]) for g in rules["groups"] for r in g["rules"]
+           if r.get("alert") in (names.ALERT_GPU_XID, names.ALERT_SLI_ABSENT)]
+    assert got and {s for a, s in got if a == names.ALERT_GPU_XID} == {"warning"}
+    assert {s for a, s in got if a == names.ALERT_SLI_ABSENT} == {"info"}
+    with pytest.raises(ValueError, match="alert_severity names no generated alert: ObserverGPUXid "):
+        parse_config("slo: {alert_severity: {ObserverGPUXid: page}}\n", environ={})
 
 
 @pytest.mark.parametrize(("labels", "message"), [("{severity: x}", "set by the observer"),
