@@ -42,16 +42,21 @@ def formatter(fmt: str) -> logging.Formatter:
     return logging.Formatter(TEXT)
 
 
-def configure(level: str, fmt: str | None = None) -> None:
-    """Log at `level` to stderr in format `fmt` (default: OBSERVER_LOG_FORMAT, else text); ConfigError naming
-    the choices for anything else."""
+def chosen_format(fmt: str | None = None) -> str:
+    """`fmt`, else OBSERVER_LOG_FORMAT, else text; ConfigError naming the choices for anything else."""
     chosen = (fmt or os.environ.get(LOG_FORMAT_ENV) or "text").strip().lower()
     if chosen not in FORMATS:
         raise ConfigError(f"log format {chosen!r} is not one of {', '.join(FORMATS)} (--log-format or "
                           f"{LOG_FORMAT_ENV})")
+    return chosen
+
+
+def configure(level: str, fmt: str | None = None) -> None:
+    """Log at `level` to stderr in format `fmt` (chosen_format), unless the process's logging is already set
+    up (as logging.basicConfig: an embedding program, or a test runner, keeps its own)."""
     handler = logging.StreamHandler()
-    handler.setFormatter(formatter(chosen))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    handler.setFormatter(formatter(chosen_format(fmt)))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def request_fields(version: str, traceparent: str) -> dict[str, str]:

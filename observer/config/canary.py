@@ -217,6 +217,26 @@ class ReportSpec(Spec):
         return v
 
 
+class CanaryEndSpec(Spec):
+    """What ends a canary that never decides (inconclusive, nodata or idle look after look)."""
+
+    after_seconds: float | None = Field(
+        7200.0, gt=0, description="Seconds a pair may stay undecided (since its first undecided look, or the "
+                                  "gate's analysis start) before `then` applies; null: never.")
+    then: Literal["hold", "fail"] = Field(
+        "hold", description="hold: the verdict stays undecided (gates hold) and ObserverCanaryUndecided pages a "
+                            "person; fail: the verdict becomes fail, naming the policy, so every gate rolls back.")
+
+
+def go_seconds(duration: str) -> float:
+    """Seconds of a Go duration such as Argo's intervals (`1m`, `30s`, `1m30s`); ValueError otherwise."""
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?", duration.strip())
+    if parts is None or not duration.strip():
+        raise ValueError(f"{duration!r} is not a duration such as 30s, 1m or 1m30s")
+    h, m, sec = (float(x) if x else 0.0 for x in parts.groups())
+    return h * 3600 + m * 60 + sec
+
+
 class CanarySpec(Spec):
     """Canary-vs-baseline judge and Argo templates."""
 
@@ -261,6 +281,8 @@ class CanarySpec(Spec):
     argo_interval: str = Field("1m", description="Argo measurement interval of the rendered templates.")
     argo_count: int = Field(15, ge=2, le=1000, description="Measurements of the web gate in one analysis step.")
     report: ReportSpec = Field(default_factory=ReportSpec, description="The canary report pages.")
+    end: CanaryEndSpec = Field(default_factory=CanaryEndSpec,
+                               description="The end of a canary that never decides: hold and page, or fail.")
 
     def report_url(self, canary: str | None = None, baseline: str | None = None) -> str:
         """The report index, or one pair's page (names are URL-quoted; `{{…}}` templates pass through)."""
@@ -287,4 +309,9 @@ class CanarySpec(Spec):
             raise ValueError(f"metric group(s) without a weight in canary.groups: {', '.join(unknown)}")
         if self.source == "prometheus" and not self.prometheus_url:
             raise ValueError("source prometheus needs prometheus_url")
+        step = self.argo_count * go_seconds(self.argo_interval)
+        if self.end.then == "fail" and self.end.after_seconds is not None and self.end.after_seconds >= step:
+            raise ValueError(f"canary.end.then is fail after {self.end.after_seconds:g} s, but an Argo gate step "
+                             f"ends Inconclusive (a pause) after argo_count × argo_interval = {step:g} s, before "
+                             f"the policy can fail it: lower canary.end.after_seconds or raise argo_count")
         return self

@@ -165,6 +165,7 @@ CANARY_SCORE = "observer_canary_score"  # {canary,baseline} 0..100
 CANARY_METRIC_RESULT = "observer_canary_metric_result"  # {canary,baseline,metric}: 1/0/-1
 CANARY_SAMPLES = "observer_canary_samples"  # {canary,baseline,arm}
 CANARY_CRITICAL_FAILED = "observer_canary_critical_failed"  # {canary,baseline} 0/1
+CANARY_UNDECIDED = "observer_canary_undecided_seconds"  # {canary,baseline}: undecided this long (canary.end)
 CANARY_LAST_EVALUATED = "observer_canary_last_evaluated_timestamp_seconds"  # {canary,baseline}
 VERSION_INFO = "observer_version_info"  # {version,model,fingerprint,...}
 # {version,gpu_model,gpu_driver,engine_args}: the canary's same-environment facts, for fleet mode
@@ -187,6 +188,7 @@ RULE_GROUP_HYGIENE = "observer-rollout-hygiene"
 ALERT_BURN_PAGE = "ObserverSLOBurnRatePage"
 ALERT_BURN_TICKET = "ObserverSLOBurnRateTicket"
 ALERT_SLI_ABSENT = "ObserverSLIAbsent"
+ALERT_CANARY_UNDECIDED = "ObserverCanaryUndecided"
 ALERT_QUEUE_DEPTH = "ObserverQueueDepthHigh"
 ALERT_KV_CACHE = "ObserverKVCacheNearlyFull"
 ALERT_GPU_FRAMEBUFFER = "ObserverGPUFramebufferNearlyFull"

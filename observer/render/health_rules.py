@@ -240,7 +240,34 @@ def self_health_group(a: Alerting) -> Group:
                             what="a canary verdict evaluation", runbook="verdict-stale",
                             summary="Canary verdict for {{ $labels.canary }} is stale"))
         rules.append(_canary_failed(a))
+        if a.canary_hold_after is not None:
+            rules.append(_canary_undecided(a, a.canary_hold_after))
     return Group(names.RULE_GROUP_SELF, tuple(rules))
+
+
+def _canary_undecided(a: Alerting, after: float) -> Alert:
+    """A canary that never decides (canary.end.then: hold): its gates hold, so it keeps serving its share until
+    a person ends it. The value is how long it has been undecided."""
+    interval, at, steps = timing(a, 0.0)
+    undecided = names.CANARY_UNDECIDED
+    key: Labels = ((names.BASELINE, "stable"), (names.CANARY, "canary"))
+    by = f"{names.CANARY}, {names.BASELINE}"
+    return Alert(name=names.ALERT_CANARY_UNDECIDED, expr=f"max by ({by}) ({undecided}) > {after!r}",
+                 severity="page",
+                 summary="Canary {{ $labels.canary }} has not decided for {{ printf \"%.0f\" $value }} s",
+                 description=(f"Every look at {{{{ $labels.canary }}}} against {{{{ $labels.baseline }}}} has been "
+                              f"inconclusive, nodata or idle for {{{{ printf \"%.0f\" $value }}}} s, over "
+                              f"canary.end.after_seconds ({duration(after)}): the gates hold, so the canary keeps "
+                              f"its share of traffic until someone promotes or aborts it "
+                              f"(canary.end.then: hold)."
+                              + (" Why it cannot decide: report_url." if a.canary_report_url else "")),
+                 runbook="canary-undecided", report_url=a.canary_report_url,
+                 examples=(Example(f"{names.ALERT_CANARY_UNDECIDED} fires past the policy",
+                                   (Series(selector(undecided, dict(key)), f"{after + 60:g}x{steps}"),), at,
+                                   interval, (Firing(key, after + 60),)),
+                           Example(f"{names.ALERT_CANARY_UNDECIDED} quiet while deciding",
+                                   (Series(selector(undecided, dict(key)), f"{after / 2:g}x{steps}"),), at,
+                                   interval)))
 
 
 def _canary_failed(a: Alerting) -> Alert:

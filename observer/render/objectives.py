@@ -112,6 +112,8 @@ class Alerting:
     """Routing labels on every alert (slo.alert_labels)."""
     alert_severity: tuple[tuple[str, str], ...] = ()
     """Severity per alert name over the renderers' defaults (slo.alert_severity)."""
+    canary_hold_after: float | None = None
+    """canary.end with `then: hold`: page when a pair stays undecided this many seconds (None: no alert)."""
     judge_kappa_floor: float | None = None
     """Alert when the judge's agreement with the anchors falls below this (None: no anchors re-graded)."""
     engine_spans_enabled: bool = False
@@ -214,6 +216,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         cost_regression_ratio=config.cost.regression_ratio,
         alert_labels=tuple(sorted(slo.alert_labels.items())),
         alert_severity=tuple(sorted(slo.alert_severity.items())),
+        canary_hold_after=config.canary.end.after_seconds if config.canary.end.then == "hold" else None,
         judge_kappa_floor=config.quality.reliability.kappa_floor if config.quality.enabled
         and config.quality.judge.url is not None and config.quality.reliability.anchors_path else None,
     )

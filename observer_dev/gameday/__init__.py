@@ -156,6 +156,8 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         "drift": {"enabled": scenario.needs == "drift"},
         "quality": {"enabled": scenario.needs == "quality"},
     }
+    if scenario.canary_end:
+        data["canary"]["end"] = dict(scenario.canary_end)
     if scenario.needs == "quality":
         data["quality"].update({"golden_dirs": [str(GOLDEN_SETS)], "golden_sets": ["factual"],
                                 "interval_seconds": 1.0, "run_at_start": True, "concurrency": 8,

@@ -43,6 +43,7 @@ class Scenario:
     hung_after: float | None = None  # scrape.hung_after_seconds for this scenario (default: the config's)
     reason: str = ""  # text the final verdict's reason must contain
     metrics: tuple[Mapping[str, Any], ...] = ()  # canary metrics added to the defaults for this scenario
+    canary_end: Mapping[str, Any] = field(default_factory=dict)  # canary.end for this scenario (default: hold 2h)
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -58,6 +59,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("drifted", "10% prompts from another domain", "drift", canary={"preset": "drifted"},
              dimension="drift", needs="drift"),
     Scenario("idle", "canary with no traffic", "nodata", canary={"preset": "idle"}),
+    Scenario("starved", "canary too starved of traffic to decide; canary.end: fail after 20 s", "fail",
+             canary={"load_rps": 0.5}, canary_end={"after_seconds": 20.0, "then": "fail"}, reason="canary.end"),
     Scenario("asleep", "canary engines asleep (vLLM sleep mode)", "idle", canary={"asleep": True}),
     Scenario("unhealthy", "canary engine reports vllm:engine_healthy 0", "inconclusive",
              canary={"engine_healthy": False}, stable={"engine_healthy": True}, reason="unhealthy engine"),

@@ -247,3 +247,44 @@ def test_a_nodata_critical_metric_says_why_even_in_the_shortened_body() -> None:
     body = json.loads(api.encode(v))
     assert len(api.encode(v)) <= api.MAX_BYTES and "ci" not in body["metrics"]["m0"]  # shortened
     assert body["metrics"]["ttft"]["why"] == why
+
+
+class _NoTraffic:
+    """Both arms with request counters and no requests: every look is nodata."""
+
+    name = "no-traffic"
+
+    async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
+                  with_drift: bool) -> ArmData:
+        return ArmData(requests={"stop": 0.0})
+
+
+@pytest.mark.parametrize("then", ["fail", "hold"])
+async def test_a_canary_that_never_decides_ends_by_the_policy(then: str) -> None:
+    now = [1000.0]
+    service = CanaryService(parse_config(CONFIG + f"  end: {{after_seconds: 60, then: {then}}}\n", environ={}),
+                            _NoTraffic(), clock=lambda: now[0])
+    first = await service.evaluate("canary", "stable")
+    assert first.verdict is Outcome.NODATA and first.undecided_seconds == 0.0
+    now[0] = 1030.0
+    assert (await service.evaluate("canary", "stable")).undecided_seconds == 30.0
+    now[0] = 1061.0
+    ended = await service.evaluate("canary", "stable")
+    assert ended.undecided_seconds == 61.0
+    if then == "fail":  # every gate rolls it back, and the reason says why
+        assert ended.verdict is Outcome.FAIL and "canary.end.then: fail" in ended.reason
+        assert "no traffic" in ended.reason  # the last look's own reason
+    else:  # the gates hold; the alert pages a person
+        assert ended.verdict is Outcome.NODATA
+    # A new analysis of the pair (a gate's `since`, Flagger's new revision) starts the clock again.
+    now[0] = 1100.0
+    fresh = await service.verdict_for("canary", "stable", since=1090.0, weight="any")
+    assert fresh.verdict is Outcome.NODATA and fresh.undecided_seconds == 10.0
+
+
+def test_a_fail_policy_longer_than_an_argo_step_is_refused() -> None:
+    with pytest.raises(ConfigError, match="before the policy can fail it"):
+        parse_config(CONFIG + "  end: {after_seconds: 900, then: fail}\n", environ={})
+    parse_config(CONFIG + "  end: {after_seconds: 900, then: hold}\n", environ={})
+    with pytest.raises(ConfigError, match="not a duration"):
+        parse_config(CONFIG + "  argo_interval: one minute\n", environ={})

@@ -1,62 +1,66 @@
 """The observer's log lines (observer/logs.py): JSON a log pipeline can join with traces and series — timestamp,
-level, logger, message, the version and the request's trace and span ids — or text; a bad format is refused."""
+level, logger, message, the version and the request's trace and span ids — or text; a bad format is refused.
+The formatter is tested on a logger of its own, as configure() leaves logging set up by another (pytest) alone."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from observer.errors import ConfigError
-from observer.logs import LOG_FORMAT_ENV, configure, request_fields
+from observer.logs import LOG_FORMAT_ENV, chosen_format, formatter, request_fields
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging() -> object:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield None
-    root.handlers[:] = handlers
-    root.setLevel(level)
+@pytest.fixture
+def lines() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter("json"))
+    logger = logging.getLogger("observer.test-logs")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    yield logger, out
+    logger.removeHandler(handler)
 
 
-def test_json_lines_carry_the_version_and_the_requests_trace(capsys: pytest.CaptureFixture[str]) -> None:
-    configure("info", "json")
+def test_json_lines_carry_the_version_and_the_requests_trace(lines: tuple[logging.Logger, io.StringIO]) -> None:
+    logger, out = lines
     traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    logging.getLogger("observer.proxy").warning("proxy %s: upstream request failed (%s)", "canary", "refused",
-                                                extra=request_fields("canary", traceparent))
-    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
-    assert line["level"] == "WARNING" and line["logger"] == "observer.proxy"
+    logger.warning("proxy %s: upstream request failed (%s)", "canary", "refused",
+                   extra=request_fields("canary", traceparent))
+    line = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert line["level"] == "WARNING" and line["logger"] == "observer.test-logs"
     assert line["message"] == "proxy canary: upstream request failed (refused)" and "timestamp" in line
     assert (line["version"], line["trace_id"], line["span_id"]) == ("canary", "4bf92f3577b34da6a3ce929d0e0e4736",
                                                                    "00f067aa0ba902b7")
 
 
-def test_json_lines_inside_a_job_span_carry_its_ids(capsys: pytest.CaptureFixture[str]) -> None:
-    configure("info", "json")
+def test_json_lines_inside_a_job_span_carry_its_ids(lines: tuple[logging.Logger, io.StringIO]) -> None:
+    logger, out = lines
     tracer = TracerProvider().get_tracer("test")
     with tracer.start_as_current_span("canary.judge") as span:
-        logging.getLogger("observer.canary").info("judged")
+        logger.info("judged")
         ctx = span.get_span_context()
-    logging.getLogger("observer.canary").info("outside")
-    inside, outside = (json.loads(x) for x in capsys.readouterr().err.strip().splitlines()[-2:])
+    logger.info("outside")
+    inside, outside = (json.loads(x) for x in out.getvalue().strip().splitlines()[-2:])
     assert inside["trace_id"] == format(ctx.trace_id, "032x") and inside["span_id"] == format(ctx.span_id, "016x")
     assert "trace_id" not in outside and "version" not in outside
 
 
-def test_the_format_comes_from_the_environment_and_a_bad_one_is_refused(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(LOG_FORMAT_ENV, "json")
-    configure("info")
-    logging.getLogger("observer").info("hello")
-    assert json.loads(capsys.readouterr().err.strip())["message"] == "hello"
-    configure("info", "text")
-    logging.getLogger("observer").info("hello")
-    assert capsys.readouterr().err.strip().endswith("INFO observer hello")
+def test_the_format_comes_from_the_flag_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert chosen_format() == "text"
+    monkeypatch.setenv(LOG_FORMAT_ENV, "JSON")
+    assert chosen_format() == "json" and chosen_format("text") == "text"
     with pytest.raises(ConfigError, match="text, json"):
-        configure("info", "logfmt")
+        chosen_format("logfmt")
+    text = formatter("text").format(logging.LogRecord("observer", logging.INFO, __file__, 1, "hello", None, None))
+    assert text.endswith("INFO observer hello")
 
 
 @pytest.mark.parametrize("command", [["serve"], ["proxy", "--version", "canary"]])

@@ -37,6 +37,8 @@ class CanaryCollector(Collector):
                                      labels=pair)
         last = GaugeMetricFamily(names.CANARY_LAST_EVALUATED, "Unix time of the last canary judgement.",
                                  labels=pair)
+        undecided = GaugeMetricFamily(names.CANARY_UNDECIDED, "Seconds the pair has been undecided "
+                                      "(inconclusive, nodata, idle); 0 once decided (canary.end).", labels=pair)
         for v in self._verdicts():
             key = [v.canary, v.baseline]
             verdict.add_metric(key, GAUGE_VALUE[v.verdict])
@@ -47,6 +49,7 @@ class CanaryCollector(Collector):
             samples.add_metric([*key, "baseline"], float(v.n_baseline))
             critical.add_metric(key, 1.0 if v.critical_failed else 0.0)
             last.add_metric(key, v.evaluated_at)
+            undecided.add_metric(key, v.undecided_seconds)
         evaluations = CounterMetricFamily(names.CANARY_EVALUATIONS, "Canary judgements by outcome "
                                           "(pass, fail, inconclusive, nodata, error).",
                                           labels=[*pair, names.OUTCOME])
@@ -56,4 +59,4 @@ class CanaryCollector(Collector):
                                      "answer (the verdict was nodata).", labels=pair)
         for (c, b), n in sorted(self._source_errors().items()):
             errors.add_metric([c, b], float(n))
-        yield from (verdict, score, metric, samples, critical, last, evaluations, errors)
+        yield from (verdict, score, metric, samples, critical, last, undecided, evaluations, errors)

@@ -185,6 +185,8 @@ class Verdict:
     window_seconds: float = 0.0
     judge: Mapping[str, str] = field(default_factory=dict)
     """The LLM judge's identity (model, prompt hash, rubric hash) behind the quality metrics, if any."""
+    undecided_seconds: float = 0.0
+    """How long the pair has been undecided (inconclusive, nodata, idle) as of this look; 0 once decided."""
 
     def metric(self, name: str) -> MetricResult:
         """The result of metric `name`; KeyError if it was not judged."""

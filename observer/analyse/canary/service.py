@@ -6,6 +6,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from observer.analyse.canary.events import EvaluationSink, verdict_event
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict
@@ -42,6 +43,8 @@ class CanaryService:
         # periodic judgment starts its window there too, so a version name reused across revisions (Flagger's
         # `<name>` against `<name>-primary`) is not judged on the previous revision's requests.
         self._analysis_start: dict[Pair, float] = {}
+        # When each pair's current run of undecided looks began (canary.end: a canary that never decides ends).
+        self._undecided_since: dict[Pair, float] = {}
         self.evaluations: Counter[tuple[str, str, str]] = Counter()
         self.source_errors: Counter[tuple[str, str]] = Counter()
         self.events = events
@@ -59,6 +62,7 @@ class CanaryService:
                 self._arms.pop(gone, None)
                 self._asked_share.pop(gone, None)
                 self._analysis_start.pop(gone, None)
+                self._undecided_since.pop(gone, None)
         return pairs
 
     def latest(self, canary: str, baseline: str) -> Verdict | None:
@@ -94,8 +98,8 @@ class CanaryService:
         share = weight if weight is not None else expected_share(self.fleet.version, canary, baseline)
         if not check_split:
             share = None
-        v = judge(self.spec, canary=canary, baseline=baseline, canary_data=c, baseline_data=b,
-                  expected_share=share, now=now)
+        v = self._ended(Pair(canary, baseline), judge(self.spec, canary=canary, baseline=baseline, canary_data=c,
+                                                      baseline_data=b, expected_share=share, now=now), now)
         self._latest[Pair(canary, baseline)] = v
         self._arms[Pair(canary, baseline)] = (c, b)
         if self.events is not None:
@@ -104,6 +108,23 @@ class CanaryService:
         if c.note or b.note:
             self.source_errors[(canary, baseline)] += 1
         return v
+
+    def _ended(self, pair: Pair, v: Verdict, now: float) -> Verdict:
+        """`v` with how long the pair has been undecided; past canary.end.after_seconds with `then: fail`, a
+        fail naming the policy (every gate rolls back); with `hold` it stays undecided (the alert pages)."""
+        if v.verdict in (Outcome.PASS, Outcome.FAIL):
+            self._undecided_since.pop(pair, None)
+            return v
+        start = max(self._undecided_since.setdefault(pair, now), self._analysis_start.get(pair, -math.inf))
+        self._undecided_since[pair] = start  # a new analysis (a new revision's window) starts the clock again
+        end = self.spec.end
+        waited = max(0.0, now - start)
+        if end.then != "fail" or end.after_seconds is None or waited < end.after_seconds:
+            return replace(v, undecided_seconds=waited)
+        return replace(v, verdict=Outcome.FAIL, undecided_seconds=waited,
+                       reason=f"undecided for {waited:.0f} s, over canary.end.after_seconds ({end.after_seconds:g} "
+                              f"s): failed by policy (canary.end.then: fail), so the gates roll it back; last "
+                              f"look: {v.reason}")
 
     async def verdict_for(self, canary: str | None, baseline: str | None, *, since: float | None,
                           weight: str | None) -> Verdict:
