@@ -243,6 +243,7 @@ ROLLOUT_CANARY_WEIGHT = "observer_rollout_canary_weight_ratio"  # {group}: canar
 ROLLOUT_CANARY_REPLICA_SHARE = "observer_rollout_canary_replica_share_ratio"  # {group}: canary pods share
 ROLLOUT_STALE_REVISION_PODS = "observer_rollout_stale_revision_pods"  # {group}: pods neither stable nor canary
 ROLLOUT_AUTOSCALER_CONFLICT = "observer_rollout_autoscaler_conflict"  # {group, autoscaler}: HPA/KEDA aims past
+AUTOSCALER_REPLICAS = "observer_autoscaler_replicas"  # {group, autoscaler, kind=min|max|current|desired}
 GROUP = "group"
 RESOURCE = "resource"
 PROBLEM = "problem"
@@ -250,6 +251,8 @@ ROLE = "role"
 ALERT_REPLICA_SHARE = "ObserverCanaryReplicasOffWeight"
 ALERT_STALE_REVISION = "ObserverOldRevisionStillServing"
 ALERT_AUTOSCALER_CONFLICT = "ObserverAutoscalerTargetsRolloutReplicaSet"
+ALERT_AUTOSCALER_CEILING = "ObserverAutoscalerAtCeiling"
+ALERT_AUTOSCALER_FLAPPING = "ObserverAutoscalerFlapping"
 ALERT_DISCOVERY_FAILING = "ObserverDiscoveryFailing"
 ALERT_COST_OVER_BUDGET = "ObserverCostPerTokenOverBudget"
 ALERT_COST_REGRESSION = "ObserverCostPerTokenRegression"

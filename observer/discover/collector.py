@@ -62,7 +62,13 @@ class DiscoveryCollector(Collector):
         conflict = GaugeMetricFamily(names.ROLLOUT_AUTOSCALER_CONFLICT, "1 per HPA/KEDA ScaledObject that scales "
                                      "a ReplicaSet or Deployment the Rollout owns instead of the Rollout.",
                                      labels=[names.GROUP, "autoscaler"])
+        scaling = GaugeMetricFamily(names.AUTOSCALER_REPLICAS, "Replicas of the HPA scaling the model's Rollout, by "
+                                    "kind: min, max (its bounds), current, desired (its status); a count the HPA "
+                                    "does not report is absent.", labels=[names.GROUP, "autoscaler", names.KIND])
         for group, st in sorted(c.states.items()):
+            for a in st.autoscalers:
+                for kind, n in a.counts().items():
+                    scaling.add_metric([group, a.name, kind], float(n))
             for v in st.versions:
                 pods.add_metric([v.name, group, v.role], st.pods.get(v.name, 0))
             if st.canary_weight is not None:
@@ -72,4 +78,4 @@ class DiscoveryCollector(Collector):
             stale.add_metric([group], st.stale_revision_pods)
             for a in st.autoscaler_conflicts[:16]:
                 conflict.add_metric([group, a[:128]], 1.0)
-        yield from (pods, weight, share, stale, conflict)
+        yield from (pods, weight, share, stale, conflict, scaling)

@@ -28,6 +28,9 @@ FIXES = {
     "no_openai_url": "golden and shadow replays skip the version: set discovery.kubernetes.models[].openai_url, "
                      "name the Rollout's canaryService/stableService, or give its pods the port `openai_port`",
     "no_port": "the pods have no container port named as discovery.kubernetes.models[].port",
+    "autoscaler_no_status": "an HPA scaling the Rollout reports no currentReplicas/desiredReplicas yet (just "
+                            "created, or its controller is down): the ceiling and flapping alerts cannot see it",
+    "autoscaler_missing_field": "an HPA scaling the Rollout has no spec.maxReplicas: the ceiling alert cannot see it",
 }
 
 
@@ -197,6 +200,7 @@ class ModelState:
     canary_replica_share: float | None     # canary pods / (canary + stable) pods
     stale_revision_pods: int               # serving pods of a revision that is neither stable nor canary
     autoscaler_conflicts: tuple[str, ...] = ()  # HPA/KEDA objects scaling the Rollout's ReplicaSets
+    autoscalers: tuple[Any, ...] = ()  # AutoscalerState (observer.discover.autoscaling) of each HPA scaling it
 
 
 def parse_all(objs: Iterable[Mapping[str, Any]], problems: Counter[str], kind: Literal["pod", "rollout"]
@@ -322,3 +326,4 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
     conflicts = tuple(autoscaler_conflicts(rollout, autoscalers)) if rollout is not None else ()
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
                       canary_replica_share=share, stale_revision_pods=stale, autoscaler_conflicts=conflicts)
+

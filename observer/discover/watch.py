@@ -21,6 +21,7 @@ import httpx
 from observer.config.discovery import KubernetesDiscovery
 from observer.config.fleet import VersionSpec
 from observer.discover import primitives
+from observer.discover.autoscaling import autoscaler_states
 from observer.discover.kubeapi import Reflector
 from observer.discover.model import FIXES, ModelState, PodInfo, RolloutInfo, dcgm_by_node, model_state, parse_all
 from observer.discover.planned import claimed_twice, plan_for, plan_state, resources
@@ -136,7 +137,9 @@ class Discovery:
                 states[m.name] = plan_state(spec, m, pods, plan, dcgm, problems[m.name])
             else:
                 rollout = rollouts.get(m.rollout) if m.rollout else None
-                states[m.name] = model_state(spec, m, pods, rollout, dcgm, problems[m.name], autoscalers)
+                state = model_state(spec, m, pods, rollout, dcgm, problems[m.name], autoscalers)
+                scaling = autoscaler_states(rollout, autoscalers, problems[m.name])
+                states[m.name] = replace(state, autoscalers=scaling) if scaling else state
         conflicts = claimed_twice(states, [m.name for m in spec.models if m.primitive is not None])
         found: list[VersionSpec] = []
         for group, state in states.items():

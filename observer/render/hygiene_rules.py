@@ -53,7 +53,73 @@ def hygiene_group(a: Alerting) -> Group:
     if a.fingerprint_enabled:
         rules.extend(_observed_fingerprint(a))
     rules.extend(_discovery_hygiene(a))
+    rules.extend(_autoscaling(a))
     return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
+
+
+FLAPPING_WINDOW = 1800.0
+"""Seconds over which the HPA's desired replicas are watched for back-and-forth changes."""
+FLAPPING_CHANGES = 6
+"""Changes of the desired replicas within FLAPPING_WINDOW that count as flapping (three up-and-downs)."""
+
+
+def _autoscaling(a: Alerting) -> list[Alert]:
+    """The autoscaler of a Rollout at its ceiling while requests queue, and flapping (discovery's HPA gauges)."""
+    interval, at, steps = timing(a, a.limits.leading_for)
+    g, kind, reps = names.GROUP, names.KIND, names.AUTOSCALER_REPLICAS
+    queue, role = names.QUEUE_DEPTH_PER_REPLICA, names.VERSION_ROLE
+    hpa = "HorizontalPodAutoscaler/llm"
+    key: Labels = (("autoscaler", hpa), (g, "llm"))
+    by = f"{g}, autoscaler"
+    floor = a.limits.queue_depth_per_replica / 2
+    # The queue per replica of the model's busiest version, joined to its group through the role gauge.
+    queued = (f"max by ({g}) (max by ({_V}) ({queue}) * on ({_V}) group_left ({g}) "
+              f"max by ({_V}, {g}) ({role}))")
+    ceiling = (f"max by ({by}) ({selector(reps, {kind: 'current'})})\n>= on ({by})\n"
+               f"max by ({by}) ({selector(reps, {kind: 'max'})})\nand on ({g})\n{queued} > {floor!r}")
+    window = duration(FLAPPING_WINDOW * a.time_scale)
+    flapping = f"max by ({by}) (changes({selector(reps, {kind: 'desired'})}[{window}])) >= {FLAPPING_CHANGES}"
+    # Samples 4 minutes apart: the window's start never falls on one, whichever side of it the range includes.
+    flap_interval = 240.0 * a.time_scale
+    flap_steps = 12
+
+    def hpa_series(current: int, maximum: int) -> tuple[Series, ...]:
+        return (Series(selector(reps, {g: "llm", "autoscaler": hpa, kind: "current"}), f"{current}x{steps}"),
+                Series(selector(reps, {g: "llm", "autoscaler": hpa, kind: "max"}), f"{maximum}x{steps}"),
+                Series(selector(role, {_V: "canary", g: "llm", names.ROLE: "canary"}), f"1x{steps}"))
+
+    busy = Series(selector(queue, {_V: "canary"}), f"{floor * 2:g}x{steps}")
+    idle = Series(selector(queue, {_V: "canary"}), f"{floor / 4:g}x{steps}")
+    return [
+        Alert(name=names.ALERT_AUTOSCALER_CEILING, expr=ceiling, severity="warning",
+              for_seconds=a.limits.leading_for,
+              summary="{{ $labels.group }}: {{ $labels.autoscaler }} at maxReplicas while requests queue",
+              description=(f"{{{{ $labels.autoscaler }}}} runs {{{{ printf \"%.0f\" $value }}}} replicas of "
+                           f"{{{{ $labels.group }}}}, its maxReplicas, and requests queue (over {floor:g} per "
+                           f"replica) for {duration(a.limits.leading_for)}: it cannot add capacity, so latency "
+                           f"grows until the ceiling is raised or GPUs are added."),
+              runbook="autoscaler-ceiling",
+              examples=(Example(f"{names.ALERT_AUTOSCALER_CEILING} fires at the ceiling with a queue",
+                                (*hpa_series(4, 4), busy), at, interval, (Firing(key, 4.0),)),
+                        Example(f"{names.ALERT_AUTOSCALER_CEILING} quiet below the ceiling",
+                                (*hpa_series(3, 4), busy), at, interval),
+                        Example(f"{names.ALERT_AUTOSCALER_CEILING} quiet at the ceiling without a queue",
+                                (*hpa_series(4, 4), idle), at, interval))),
+        Alert(name=names.ALERT_AUTOSCALER_FLAPPING, expr=flapping, severity="warning",
+              summary="{{ $labels.group }}: {{ $labels.autoscaler }} is flapping",
+              description=(f"The desired replicas of {{{{ $labels.autoscaler }}}} ({{{{ $labels.group }}}}) "
+                           f"changed {{{{ printf \"%.0f\" $value }}}} times in {window}: it scales up and down "
+                           f"again, so pods start cold (model load, empty prefix cache) and are thrown away."),
+              runbook="autoscaler-flapping",
+              examples=(Example(f"{names.ALERT_AUTOSCALER_FLAPPING} fires when desired goes back and forth",
+                                (Series(selector(reps, {g: "llm", "autoscaler": hpa, kind: "desired"}),
+                                        " ".join(["2", "4"] * (flap_steps // 2))),), flap_interval * (flap_steps - 1),
+                                flap_interval, (Firing(key, 7.0),)),
+                        Example(f"{names.ALERT_AUTOSCALER_FLAPPING} quiet while it scales once",
+                                (Series(selector(reps, {g: "llm", "autoscaler": hpa, kind: "desired"}),
+                                        "2 2 2 3 3 4 4 4 4 4 4 4"),), flap_interval * (flap_steps - 1),
+                                flap_interval))),
+    ]
 
 
 def _observed_fingerprint(a: Alerting) -> list[Alert]:

@@ -1,0 +1,51 @@
+"""The HPAs scaling a model's Rollout (observer/discover/autoscaling.py): bounds and counts as the HPA reports
+them, KEDA read through its own HPA, other targets ignored, and a missing field counted, never read as 0."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from observer.discover.autoscaling import AutoscalerState, autoscaler_states
+from observer.discover.model import RolloutInfo
+
+
+def hpa(name: str, *, kind: str = "Rollout", target: str = "llm", status: dict[str, Any] | None = None,
+        **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name},
+            "spec": {"scaleTargetRef": {"apiVersion": "argoproj.io/v1alpha1", "kind": kind, "name": target},
+                     **spec},
+            **({"status": status} if status is not None else {})}
+
+
+ROLLOUT = RolloutInfo(name="llm", stable_hash="a", current_hash="b", step_index=0, steps=2, weight=0.2,
+                      aborted=False, replicas=4, workload="llm-deploy")
+
+
+def test_the_hpas_of_the_rollout_with_their_bounds_and_counts() -> None:
+    problems: Counter[str] = Counter()
+    objs = [
+        hpa("llm", minReplicas=2, maxReplicas=8, status={"currentReplicas": 8, "desiredReplicas": 8}),
+        hpa("keda-hpa-llm", kind="Deployment", target="llm-deploy", maxReplicas=6,
+            status={"currentReplicas": 3, "desiredReplicas": 4}),
+        hpa("other", target="another-rollout", maxReplicas=3, status={"currentReplicas": 1, "desiredReplicas": 1}),
+        {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "llm"},
+         "spec": {"scaleTargetRef": {"kind": "Rollout", "name": "llm"}, "maxReplicaCount": 6}},
+    ]
+    got = autoscaler_states(ROLLOUT, objs, problems)
+    assert got == (AutoscalerState("HorizontalPodAutoscaler/keda-hpa-llm", 1, 6, 3, 4),
+                   AutoscalerState("HorizontalPodAutoscaler/llm", 2, 8, 8, 8))
+    assert got[1].counts() == {"min": 2, "max": 8, "current": 8, "desired": 8}
+    assert not problems
+    assert autoscaler_states(None, objs, problems) == ()
+
+
+def test_an_hpa_without_status_or_bounds_is_counted_and_its_counts_absent() -> None:
+    problems: Counter[str] = Counter()
+    (fresh,) = autoscaler_states(ROLLOUT, [hpa("llm", maxReplicas=4)], problems)
+    assert fresh.counts() == {"min": 1, "max": 4} and problems == Counter({"autoscaler_no_status": 1})
+    problems.clear()
+    (bad,) = autoscaler_states(ROLLOUT, [hpa("llm", maxReplicas="many", status={"currentReplicas": 2,
+                                                                                "desiredReplicas": -1})], problems)
+    assert bad.counts() == {"min": 1, "current": 2}
+    assert problems == Counter({"autoscaler_missing_field": 1, "autoscaler_no_status": 1})
