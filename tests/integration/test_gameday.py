@@ -38,12 +38,15 @@ def test_short_gameday_every_scenario_matches() -> None:
 
 
 def _check_failing_reports(rows: list[Any]) -> None:
-    """Each failing scenario's report page names a failing metric and, in Chromium, draws every plot with no
-    console error (the page as the game day's observer served it)."""
+    """Each failing scenario's report page names a failing metric (or, failed by canary.end, the policy) and, in
+    Chromium, draws every plot with no console error (the page as the game day's observer served it)."""
     failing = [r for r in rows if r.expected == "fail"]
     assert failing
     for row in failing:
         assert 'class="badge verdict fail"' in row.report, (row.scenario, row.report[:300])
+        if row.scenario == "starved":  # no metric failed: the page names the policy that ended it, and its runbook
+            assert "canary.end.then: fail" in row.report and "canary-undecided.md" in row.report, row.scenario
+            continue
         assert '<strong class="failing-metric">' in row.report, row.scenario
     if shutil.which("chromium") is None:
         return

@@ -306,7 +306,10 @@ def page(config: ObserverConfig, v: Verdict, c: ArmData, b: ArmData, *, now: flo
     failing = tuple(r.name for r in failed)
     base = config.slo.runbook_base_url.rstrip("/")
     runbooks = tuple((r.name, f"{base}/{RUNBOOK}.md#{r.kind}") for r in failed)
-    if not runbooks and v.verdict is not Outcome.PASS:
+    if not runbooks and v.verdict is Outcome.FAIL and v.undecided_seconds > 0:
+        # No metric failed: canary.end failed a canary that never decided; its runbook says why it could not.
+        runbooks = (("canary.end", f"{base}/canary-undecided.md"),)
+    elif not runbooks and v.verdict is not Outcome.PASS:
         runbooks = ((str(v.verdict), f"{base}/{RUNBOOK}.md#{v.verdict}"),)
     return PairPage(
         canary=v.canary, baseline=v.baseline, verdict=str(v.verdict), reason=v.reason, score=v.score,
