@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from observer.config.discovery import DcgmDiscovery, KubernetesDiscovery, ModelDiscovery
-from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
+from observer.config.fleet import VERSION_NAME, PodRef, RouterRef, VersionSpec
 
 Role = Literal["stable", "canary", "other"]
 # Bounded values of the `problem` label of observer_discovery_problems_total.
@@ -214,6 +214,12 @@ def parse_all(objs: Iterable[Mapping[str, Any]], problems: Counter[str], kind: L
     return out
 
 
+def router_for(m: ModelDiscovery, model: str | None) -> RouterRef | None:
+    """The model's router for a version served under `model`: none without a model name, since the router's
+    series tell versions apart only by it."""
+    return m.router if m.router is not None and (m.router.model or model) else None
+
+
 def openai_url(m: ModelDiscovery, namespace: str, name: str, role: Role, rollout: RolloutInfo | None,
                pods: Sequence[PodInfo]) -> str | None:
     """Where golden and shadow replays reach version `name`: the configured template (you know your gateway);
@@ -314,7 +320,7 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
             expected = 1.0 - weight
         versions.append(VersionSpec(
             name=name, role=roles[name], model=m.served_model, vllm=urls, openai=openai,
-            router=m.router if m.router is not None and (m.router.model or m.served_model) else None,
+            router=router_for(m, m.served_model),
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
                   for p, _, _ in members],
@@ -326,4 +332,3 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
     conflicts = tuple(autoscaler_conflicts(rollout, autoscalers)) if rollout is not None else ()
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
                       canary_replica_share=share, stale_revision_pods=stale, autoscaler_conflicts=conflicts)
-

@@ -14,7 +14,7 @@ from typing import Any
 
 from observer.config.discovery import KubernetesDiscovery, ModelDiscovery, PrimitiveRef
 from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
-from observer.discover.model import ModelState, PodInfo, openai_url, serving_pods
+from observer.discover.model import ModelState, PodInfo, openai_url, router_for, serving_pods
 from observer.discover.primitives import Plan, httproute_plan, isvc_plan, llmisvc_plan, rewrite_plan
 
 Obj = Mapping[str, Any]
@@ -91,10 +91,8 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
         nodes = sorted({p.node for p in chosen if p.node is not None})
         counted[name] = len(chosen)
         model = member.model or m.served_model
-        # The router reads each version under its model name; without one it cannot tell the versions apart.
-        router = m.router if m.router is not None and (m.router.model or model) else None
         versions.append(VersionSpec(
-            name=name, role=member.role, model=model, vllm=urls, openai=openai, router=router,
+            name=name, role=member.role, model=model, vllm=urls, openai=openai, router=router_for(m, model),
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
                   for p in chosen],
