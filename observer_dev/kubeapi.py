@@ -291,6 +291,19 @@ def pod(name: str, *, labels: Mapping[str, str], port: int, ready: bool = True, 
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
+def pending(name: str, *, labels: Mapping[str, str], port: int, namespace: str = "llm-serving",
+            message: str = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are "
+                           "available: 3 No preemption victims found for incoming pod.") -> Obj:
+    """A Pod the scheduler cannot place: Pending, no node, no IP, PodScheduled False (Unschedulable) with the
+    scheduler's `message`, as the API server shows a GPU pod on a full cluster."""
+    obj = pod(name, labels=labels, port=port, ip=None, namespace=namespace)
+    obj["spec"].pop("nodeName", None)
+    obj["status"] = {"phase": "Pending", "qosClass": "Burstable", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+         "lastTransitionTime": "2026-12-05T10:00:00Z"}]}
+    return obj
+
+
 def rollout(name: str, *, steps: list[Obj], stable: str, current: str, step: int | None,
             aborted: bool = False, replicas: int = 20, namespace: str = "llm-serving") -> Obj:
     """An Argo Rollout (canary strategy) with the status fields discovery reads."""

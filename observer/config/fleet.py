@@ -68,6 +68,11 @@ class VersionSpec(Spec):
                                                 "paired with the stable version of their own group.")
     router: RouterRef | None = Field(None, description="The router in front of this version (llm-d EPP, Dynamo): "
                                                        "its TTFT (gateway queueing included) and pool state.")
+    pods_waiting: dict[str, int] = Field(
+        default_factory=dict,
+        description="Pods of this version that do not serve yet, by `state` or `state:reason` (set by Kubernetes "
+                    "discovery: `unschedulable:insufficient_gpu`, `starting`, `failing:crashloop`, `not_ready`). "
+                    "A canary waiting for pods is never passed.")
 
     @field_validator("name")
     @classmethod

@@ -65,7 +65,16 @@ class DiscoveryCollector(Collector):
         scaling = GaugeMetricFamily(names.AUTOSCALER_REPLICAS, "Replicas of the HPA scaling the model's Rollout, by "
                                     "kind: min, max (its bounds), current, desired (its status); a count the HPA "
                                     "does not report is absent.", labels=[names.GROUP, "autoscaler", names.KIND])
+        states = GaugeMetricFamily(names.VERSION_PODS, "Pods of each version by state: ready, or why not "
+                                   "(unschedulable, starting, failing, not_ready; reason: the scheduler's or the "
+                                   "container's, bounded).",
+                                   labels=[names.VERSION, names.GROUP, names.STATE, names.REASON])
         for group, st in sorted(c.states.items()):
+            for name in sorted({*st.pods, *st.waiting}):
+                states.add_metric([name, group, "ready", ""], st.pods.get(name, 0))
+                for why, n in sorted(st.waiting.get(name, {}).items()):
+                    state, _, reason = why.partition(":")
+                    states.add_metric([name, group, state, reason], n)
             for a in st.autoscalers:
                 for kind, n in a.counts().items():
                     scaling.add_metric([group, a.name, kind], float(n))
@@ -78,4 +87,4 @@ class DiscoveryCollector(Collector):
             stale.add_metric([group], st.stale_revision_pods)
             for a in st.autoscaler_conflicts[:16]:
                 conflict.add_metric([group, a[:128]], 1.0)
-        yield from (pods, weight, share, stale, conflict, scaling)
+        yield from (pods, weight, share, stale, conflict, scaling, states)

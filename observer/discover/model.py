@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from observer.config.discovery import DcgmDiscovery, KubernetesDiscovery, ModelDiscovery
 from observer.config.fleet import VERSION_NAME, PodRef, RouterRef, VersionSpec
+from observer.discover.podstate import pod_state
 
 Role = Literal["stable", "canary", "other"]
 # Bounded values of the `problem` label of observer_discovery_problems_total.
@@ -67,6 +68,8 @@ class PodInfo:
     labels: Mapping[str, str]
     ports: Mapping[str, int]  # container port name → number
     started_at: float | None = None  # status.startTime (Unix seconds): the kubelet took the pod on
+    state: str = "ready"  # podstate.STATES: why it does not serve, when it does not
+    state_reason: str = ""  # bounded (podstate): unschedulable and failing only
 
     @classmethod
     def parse(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -89,11 +92,20 @@ class PodInfo:
                     for c in _list(status, "conditions"))
         ip = status.get("podIP")
         node = spec.get("nodeName")
+        ready = ready and status.get("phase", "Running") == "Running"
+        state, reason = pod_state(status, ready)
         return cls(namespace=ns, name=name, ip=ip if isinstance(ip, str) and ip else None,
-                   node=node if isinstance(node, str) and node else None,
-                   ready=ready and status.get("phase", "Running") == "Running",
+                   node=node if isinstance(node, str) and node else None, ready=ready,
                    deleting=bool(meta.get("deletionTimestamp")), labels=dict(labels), ports=ports,
-                   started_at=_timestamp(status.get("startTime")))
+                   started_at=_timestamp(status.get("startTime")), state=state, state_reason=reason)
+
+    @property
+    def waiting(self) -> str | None:
+        """`state` or `state:reason` of a pod its version waits for (not Ready, not terminating, not ended);
+        None for a Ready or terminating one."""
+        if self.ready or self.deleting or self.state in ("ready", "ended"):
+            return None
+        return f"{self.state}:{self.state_reason}" if self.state_reason else self.state
 
     @property
     def serving(self) -> bool:
@@ -201,6 +213,20 @@ class ModelState:
     stale_revision_pods: int               # serving pods of a revision that is neither stable nor canary
     autoscaler_conflicts: tuple[str, ...] = ()  # HPA/KEDA objects scaling the Rollout's ReplicaSets
     autoscalers: tuple[Any, ...] = ()  # AutoscalerState (observer.discover.autoscaling) of each HPA scaling it
+    waiting: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """version → its pods not serving, by `state` or `state:reason` (a version with none Ready included)."""
+
+
+def count_waiting(pods: Iterable[tuple[str, PodInfo]], cap: int) -> dict[str, dict[str, int]]:
+    """(version, pod) → version → pods it waits for, by `state[:reason]`; at most `cap` versions, in name order."""
+    out: dict[str, dict[str, int]] = {}
+    for name, p in sorted(pods, key=lambda x: x[0]):
+        why = p.waiting
+        if why is None or (name not in out and len(out) >= cap):
+            continue
+        counts = out.setdefault(name, {})
+        counts[why] = counts.get(why, 0) + 1
+    return out
 
 
 def parse_all(objs: Iterable[Mapping[str, Any]], problems: Counter[str], kind: Literal["pod", "rollout"]
@@ -264,6 +290,9 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
                 rollout: RolloutInfo | None, dcgm: Mapping[str, Sequence[str]], problems: Counter[str],
                 autoscalers: Iterable[Mapping[str, Any]] = ()) -> ModelState:
     """The versions of model `m` from its pods (already selected by `m.selector`)."""
+    pods = list(pods)
+    named = [(f"{m.version_prefix}{p.labels[m.identity_label]}", p) for p in pods if p.labels.get(m.identity_label)]
+    waiting = count_waiting([(n, p) for n, p in named if VERSION_NAME.match(n)], spec.max_versions_per_model)
     groups: dict[str, list[tuple[PodInfo, str, str]]] = {}  # version → (pod, identity, metrics URL)
     for p in serving_pods(pods, problems):
         identity = p.labels.get(m.identity_label)
@@ -324,11 +353,12 @@ def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
                   for p, _, _ in members],
-            expected_traffic_weight=expected, group=m.name))
+            expected_traffic_weight=expected, group=m.name, pods_waiting=dict(waiting.get(name, {}))))
     canary_pods = sum(counted[n] for n in counted if roles[n] == "canary")
     stable_pods = sum(counted[n] for n in counted if roles[n] == "stable")
     share = canary_pods / (canary_pods + stable_pods) if canary_pods and stable_pods else None
     stale = sum(len(groups[n]) for n in groups if roles[n] == "other") if rollout is not None else 0
     conflicts = tuple(autoscaler_conflicts(rollout, autoscalers)) if rollout is not None else ()
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
-                      canary_replica_share=share, stale_revision_pods=stale, autoscaler_conflicts=conflicts)
+                      canary_replica_share=share, stale_revision_pods=stale, autoscaler_conflicts=conflicts,
+                      waiting=waiting)

@@ -14,7 +14,7 @@ from typing import Any
 
 from observer.config.discovery import KubernetesDiscovery, ModelDiscovery, PrimitiveRef
 from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
-from observer.discover.model import ModelState, PodInfo, openai_url, router_for, serving_pods
+from observer.discover.model import ModelState, PodInfo, count_waiting, openai_url, router_for, serving_pods
 from observer.discover.primitives import Plan, httproute_plan, isvc_plan, llmisvc_plan, rewrite_plan
 
 Obj = Mapping[str, Any]
@@ -62,6 +62,7 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
                dcgm: Mapping[str, Sequence[str]], problems: Counter[str]) -> ModelState:
     """The versions of model `m` its primitive's `plan` names, each with the pods its labels select."""
     problems.update(plan.problems)
+    pods = list(pods)
     serving = serving_pods(pods, problems)
     order = {"stable": 0, "canary": 1, "other": 2}
     ranked = sorted(plan.members, key=lambda x: order[x.role])
@@ -70,8 +71,10 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
         ranked = ranked[: spec.max_versions_per_model]
     versions: list[VersionSpec] = []
     counted: dict[str, int] = {}
-    for member in ranked:
-        name = f"{m.version_prefix}{member.identity}"
+    members = [(f"{m.version_prefix}{x.identity}", x) for x in ranked]
+    waiting = count_waiting([(name, p) for name, x in members if VERSION_NAME.match(name) for p in pods
+                             if x.pod_labels.items() <= p.labels.items()], spec.max_versions_per_model)
+    for name, member in members:
         if not VERSION_NAME.match(name):
             problems["invalid_identity"] += 1
             continue
@@ -96,7 +99,7 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
             dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
                   for p in chosen],
-            expected_traffic_weight=member.weight, group=m.name))
+            expected_traffic_weight=member.weight, group=m.name, pods_waiting=dict(waiting.get(name, {}))))
     canary = next((x for x in plan.members if x.role == "canary"), None)
     weight = canary.weight if canary is not None else None
     pods_in = {role: sum(counted[v.name] for v in versions if v.role == role) for role in ("stable", "canary", "other")}
@@ -105,7 +108,7 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
              if pods_in["canary"] and pods_in["stable"] and not shared else None)
     stale = 0 if shared else pods_in["other"]
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
-                      canary_replica_share=share, stale_revision_pods=stale)
+                      canary_replica_share=share, stale_revision_pods=stale, waiting=waiting)
 
 
 def claimed_twice(states: Mapping[str, ModelState], primitive_groups: Iterable[str]) -> dict[str, set[str]]:

@@ -54,6 +54,7 @@ def hygiene_group(a: Alerting) -> Group:
         rules.extend(_observed_fingerprint(a))
     rules.extend(_discovery_hygiene(a))
     rules.extend(_autoscaling(a))
+    rules.append(_pods_not_arriving(a))
     return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
 
 
@@ -61,6 +62,39 @@ FLAPPING_WINDOW = 1800.0
 """Seconds over which the HPA's desired replicas are watched for back-and-forth changes."""
 FLAPPING_CHANGES = 6
 """Changes of the desired replicas within FLAPPING_WINDOW that count as flapping (three up-and-downs)."""
+
+
+PODS_WAIT_FOR = 900.0
+"""Seconds a version's pod may not serve before it pages nobody but warns: longer than a large model's load
+from a cold node, far shorter than a canary step left waiting for a GPU that never frees."""
+
+
+def _pods_not_arriving(a: Alerting) -> Alert:
+    """Pods a version's controller asked for that do not serve: unschedulable, failing, starting, not Ready."""
+    hold = PODS_WAIT_FOR * a.time_scale
+    interval, at, steps = timing(a, hold)
+    g, pods, state, reason = names.GROUP, names.VERSION_PODS, names.STATE, names.REASON
+    labels = {g: "llm", _V: "canary"}
+    key: Labels = ((g, "llm"), (reason, "insufficient_gpu"), (state, "unschedulable"), (_V, "canary"))
+
+    def series(waiting: str) -> tuple[Series, ...]:
+        return (Series(selector(pods, {**labels, state: "ready", reason: ""}), f"1x{steps}"),
+                Series(selector(pods, {**labels, state: "unschedulable", reason: "insufficient_gpu"}), waiting))
+
+    return Alert(
+        name=names.ALERT_PODS_NOT_ARRIVING,
+        expr=f"sum by ({g}, {_V}, {state}, {reason}) ({selector(pods, exclude={state: 'ready'})}) > 0",
+        severity="warning", for_seconds=hold,
+        summary="{{ $labels.version }} ({{ $labels.group }}): {{ $labels.state }} pods do not arrive",
+        description=(f"{{{{ printf \"%.0f\" $value }}}} pod(s) of {{{{ $labels.version }}}} have been "
+                     f"{{{{ $labels.state }}}} ({{{{ $labels.reason }}}}) for {duration(hold)}: the version runs "
+                     f"on fewer pods than its controller asked for. A canary waiting for pods is never passed; "
+                     f"a stable one serves on less capacity."),
+        runbook="pods-not-arriving",
+        examples=(Example(f"{names.ALERT_PODS_NOT_ARRIVING} fires on a pod the scheduler cannot place",
+                          series(f"2x{steps}"), at, interval, (Firing(key, 2.0),)),
+                  Example(f"{names.ALERT_PODS_NOT_ARRIVING} quiet once the pod is placed",
+                          series(f"2x{steps // 2} 0x{steps - steps // 2}"), at, interval)))
 
 
 def _autoscaling(a: Alerting) -> list[Alert]:

@@ -443,11 +443,13 @@ def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed:
     from observer_dev.sim.fleet import run_fleet
 
     plan = SHORT if short else FULL
-    chosen = [s for s in SCENARIOS if only is None or s.name in only]
-    unknown = sorted(set(only or ()) - {s.name for s in SCENARIOS})
+    # A pod the scheduler cannot place is an API object: the cluster game day (--cluster) plays those scenarios.
+    here = [s for s in SCENARIOS if not s.pending_pods]
+    chosen = [s for s in here if only is None or s.name in only]
+    unknown = sorted(set(only or ()) - {s.name for s in here})
     if unknown:
-        raise GamedayError(f"unknown scenario(s) {', '.join(unknown)}; known: "
-                           f"{', '.join(s.name for s in SCENARIOS)}")
+        raise GamedayError(f"unknown scenario(s) {', '.join(unknown)} in the single process; known: "
+                           f"{', '.join(s.name for s in here)} (the cluster game day, --cluster, plays more)")
     if short and only is None:
         chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full game day
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),

@@ -46,8 +46,9 @@ from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, 
 # fingerprinted ingest of `template-rollback`, the HTML page of `html`). `drifted` embeds with the bundled
 # model on both replicas: the full form only, as in the single-process game day. The alert scenarios evaluate
 # the generated alert expressions against the Prometheus that scrapes both replicas.
-CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "drifted", "idle", "restart", "costly",
-                     "decode", "slow-replica", "gpu-ecc")  # in SCENARIOS' order, the order they are played in
+# In SCENARIOS' order, the order they are played in.
+CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "drifted", "idle", "unschedulable",
+                     "restart", "costly", "decode", "slow-replica", "gpu-ecc")
 PLAYABLE = CLUSTER_SCENARIOS  # what `--scenario` may name
 KILL_AFTER_LOOKS = 1
 PARTITION_AFTER_LOOKS = 3
@@ -182,7 +183,8 @@ def verdict(url: str, since: float) -> dict[str, Any]:
 
 
 def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Plan, prom_url: str,
-                         pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path) -> ClusterRow:
+                         pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path,
+                         api: Any = None) -> ClusterRow:
     """One scenario on two fresh replicas and a fresh database, with the kill and the partition."""
     from observer_dev.gameday import FLAGGER_EXPECT, FLAGGER_INTERVALS, _ingest, _prepare_drift, _profile
     from observer_dev.gameday.flagger import FlaggerLoop
@@ -197,6 +199,13 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
     trail = workdir / f"{s.name}-looks.jsonl"
     host_port = db.split("@", 1)[1].split("/", 1)[0]
     with ExitStack() as stack:
+        for i in range(s.pending_pods):  # more canary pods than the cluster has GPUs for
+            from observer_dev.kubeapi import pending
+
+            name = f"sim-canary-{i + 1}"
+            api.put(PODS, pending(name, labels={"app": "llm", "rollouts-pod-template-hash": "canary"},
+                                  port=ports["canary0"]))
+            stack.callback(api.delete, PODS, name)
         link = stack.enter_context(relay("127.0.0.1", int(host_port.rsplit(":", 1)[1])))
         b_url = db.replace(host_port, f"127.0.0.1:{link.port}")
         gate = f"http://127.0.0.1:{ports['observer']}"
@@ -289,7 +298,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             done = look > faults_over and decided(s.expect, row.verdicts[-1], body)
             if s.change_after is not None and look <= s.change_after + 2:
                 done = False
-            if done or (s.expect in ("nodata", "not-pass") and look + 1 >= plan.max_rounds // 2
+            if done or (s.expect in ("nodata", "not-pass", "inconclusive") and look + 1 >= plan.max_rounds // 2
                         and look > faults_over):
                 break
         if partitioned_at is not None:
@@ -313,6 +322,8 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 "not-pass": ("fail", "nodata", "inconclusive"),
                 "drift": ("pass", "fail", "nodata", "inconclusive")}.get(s.expect, (s.expect,))
         problems = [] if final in want else [f"verdict {final}, expected {s.expect}: {body.get('reason', '')}"]
+        if s.reason and s.reason not in str(body.get("reason", "")):
+            problems.append(f"reason {str(body.get('reason', ''))[:160]!r} does not name {s.reason!r}")
         if "pass" in row.verdicts and s.expect not in ("pass", "drift"):
             problems.append("a pass on the way")
         drift = [body.get("metrics", {}).get(n, {}).get("result") for n in ("drift_prompts", "drift_outputs")]
@@ -408,7 +419,7 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
             try:
                 rows.append(run_cluster_scenario(s, fleet=rig.fleet, ports=rig.ports, plan=plan,
                                                  prom_url=rig.prom_url, pg=rig.pg, kubeconfig=rig.kubeconfig,
-                                                 single=single, workdir=rig.work))
+                                                 single=single, workdir=rig.work, api=rig.api))
             except (GamedayError, httpx.HTTPError) as e:
                 rows.append(ClusterRow(scenario=s.name, title=s.title, expected=s.expect, ok=False,
                                        detail=f"could not run: {e}"))

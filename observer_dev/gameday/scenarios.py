@@ -44,6 +44,7 @@ class Scenario:
     reason: str = ""  # text the final verdict's reason must contain
     metrics: tuple[Mapping[str, Any], ...] = ()  # canary metrics added to the defaults for this scenario
     canary_end: Mapping[str, Any] = field(default_factory=dict)  # canary.end for this scenario (default: hold 2h)
+    pending_pods: int = 0  # canary pods the scheduler cannot place (cluster topology only: pods are API objects)
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -61,6 +62,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("idle", "canary with no traffic", "nodata", canary={"preset": "idle"}),
     Scenario("starved", "canary too starved of traffic to decide; canary.end: fail after 20 s", "fail",
              canary={"load_rps": 0.5}, canary_end={"after_seconds": 20.0, "then": "fail"}, reason="canary.end"),
+    Scenario("unschedulable", "a second canary pod Pending: Insufficient nvidia.com/gpu (cluster only)",
+             "inconclusive", pending_pods=1, reason="pods not arriving"),
     Scenario("asleep", "canary engines asleep (vLLM sleep mode)", "idle", canary={"asleep": True}),
     Scenario("unhealthy", "canary engine reports vllm:engine_healthy 0", "inconclusive",
              canary={"engine_healthy": False}, stable={"engine_healthy": True}, reason="unhealthy engine"),

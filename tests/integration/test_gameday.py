@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration,
 def test_short_gameday_every_scenario_matches() -> None:
     report = run_gameday(short=True, seed=7)
     names = [r.scenario for r in report.rows]
-    assert names == [s.name for s in SCENARIOS if s.needs != "drift"]
+    assert names == [s.name for s in SCENARIOS if s.needs != "drift" and not s.pending_pods]
     for row in report.rows:
         assert row.ok, f"{row.scenario}: {row.detail} (verdicts {row.verdicts}, prometheus {row.prometheus})"
     by_name = {r.scenario: r for r in report.rows}

@@ -171,3 +171,75 @@ def test_an_openai_url_template_with_an_unknown_field_is_refused() -> None:
         ModelDiscovery(name="llm", selector={"app": "llm"}, openai_url="http://{host}/v1")
     with pytest.raises(ValueError, match="must start with http"):
         ModelDiscovery(name="llm", selector={"app": "llm"}, openai_url="gw/{role}")
+
+
+@pytest.mark.parametrize(("message", "reason"), [
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes.", "insufficient_gpu"),
+    ("0/4 nodes are available: 1 Insufficient cpu, 3 Insufficient memory.", "insufficient_cpu"),
+    ("0/2 nodes are available: 2 Insufficient example.com/fpga.", "insufficient_other"),
+    ("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.", "node_affinity"),
+    ("0/3 nodes are available: 3 node(s) had untolerated taint {nvidia.com/gpu: present}.", "taint"),
+    ("0/3 nodes are available: 3 node(s) had volume node affinity conflict.", "volume"),
+    ("pod has unbound immediate PersistentVolumeClaims.", "volume"),
+    ("something new the scheduler says", "other"),
+])
+def test_the_schedulers_message_becomes_a_bounded_reason(message: str, reason: str) -> None:
+    from observer.discover.podstate import UNSCHEDULABLE_REASONS
+    from observer_dev.kubeapi import pending
+
+    p = PodInfo.parse(pending("llm-bbb-9", labels={"app": "llm"}, port=8000, message=message))
+    assert (p.state, p.state_reason, p.waiting) == ("unschedulable", reason, f"unschedulable:{reason}")
+    assert reason in UNSCHEDULABLE_REASONS and not p.serving
+
+
+def test_pods_that_do_not_serve_are_counted_by_why_per_version_never_as_ready() -> None:
+    from observer_dev.kubeapi import pending
+
+    labels = {"app": "llm", "rollouts-pod-template-hash": "bbb"}
+    crash = pod("llm-bbb-3", labels=labels, port=8003, ready=False)
+    crash["status"]["containerStatuses"] = [{"name": "vllm", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
+    starting = pod("llm-bbb-4", labels=labels, port=8004, ready=False)
+    starting["status"]["phase"] = "Pending"
+    ended = pod("llm-bbb-5", labels=labels, port=8005, ready=False)
+    ended["status"]["phase"] = "Failed"
+    gone = pod("llm-bbb-6", labels=labels, port=8006, ready=False)
+    gone["metadata"]["deletionTimestamp"] = "2026-12-05T10:00:00Z"
+    only_pending = pending("llm-ccc-0", labels={"app": "llm", "rollouts-pod-template-hash": "ccc"}, port=8010)
+    pods = [PodInfo.parse(o) for o in (
+        pending("llm-bbb-1", labels=labels, port=8001), pending("llm-bbb-2", labels=labels, port=8002),
+        crash, starting, ended, gone, pod("llm-bbb-7", labels=labels, port=8007, ready=False), only_pending)]
+    st = _state(_pods("aaa", 2) + _pods("bbb", 1) + pods,
+                rollout("llm", steps=STEPS, stable="aaa", current="bbb", step=2))
+    assert st.pods == {"aaa": 2, "bbb": 1}
+    assert st.waiting == {"bbb": {"unschedulable:insufficient_gpu": 2, "failing:crashloop": 1, "starting": 1,
+                                  "not_ready": 1},
+                          "ccc": {"unschedulable:insufficient_gpu": 1}}  # no serving pod: waits all the same
+    by = {v.name: v for v in st.versions}
+    assert by["bbb"].pods_waiting == st.waiting["bbb"] and by["aaa"].pods_waiting == {}
+    assert "ccc" not in by  # a version comes with its first serving pod
+
+
+def test_the_version_pods_series_carry_ready_and_waiting_pods_by_state_and_reason() -> None:
+    import asyncio
+
+    import httpx
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from observer.discover.collector import DiscoveryCollector
+    from observer.discover.watch import Discovery
+    from observer.fleetview import LiveFleet
+    from observer_dev.kubeapi import pending
+
+    labels = {"app": "llm", "rollouts-pod-template-hash": "bbb"}
+    st = _state(_pods("aaa", 2) + _pods("bbb", 1) + [PodInfo.parse(pending("llm-bbb-1", labels=labels, port=1))],
+                rollout("llm", steps=STEPS, stable="aaa", current="bbb", step=2))
+    d = Discovery(spec=SPEC, fleet=LiveFleet([]), client=httpx.AsyncClient(), pods={})
+    d.states["llm"] = st
+    reg = CollectorRegistry()
+    reg.register(DiscoveryCollector(d))
+    text = generate_latest(reg).decode()
+    asyncio.run(d.client.aclose())
+    assert 'observer_version_pods{group="llm",reason="",state="ready",version="aaa"} 2.0' in text
+    assert 'observer_version_pods{group="llm",reason="",state="ready",version="bbb"} 1.0' in text
+    assert ('observer_version_pods{group="llm",reason="insufficient_gpu",state="unschedulable",version="bbb"} 1.0'
+            in text)

@@ -169,3 +169,16 @@ def test_admission_rejections_count_as_errors_once(with_http: bool) -> None:
     assert m.outcome is Outcome.FAIL and v.verdict is Outcome.FAIL
     errors = (c.requests or {}).get("error", 0.0)
     assert m.canary == pytest.approx((errors + rejected) / (n + rejected), rel=1e-9)
+
+
+def test_a_canary_waiting_for_pods_never_passes_but_its_failure_stands() -> None:
+    c, b = _arms()
+    waiting = with_(c, replicas=1, pods_waiting={"unschedulable:insufficient_gpu": 2, "starting": 1})
+    v = judge(CanarySpec(), canary="canary", baseline="stable", canary_data=waiting, baseline_data=b,
+              expected_share=0.25, now=1000.0)
+    assert v.verdict is Outcome.INCONCLUSIVE, v.reason
+    assert v.reason == ("pods not arriving: the canary waits for 3 pod(s) (1 serving): 2 unschedulable "
+                        "(insufficient_gpu), 1 starting")
+    assert all(m.outcome is not Outcome.PASS for m in v.metrics)
+    assert _verdict(with_(_bad_canary(), pods_waiting={"failing:crashloop": 1}), b) is Outcome.FAIL
+    assert _verdict(with_(c, pods_waiting={}), b) is Outcome.PASS

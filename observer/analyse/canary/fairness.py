@@ -27,6 +27,19 @@ def engine_trouble(c: ArmData, b: ArmData) -> list[str]:
     return out
 
 
+def pods_missing(c: ArmData) -> str:
+    """Why the canary is not all there: pods its controller asked for that do not serve (the scheduler found no
+    GPU, a container crashes, it still loads the model). Judged on the pods that arrived, a pass would promote
+    a version the cluster cannot run at its weight; a failure on them still stands."""
+    if not c.pods_waiting:
+        return ""
+    waiting = sum(c.pods_waiting.values())
+    parts = sorted(c.pods_waiting.items(), key=lambda kv: (-kv[1], kv[0]))
+    why = ", ".join(f"{n} {key.replace(':', ' (', 1)}{')' if ':' in key else ''}" for key, n in parts)
+    serving = "" if c.replicas is None else f" ({c.replicas} serving)"
+    return f"the canary waits for {waiting} pod(s){serving}: {why}"
+
+
 def environment_mismatch(spec: CanarySpec, c: ArmData, b: ArmData) -> list[str]:
     """The `fairness.same_environment` facts both arms report and that differ."""
     out = []

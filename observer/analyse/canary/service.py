@@ -95,6 +95,9 @@ class CanaryService:
         metrics = self.spec.metrics
         c = await self.source.arm(canary, metrics, since=start, now=now, with_drift=True)
         b = await self.source.arm(baseline, metrics, since=start, now=now, with_drift=False)
+        spec = self.fleet.version(canary)
+        if spec is not None and spec.pods_waiting:  # discovery's, not the source's: the pods it cannot scrape
+            c = replace(c, pods_waiting=dict(spec.pods_waiting))
         share = weight if weight is not None else expected_share(self.fleet.version, canary, baseline)
         if not check_split:
             share = None

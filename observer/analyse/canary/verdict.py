@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from observer.analyse.canary import sequential, stats
-from observer.analyse.canary.fairness import all_asleep, engine_trouble, environment_mismatch, mute_unfair_latency
+from observer.analyse.canary.fairness import (
+    all_asleep,
+    engine_trouble,
+    environment_mismatch,
+    mute_unfair_latency,
+    pods_missing,
+)
 from observer.analyse.canary.judge import MIN_SLICES_TO_PASS, judge_metric, metric_alpha
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome, Verdict
 from observer.config.canary import CanarySpec
@@ -121,6 +127,10 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
     if trouble:  # a failure above stands (users saw it); a pass cannot, on engines that are not serving
         return verdict(Outcome.INCONCLUSIVE, _muted(results), "engine trouble: " + "; ".join(trouble),
                        score_value=value, share=share)
+    missing = pods_missing(canary_data)
+    if missing:  # likewise: a failure stands, a pass would promote what the cluster cannot run
+        return verdict(Outcome.INCONCLUSIVE, _muted(results), f"pods not arriving: {missing}", score_value=value,
+                       share=share)
     if decided == 0:
         if all(r.outcome is Outcome.NODATA for r in scored):
             return verdict(Outcome.NODATA, results, "no metric has data", share=share)

@@ -113,6 +113,14 @@ def _side_by_side(config: ObserverConfig) -> Section:
                            f"{{{{{V}}}}}")],
         ),
         PanelSpec(
+            title="Pods by state", unit="none", width=24, min=0, runbooks=(names.ALERT_PODS_NOT_ARRIVING,),
+            description="Pods of each version by state (Kubernetes discovery): ready, or why not — unschedulable "
+                        "(the scheduler's reason, e.g. insufficient_gpu), starting, failing (crashloop, "
+                        "image_pull), not_ready. A canary waiting for pods is never passed.",
+            queries=[Query(f"sum by ({V}, {names.STATE}, {names.REASON}) ({sel(names.VERSION_PODS, model=False)})",
+                           f"{{{{{V}}}}} {{{{{names.STATE}}}}} {{{{{names.REASON}}}}}")],
+        ),
+        PanelSpec(
             title="Time to first token p95", unit="s", width=8,
             description="p95 TTFT per version from the accumulated histograms.",
             queries=[Query(quantile_expr(names.HIST_TTFT, 0.95), f"{{{{{V}}}}}")],
