@@ -245,6 +245,8 @@ ROLLOUT_CANARY_REPLICA_SHARE = "observer_rollout_canary_replica_share_ratio"  # 
 ROLLOUT_STALE_REVISION_PODS = "observer_rollout_stale_revision_pods"  # {group}: pods neither stable nor canary
 ROLLOUT_AUTOSCALER_CONFLICT = "observer_rollout_autoscaler_conflict"  # {group, autoscaler}: HPA/KEDA aims past
 AUTOSCALER_REPLICAS = "observer_autoscaler_replicas"  # {group, autoscaler, kind=min|max|current|desired}
+ROLLBACK_WINDOW_PODS = "observer_rollout_rollback_window_pods"  # {group, version}: previous stable's pods, in window
+ROLLBACK_WINDOW_REMAINING = "observer_rollout_rollback_window_remaining_seconds"  # {group}: of scaleDownDelaySeconds
 GROUP = "group"
 RESOURCE = "resource"
 PROBLEM = "problem"
@@ -255,6 +257,7 @@ ALERT_AUTOSCALER_CONFLICT = "ObserverAutoscalerTargetsRolloutReplicaSet"
 ALERT_AUTOSCALER_CEILING = "ObserverAutoscalerAtCeiling"
 ALERT_AUTOSCALER_FLAPPING = "ObserverAutoscalerFlapping"
 ALERT_PODS_NOT_ARRIVING = "ObserverPodsNotArriving"
+ALERT_ROLLBACK_WINDOW_LOST = "ObserverRollbackWindowLost"
 ALERT_DISCOVERY_FAILING = "ObserverDiscoveryFailing"
 ALERT_COST_OVER_BUDGET = "ObserverCostPerTokenOverBudget"
 ALERT_COST_REGRESSION = "ObserverCostPerTokenRegression"

@@ -87,4 +87,15 @@ class DiscoveryCollector(Collector):
             stale.add_metric([group], st.stale_revision_pods)
             for a in st.autoscaler_conflicts[:16]:
                 conflict.add_metric([group, a[:128]], 1.0)
-        yield from (pods, weight, share, stale, conflict, scaling, states)
+        kept = GaugeMetricFamily(names.ROLLBACK_WINDOW_PODS, "Serving pods of the previous stable version while the "
+                                 "Rollout's scaleDownDelaySeconds after a promotion runs (a fast rollback needs "
+                                 "them); absent outside that window.", labels=[names.GROUP, names.VERSION])
+        left = GaugeMetricFamily(names.ROLLBACK_WINDOW_REMAINING, "Seconds left of the Rollout's scaleDownDelaySeconds "
+                                 "after the last promotion discovery saw; absent outside that window.",
+                                 labels=[names.GROUP])
+        for group in sorted(c.rollback.windows):
+            w = c.rollback.open(group)
+            if w is not None:
+                kept.add_metric([group, w.version], w.pods)
+                left.add_metric([group], max(0.0, w.delay - (c.clock() - w.promoted_at)))
+        yield from (pods, weight, share, stale, conflict, scaling, states, kept, left)

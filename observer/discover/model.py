@@ -136,6 +136,7 @@ class RolloutInfo:
     workload: str | None = None  # spec.workloadRef's Deployment name, when the Rollout adopts one
     canary_service: str | None = None  # spec.strategy.canary.canaryService: Argo pins it to the canary's hash
     stable_service: str | None = None  # ... and stableService to the stable hash
+    scale_down_delay: int | None = None  # seconds Argo keeps the previous stable's pods after a promotion
 
     def service(self, role: Role) -> str | None:
         """The Service Argo points at the version holding `role`, if the Rollout names one."""
@@ -177,10 +178,13 @@ class RolloutInfo:
         workload = ref.get("name") if ref.get("kind", "Deployment") == "Deployment" else None
         services = [canary.get(k) for k in ("canaryService", "stableService")]
         c_svc, s_svc = (v if isinstance(v, str) and v else None for v in services)
+        delay = canary.get("scaleDownDelaySeconds")
+        if not isinstance(delay, int) or isinstance(delay, bool) or delay < 0:
+            delay = 30 if canary.get("trafficRouting") else None  # Argo's default applies with traffic routing
         return cls(name=name, stable_hash=stable, current_hash=current, step_index=idx, steps=len(steps),
                    weight=weight, aborted=aborted, replicas=replicas if isinstance(replicas, int) else None,
                    workload=workload if isinstance(workload, str) else None, canary_service=c_svc,
-                   stable_service=s_svc)
+                   stable_service=s_svc, scale_down_delay=delay)
 
 
 def autoscaler_conflicts(rollout: RolloutInfo, autoscalers: Iterable[Mapping[str, Any]]) -> list[str]:

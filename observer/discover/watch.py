@@ -25,6 +25,7 @@ from observer.discover.autoscaling import autoscaler_states
 from observer.discover.kubeapi import Reflector
 from observer.discover.model import FIXES, ModelState, PodInfo, RolloutInfo, dcgm_by_node, model_state, parse_all
 from observer.discover.planned import claimed_twice, plan_for, plan_state, resources
+from observer.discover.rollback import RollbackWindows
 from observer.fleetview import LiveFleet
 
 log = logging.getLogger("observer.discovery")
@@ -54,8 +55,10 @@ class Discovery:
     _published: dict[str, VersionSpec] = field(default_factory=dict)
     _seen_problems: dict[str, Counter[str]] = field(default_factory=dict)
     _seen_details: dict[str, set[str]] = field(default_factory=dict)
+    rollback: RollbackWindows = field(init=False)
 
     def __post_init__(self) -> None:
+        self.rollback = RollbackWindows(self.clock)
         for r in self.reflectors():
             r.on_change = self._notify
 
@@ -139,7 +142,10 @@ class Discovery:
                 rollout = rollouts.get(m.rollout) if m.rollout else None
                 state = model_state(spec, m, pods, rollout, dcgm, problems[m.name], autoscalers)
                 scaling = autoscaler_states(rollout, autoscalers, problems[m.name])
-                states[m.name] = replace(state, autoscalers=scaling) if scaling else state
+                held = self.rollback.observe(m.name, rollout, pods, m.identity_label, m.version_prefix)
+                # The previous version's pods inside its scale-down delay are kept on purpose, not stale.
+                states[m.name] = replace(state, autoscalers=scaling,
+                                         stale_revision_pods=max(0, state.stale_revision_pods - held))
         conflicts = claimed_twice(states, [m.name for m in spec.models if m.primitive is not None])
         found: list[VersionSpec] = []
         for group, state in states.items():

@@ -55,6 +55,7 @@ def hygiene_group(a: Alerting) -> Group:
     rules.extend(_discovery_hygiene(a))
     rules.extend(_autoscaling(a))
     rules.append(_pods_not_arriving(a))
+    rules.append(_rollback_window(a))
     return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
 
 
@@ -95,6 +96,32 @@ def _pods_not_arriving(a: Alerting) -> Alert:
                           series(f"2x{steps}"), at, interval, (Firing(key, 2.0),)),
                   Example(f"{names.ALERT_PODS_NOT_ARRIVING} quiet once the pod is placed",
                           series(f"2x{steps // 2} 0x{steps - steps // 2}"), at, interval)))
+
+
+def _rollback_window(a: Alerting) -> Alert:
+    """The previous stable version lost its pods inside the Rollout's scaleDownDelaySeconds."""
+    hold = 60.0 * a.time_scale  # a pod replaced inside the window (evicted, rescheduled) does not fire
+    interval, at, steps = timing(a, hold)
+    g, kept, left = names.GROUP, names.ROLLBACK_WINDOW_PODS, names.ROLLBACK_WINDOW_REMAINING
+    key: Labels = ((g, "llm"), (_V, "aaa"))
+
+    def series(pods: str) -> tuple[Series, ...]:
+        return (Series(selector(kept, dict(key)), pods), Series(selector(left, {g: "llm"}), f"1200-60x{steps}"))
+
+    return Alert(
+        name=names.ALERT_ROLLBACK_WINDOW_LOST, expr=f"max by ({g}, {_V}) ({kept}) == 0", severity="warning",
+        for_seconds=hold,
+        summary="{{ $labels.group }}: the previous version {{ $labels.version }} lost its pods inside the "
+                "rollback window",
+        description=("The Rollout of {{ $labels.group }} promoted a new version and should keep the previous one, "
+                     "{{ $labels.version }}, scaled for its scaleDownDelaySeconds, but it has no serving pod: an "
+                     "abort now waits for new pods to schedule and load the model instead of shifting traffic "
+                     "back at once."),
+        runbook="rollback-window-lost",
+        examples=(Example(f"{names.ALERT_ROLLBACK_WINDOW_LOST} fires when the previous pods are gone",
+                          series(f"2 0x{steps - 1}"), at, interval, (Firing(key, 0.0),)),
+                  Example(f"{names.ALERT_ROLLBACK_WINDOW_LOST} quiet while they stay",
+                          series(f"2x{steps}"), at, interval)))
 
 
 def _autoscaling(a: Alerting) -> list[Alert]:

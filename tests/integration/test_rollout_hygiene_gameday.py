@@ -4,7 +4,10 @@ stays quiet on the healthy rollout before each incident.
 
 1. replicas off weight: `setWeight: 5` with 1 canary pod of 4 (Argo's basic canary gives it 25%);
 2. an old revision still serving after promotion;
-3. an HPA scaling the canary's ReplicaSet instead of the Rollout.
+3. an HPA scaling the canary's ReplicaSet instead of the Rollout;
+4. a promotion with a long `scaleDownDelaySeconds`: the previous version's pods are kept (not stale), then
+   scaled away inside that window;
+5. a canary pod the scheduler cannot place (Insufficient nvidia.com/gpu).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from observer import conventions as names
 from observer.config import parse_config
 from observer.render import alerts
 from observer.render.writer import write_files
-from observer_dev.kubeapi import ScriptedKubeApi, pod, rollout
+from observer_dev.kubeapi import ScriptedKubeApi, pending, pod, rollout
 from tests.support.observer_proc import run_observer, wait_until
 from tests.support.prom import Prometheus, run_prometheus
 
@@ -32,7 +35,8 @@ PODS = "llm-serving/pods"
 ROLLOUTS = "llm-serving/rollouts.argoproj.io"
 HPAS = "llm-serving/horizontalpodautoscalers.autoscaling"
 STEPS: list[dict[str, Any]] = [{"setWeight": 5}, {"pause": {}}, {"setWeight": 50}, {"pause": {}}]
-HYGIENE = {names.ALERT_REPLICA_SHARE, names.ALERT_STALE_REVISION, names.ALERT_AUTOSCALER_CONFLICT}
+HYGIENE = {names.ALERT_REPLICA_SHARE, names.ALERT_STALE_REVISION, names.ALERT_AUTOSCALER_CONFLICT,
+           names.ALERT_ROLLBACK_WINDOW_LOST, names.ALERT_PODS_NOT_ARRIVING}
 
 
 def _firing(prom: Prometheus) -> set[str]:
@@ -95,3 +99,33 @@ def test_each_hygiene_incident_fires_its_alert(tmp_path: Path) -> None:
                     api.delete(PODS, f"llm-aaa-{i}")
                 wait_until(lambda: names.ALERT_STALE_REVISION not in _firing(prom), timeout=60,
                            message=lambda: f"firing {_firing(prom)}")
+
+                # 4. ccc promoted with a 1 h scale-down delay: bbb's pod is kept for a fast rollback, not stale;
+                # then scaled away inside the window
+                def promote(stable: str, current: str, step: int) -> dict[str, Any]:
+                    obj = rollout("llm", steps=STEPS, stable=stable, current=current, step=step)
+                    obj["spec"]["strategy"]["canary"].update(scaleDownDelaySeconds=3600,
+                                                             trafficRouting={"nginx": {"stableIngress": "llm"}})
+                    return obj
+
+                api.put(PODS, _pod("ccc", 0))
+                api.put(ROLLOUTS, promote("bbb", "ccc", 2))
+                prom.wait_for(f"{names.ROLLOUT_CANARY_WEIGHT} == 0.5", timeout=30)
+                api.put(ROLLOUTS, promote("ccc", "ccc", 4))
+                prom.wait_for(f"{names.ROLLBACK_WINDOW_PODS}{{version=\"bbb\"}} == 1", timeout=30)
+                wait_until(lambda: float(prom.query(
+                    f"count_over_time({names.ROLLBACK_WINDOW_PODS}[1m])")[0]["value"][1]) >= 12, timeout=30)
+                assert names.ALERT_STALE_REVISION not in _firing(prom)  # held past its `for`: kept on purpose
+                assert names.ALERT_ROLLBACK_WINDOW_LOST not in _firing(prom)
+                api.delete(PODS, "llm-bbb-0")
+                wait_until(lambda: names.ALERT_ROLLBACK_WINDOW_LOST in _firing(prom), timeout=60,
+                           message=lambda: f"firing {_firing(prom)}")
+
+                # 5. a second canary pod the scheduler cannot place
+                assert names.ALERT_PODS_NOT_ARRIVING not in _firing(prom)
+                api.put(PODS, pending("llm-ccc-1", labels={"app": "llm", "rollouts-pod-template-hash": "ccc"},
+                                      port=20))
+                wait_until(lambda: names.ALERT_PODS_NOT_ARRIVING in _firing(prom), timeout=60,
+                           message=lambda: f"firing {_firing(prom)}")
+                (fired,) = [a for a in prom.alerts() if a["labels"]["alertname"] == names.ALERT_PODS_NOT_ARRIVING]
+                assert (fired["labels"]["state"], fired["labels"]["reason"]) == ("unschedulable", "insufficient_gpu")

@@ -49,3 +49,32 @@ def test_an_hpa_without_status_or_bounds_is_counted_and_its_counts_absent() -> N
                                                                                 "desiredReplicas": -1})], problems)
     assert bad.counts() == {"min": 1, "current": 2}
     assert problems == Counter({"autoscaler_missing_field": 1, "autoscaler_no_status": 1})
+
+
+def test_a_promotion_opens_the_rollback_window_and_counts_the_previous_versions_pods() -> None:
+    from observer.discover.model import PodInfo
+    from observer.discover.rollback import RollbackWindows
+    from observer_dev.kubeapi import pod, rollout
+
+    now = [1000.0]
+    windows = RollbackWindows(lambda: now[0])
+    obj = rollout("llm", steps=[{"setWeight": 20}], stable="aaa", current="bbb", step=0)
+    obj["spec"]["strategy"]["canary"]["trafficRouting"] = {"nginx": {"stableIngress": "llm"}}
+    assert RolloutInfo.parse(obj).scale_down_delay == 30  # Argo's default with traffic routing
+    obj["spec"]["strategy"]["canary"]["scaleDownDelaySeconds"] = 600
+    old = [PodInfo.parse(pod(f"llm-aaa-{i}", labels={"app": "llm", "rollouts-pod-template-hash": "aaa"}, port=1))
+           for i in range(2)]
+    label = "rollouts-pod-template-hash"
+    assert windows.observe("llm", RolloutInfo.parse(obj), old, label) == 0  # first sight: no promotion seen
+    obj["status"].update(stableRS="bbb", currentPodHash="bbb")
+    promoted = RolloutInfo.parse(obj)
+    assert windows.observe("llm", promoted, old, label, "m-") == 2
+    w = windows.open("llm")
+    assert w is not None and (w.version, w.pods, w.delay) == ("m-aaa", 2, 600.0)
+    now[0] += 300
+    assert windows.observe("llm", promoted, old[:1], label) == 1
+    assert windows.observe("llm", promoted, [], label) == 0 and windows.windows["llm"].pods == 0  # scaled away
+    now[0] += 301
+    assert windows.open("llm") is None and windows.observe("llm", promoted, old, label) == 0  # window over
+    basic = rollout("llm", steps=[{"setWeight": 20}], stable="aaa", current="bbb", step=0)
+    assert RolloutInfo.parse(basic).scale_down_delay is None  # a basic canary scales the old pods by step
