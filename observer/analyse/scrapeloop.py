@@ -15,6 +15,15 @@ from dataclasses import dataclass, field
 import httpx
 
 from observer.analyse.signals import SignalStore
+from observer.analyse.signals.identity import (
+    UNKNOWN,
+    ReplicaIdentities,
+    combined,
+    probe_body,
+    tokenize_url,
+    tokenizer_hash,
+)
+from observer.analyse.signals.model import replica_name
 from observer.collect.scraper import Scraper, TargetHealth
 from observer.fleetview import FleetView
 
@@ -32,6 +41,7 @@ class ScrapeLoop:
     http: httpx.AsyncClient
     clock: Callable[[], float]
     timeout_seconds: float
+    identities: ReplicaIdentities = field(default_factory=ReplicaIdentities)
     first_cycle_done: bool = field(default=False, init=False)
     last_cycle_seconds: float | None = field(default=None, init=False)
 
@@ -48,21 +58,41 @@ class ScrapeLoop:
         log.debug("scrape cycle: %d target(s), %d down, %.3fs", len(results), down, self.last_cycle_seconds)
 
     async def served_models(self) -> None:
-        """Read each version's /v1/models (vLLM reports max_model_len there) for the version inventory."""
-        for v in self.fleet.versions():
-            if not v.openai:
-                continue
-            url = v.openai.rstrip("/") + "/models"
+        """Read each version's /v1/models (vLLM reports max_model_len and the weights' `root` there) and ask each
+        replica's /tokenize for its tokenizer-and-template hash, for the version inventory."""
+        versions = list(self.fleet.versions())
+        self.identities.retain({v.name for v in versions})
+        for v in versions:
+            info: dict[str, dict[str, str]] = {}
+            url = (v.openai or "").rstrip("/") + "/models"
             try:
-                r = await self.http.get(url, timeout=self.timeout_seconds)
-                r.raise_for_status()
-                data = r.json().get("data", [])
-                info = {str(m["id"]): {"max_model_len": str(m["max_model_len"])}
-                        for m in data if isinstance(m, dict) and "id" in m and m.get("max_model_len") is not None}
+                if v.openai:
+                    r = await self.http.get(url, timeout=self.timeout_seconds)
+                    r.raise_for_status()
+                    info = {str(m["id"]): {"max_model_len": str(m["max_model_len"]), "root": str(m.get("root") or "")}
+                            for m in r.json().get("data", [])
+                            if isinstance(m, dict) and "id" in m and m.get("max_model_len") is not None}
             except (httpx.HTTPError, ValueError, AttributeError, KeyError, TypeError) as e:
                 log.warning("version %s: could not read served models from %s: %s", v.name, url, e)
-                continue
-            self.store.record_served_info(v.name, info)
+            models = [v.model] if v.model else (sorted(self.store.served_models(v.name)) or sorted(info))[:1]
+            hashes = {(replica_name(v, i, target), m): await self._tokenizer(v.name, target, m)
+                      for i, target in enumerate(v.vllm) for m in models}
+            self.identities.record(v.name, hashes)
+            for m in models:
+                info.setdefault(m, {})["tokenizer"] = combined([h for (_, model), h in hashes.items() if model == m])
+            if info:
+                self.store.record_served_info(v.name, info)
+
+    async def _tokenizer(self, version: str, metrics_url: str, model: str) -> str:
+        """One replica's tokenizer-and-template hash; UNKNOWN (logged once per answer kind) without /tokenize."""
+        url = tokenize_url(metrics_url)
+        try:
+            r = await self.http.post(url, json=probe_body(model), timeout=self.timeout_seconds)
+            r.raise_for_status()
+            return tokenizer_hash(r.json())
+        except (httpx.HTTPError, ValueError) as e:
+            log.debug("version %s: no tokenizer fingerprint from %s: %s", version, url, e)
+            return UNKNOWN
 
     def not_ready(self) -> str | None:
         """Why the observer is not ready as far as scraping goes (None: the first cycle has finished)."""

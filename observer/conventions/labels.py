@@ -66,6 +66,7 @@ SAMPLING_DEFAULTS_HASH = "sampling_defaults_hash"  # from config, bounded by con
 SLO = "slo"  # SLO name from slo.* config
 SLI = "sli"  # latency | availability | quality
 FINGERPRINT = "fingerprint"  # on VERSION_INFO: what a version actually serves
+TOKENIZER = "tokenizer"  # 12 hex of the /tokenize probe's token ids, `mixed` (replicas disagree) or `unknown`
 JOB = "job"  # periodic job name on JOB_* self-metrics; Prometheus' job on `up`
 OUTCOME = "outcome"  # JOB_RUNS / JUDGE_CALLS outcome
 SET_VERSION = "set_version"  # golden-set content hash (one per configured set)

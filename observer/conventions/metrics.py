@@ -168,6 +168,7 @@ CANARY_CRITICAL_FAILED = "observer_canary_critical_failed"  # {canary,baseline} 
 CANARY_UNDECIDED = "observer_canary_undecided_seconds"  # {canary,baseline}: undecided this long (canary.end)
 CANARY_LAST_EVALUATED = "observer_canary_last_evaluated_timestamp_seconds"  # {canary,baseline}
 VERSION_INFO = "observer_version_info"  # {version,model,fingerprint,...}
+REPLICA_TOKENIZER = "observer_replica_tokenizer_info"  # {version,model,replica,tokenizer}: /tokenize probe hash
 # {version,gpu_model,gpu_driver,engine_args}: the canary's same-environment facts, for fleet mode
 VERSION_ENVIRONMENT = "observer_version_environment_info"
 FINGERPRINT_SHARE = "observer_fingerprint_observed_ratio"  # {version,template_hash,sampling_hash}: share, top-k
@@ -258,6 +259,7 @@ ALERT_AUTOSCALER_CEILING = "ObserverAutoscalerAtCeiling"
 ALERT_AUTOSCALER_FLAPPING = "ObserverAutoscalerFlapping"
 ALERT_PODS_NOT_ARRIVING = "ObserverPodsNotArriving"
 ALERT_ROLLBACK_WINDOW_LOST = "ObserverRollbackWindowLost"
+ALERT_TOKENIZER_MISMATCH = "ObserverReplicasTokenizeDifferently"
 ALERT_DISCOVERY_FAILING = "ObserverDiscoveryFailing"
 ALERT_COST_OVER_BUDGET = "ObserverCostPerTokenOverBudget"
 ALERT_COST_REGRESSION = "ObserverCostPerTokenRegression"

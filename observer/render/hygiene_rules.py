@@ -56,6 +56,7 @@ def hygiene_group(a: Alerting) -> Group:
     rules.extend(_autoscaling(a))
     rules.append(_pods_not_arriving(a))
     rules.append(_rollback_window(a))
+    rules.append(_tokenizers(a))
     return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
 
 
@@ -98,6 +99,32 @@ def _pods_not_arriving(a: Alerting) -> Alert:
                           series(f"2x{steps // 2} 0x{steps - steps // 2}"), at, interval)))
 
 
+def _tokenizers(a: Alerting) -> Alert:
+    """Replicas of one version whose /tokenize answers the probe conversation differently."""
+    interval, at, steps = timing(a, a.limits.leading_for)
+    info, tok, m = names.REPLICA_TOKENIZER, names.TOKENIZER, names.MODEL
+    key: Labels = ((m, "llm"), (_V, "canary"))
+
+    def replica(name: str, h: str) -> Series:
+        return Series(selector(info, {_V: "canary", m: "llm", names.REPLICA: name, tok: h}), f"1x{steps}")
+
+    return Alert(
+        name=names.ALERT_TOKENIZER_MISMATCH,
+        expr=f"count by ({_V}, {m}) (count by ({_V}, {m}, {tok}) ({selector(info, exclude={tok: 'unknown'})})) > 1",
+        severity="warning", for_seconds=a.limits.leading_for,
+        summary="{{ $labels.version }}: replicas tokenize the same conversation differently",
+        description=(f"The replicas of {{{{ $labels.version }}}} ({{{{ $labels.model }}}}) answer the /tokenize probe "
+                     f"with {{{{ printf \"%.0f\" $value }}}} different token-id hashes for "
+                     f"{duration(a.limits.leading_for)}: they apply another chat template or tokenizer, so one "
+                     f"version name serves two builds and its signals mix them."),
+        runbook="replica-tokenizers",
+        examples=(Example(f"{names.ALERT_TOKENIZER_MISMATCH} fires when two replicas disagree",
+                          (replica("pod-0", "aaa"), replica("pod-1", "bbb"), replica("pod-2", "unknown")), at,
+                          interval, (Firing(key, 2.0),)),
+                  Example(f"{names.ALERT_TOKENIZER_MISMATCH} quiet when one cannot say (no /tokenize)",
+                          (replica("pod-0", "aaa"), replica("pod-1", "unknown")), at, interval)))
+
+
 def _rollback_window(a: Alerting) -> Alert:
     """The previous stable version lost its pods inside the Rollout's scaleDownDelaySeconds."""
     hold = 60.0 * a.time_scale  # a pod replaced inside the window (evicted, rescheduled) does not fire
@@ -114,7 +141,8 @@ def _rollback_window(a: Alerting) -> Alert:
         summary="{{ $labels.group }}: the previous version {{ $labels.version }} lost its pods inside the "
                 "rollback window",
         description=("The Rollout of {{ $labels.group }} promoted a new version and should keep the previous one, "
-                     "{{ $labels.version }}, scaled for its scaleDownDelaySeconds, but it has no serving pod: an "
+                     "{{ $labels.version }}, scaled for its scaleDownDelaySeconds, but it has {{ printf \"%.0f\" $value }} "
+                     "serving pods: an "
                      "abort now waits for new pods to schedule and load the model instead of shifting traffic "
                      "back at once."),
         runbook="rollback-window-lost",

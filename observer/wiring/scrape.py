@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from observer.analyse.cost import CostMeter
 from observer.analyse.scrapeloop import ScrapeLoop
 from observer.analyse.signals import SignalStore
+from observer.analyse.signals.identity import IdentityCollector
 from observer.collect import edges
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.routers import parse_router
@@ -58,11 +59,10 @@ class ScrapeComponent(BaseComponent):
         return (signals_api.router(self.loop.store, self.loop.health),)
 
     def jobs(self) -> Sequence[Job]:
-        jobs = [Job(name="scrape", interval_seconds=self.interval_seconds, func=self.loop.cycle)]
-        if any(v.openai for v in self.loop.fleet.versions()):
-            jobs.append(Job(name="served-models", interval_seconds=max(60.0, self.interval_seconds),
-                            func=self.loop.served_models))
-        return jobs
+        # Served models and each replica's tokenizer: also for versions discovered after start.
+        return [Job(name="scrape", interval_seconds=self.interval_seconds, func=self.loop.cycle),
+                Job(name="served-models", interval_seconds=max(60.0, self.interval_seconds),
+                    func=self.loop.served_models)]
 
 
 def build(ctx: Context) -> ScrapeComponent:
@@ -90,7 +90,7 @@ def build(ctx: Context) -> ScrapeComponent:
         health.rebind(store.bindings())
 
     ctx.fleet.subscribe(follow)
-    collectors: list[Collector] = [ScrapeCollector(store, health)]
+    collectors: list[Collector] = [ScrapeCollector(store, health), IdentityCollector(loop.identities)]
     if ctx.config.slo.enabled and (ths := edges.thresholds(ctx.config.slo)):
         window = cfg.window_seconds
         collectors.append(edges.ThresholdCollector(

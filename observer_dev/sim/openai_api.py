@@ -9,6 +9,7 @@ simulated second, while `/metrics` reports the simulated seconds.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import time
@@ -61,6 +62,20 @@ def split_pieces(text: str) -> list[str]:
     return _PIECE.findall(text) or [text]
 
 
+def tokenize_answer(body: Mapping[str, Any], *, template: str, max_model_len: int) -> dict[str, Any]:
+    """vLLM's /tokenize answer: the messages rendered with the chat template `template` (or the prompt as is),
+    one id per word piece, the same ids for the same text and template."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        text = f"<{template}>" + "".join(f"<|{m.get('role')}|>{m.get('content')}" for m in messages
+                                         if isinstance(m, Mapping))
+        text += "<|assistant|>" if body.get("add_generation_prompt", True) else ""
+    else:
+        text = str(body.get("prompt", ""))
+    tokens = [int(hashlib.sha256(p.encode()).hexdigest()[:5], 16) for p in split_pieces(text)]
+    return {"count": len(tokens), "max_model_len": max_model_len, "tokens": tokens, "token_strs": None}
+
+
 def create_replica_app(version: SimVersion, replica: Replica, *, metrics_paths: tuple[str, ...] = ("/metrics",)
                        ) -> FastAPI:
     """The app serving one replica of `version`."""
@@ -90,6 +105,19 @@ def create_replica_app(version: SimVersion, replica: Replica, *, metrics_paths: 
             "root": version.model if name == version.model else f"/adapters/{name}",
             "parent": None if name == version.model else version.model, "max_model_len": version.max_model_len}
             for name in (version.model, *sorted(version.adapters))]}
+
+    @app.post("/tokenize", response_model=None)
+    async def tokenize(request: Request) -> JSONResponse | dict[str, Any]:
+        profile = engine.profile
+        if not profile.tokenize:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, Mapping):
+            return _error(400, "the body must be a JSON object", "BadRequestError")
+        return tokenize_answer(body, template=profile.chat_template, max_model_len=version.max_model_len)
 
     async def serving(request: Request) -> tuple[SimVersion, Replica, str]:
         """Who answers: an adapter's version when the body asks for its model name, else this replica."""

@@ -75,6 +75,9 @@ class Profile(BaseModel):
         None, ge=0, le=100, description="Energy per processed token (prompt + generated), shared by the replica's "
                                         "GPUs, on top of idle power. None: power follows utilisation only.")
     time_scale: float = Field(1.0, ge=0, le=10, description="Real seconds slept per simulated second (API).")
+    chat_template: str = Field("default", max_length=64, description="The server-side chat template's name: "
+                               "/tokenize applies it, so a replica with another template returns other token ids.")
+    tokenize: bool = Field(True, description="Serves /tokenize (vLLM < 0.5 and other servers do not: 404).")
 
 
 PRESETS: Mapping[str, Mapping[str, Any]] = {

@@ -29,3 +29,38 @@ def test_version_info_carries_max_model_len_from_the_openai_endpoint() -> None:
             assert len(lines) == 2, lines
             assert all('max_model_len="8192"' in ln for ln in lines), lines
             assert {ln.split('version="')[1].split('"')[0] for ln in lines} == {"stable", "canary"}
+
+
+def test_each_replica_is_asked_its_tokenizer_and_a_replica_with_another_template_stands_out() -> None:
+    """The simulator's /tokenize applies the replica's chat template: a canary replica with another template
+    answers other ids (its version's fingerprint says `mixed`); an engine without /tokenize is `unknown`."""
+    from observer.config import parse_config
+    from observer_dev.promserver import free_port
+    from tests.support.sim import config_yaml, fleet_dict
+
+    data, _ = fleet_dict(interval_seconds=1.0)
+    canary = data["fleet"]["versions"][1]
+    canary["vllm"].append(f"http://127.0.0.1:{free_port()}/metrics")
+    canary.pop("pods", None)  # replicas named by host:port
+    cfg = parse_config(config_yaml(data), source="test config", environ={})
+    with running_fleet(cfg) as (fleet, cfg):
+        fleet.set_profile("stable", tokenize=False)
+        fleet.set_profile("canary", replica=1, chat_template="v2")
+        with run_observer(cfg, areas=["scrape", "canary"]) as obs:
+            obs.wait_ready()
+            deadline = time.monotonic() + 30
+            info: list[str] = []
+            replicas: list[str] = []
+            while time.monotonic() < deadline:
+                text = obs.get("/metrics").text.splitlines()
+                info = [ln for ln in text if ln.startswith("observer_version_info{")]
+                replicas = [ln for ln in text if ln.startswith("observer_replica_tokenizer_info{")]
+                if len(replicas) == 3 and len(info) == 2:
+                    break
+                time.sleep(0.2)
+    assert len(replicas) == 3, replicas
+    hashes = {ln.split('tokenizer="')[1].split('"')[0] for ln in replicas if 'version="canary"' in ln}
+    assert len(hashes) == 2 and "unknown" not in hashes, replicas  # the two canary replicas disagree
+    assert [ln for ln in replicas if 'version="stable"' in ln and 'tokenizer="unknown"' in ln], replicas
+    by_version = {ln.split('version="')[1].split('"')[0]: ln.split('tokenizer="')[1].split('"')[0] for ln in info}
+    assert by_version == {"stable": "unknown", "canary": "mixed"}, info

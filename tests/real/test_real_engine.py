@@ -260,6 +260,22 @@ def test_a_canary_with_a_broken_chat_template_fails_on_quality(engines: Engines,
     assert set(row.failed_metric.split(",")) & QUALITY_METRICS, row.failed_metric
 
 
+def test_the_broken_template_shows_in_the_tokenizer_probe_without_reading_a_file(engines: Engines) -> None:
+    """vLLM's /tokenize applies the server's chat template: the canary restarted with the broken template
+    answers the probe conversation with other token ids than stable, each the same on every ask."""
+    from observer.analyse.signals.identity import UNKNOWN, probe_body, tokenize_url, tokenizer_hash
+
+    def probe(url: str) -> str:
+        model = httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
+        r = httpx.post(tokenize_url(f"{url}/metrics"), json=probe_body(model), timeout=60)
+        assert r.status_code == 200, r.text[:300]
+        return tokenizer_hash(r.json())
+
+    stable, canary = probe(engines.stable.url), probe(engines.canary.url)
+    assert UNKNOWN not in (stable, canary)
+    assert stable == probe(engines.stable.url) and canary != stable
+
+
 def test_make_demo_real_runs_on_the_tier_servers(engines: Engines) -> None:
     """`make demo REAL=1` in short: the real demo's observer, sampling proxies, load and real Prometheus on the
     tier's running servers (memory holds one set of servers), until Prometheus has a TTFT p95 and an

@@ -6,7 +6,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from observer import conventions as names
-from observer.analyse.canary.inventory import VersionInfoCollector, inventory
+from observer.analyse.canary.inventory import VersionInfo, VersionInfoCollector, inventory
 from observer.config import parse_config
 from observer.fleetview import LiveFleet
 
@@ -67,3 +67,27 @@ def test_parity_names_each_fact_the_fleet_source_leaves_out() -> None:
                   paired={"judge": PairCounts(1, 0, 0, 0, 0)})
     assert fields_missing(own, ArmData(requests={"stop": 1.0})) == ["replicas", "environment", "paired"]
     assert fields_missing(own, own) == []
+
+
+def test_the_tokenizer_probe_hashes_token_ids_and_names_what_it_cannot_say() -> None:
+    from observer.analyse.signals.identity import UNKNOWN, combined, probe_body, tokenize_url, tokenizer_hash
+
+    assert tokenize_url("http://10.0.0.7:8000/metrics") == "http://10.0.0.7:8000/tokenize"
+    body = probe_body("llm")
+    assert body["model"] == "llm" and body["add_generation_prompt"] is True and len(body["messages"]) == 2
+    h = tokenizer_hash({"count": 3, "tokens": [2, 105, 2364]})
+    assert len(h) == 12 and h == tokenizer_hash({"tokens": [2, 105, 2364]}) != tokenizer_hash({"tokens": [2, 105]})
+    for bad in ({"detail": "Not Found"}, {"tokens": []}, {"tokens": ["a"]}, [1, 2], None):
+        assert tokenizer_hash(bad) == UNKNOWN
+    assert combined([h, h, UNKNOWN]) == h and combined([UNKNOWN]) == UNKNOWN and combined([]) == UNKNOWN
+    assert combined([h, "000000000000"]) == "mixed"
+
+
+def test_the_fingerprint_covers_the_server_side_facts_only_where_the_engine_reports_them() -> None:
+    base = VersionInfo(version="v", model="m", max_model_len="2048", prompt_template_hash="",
+                       sampling_defaults_hash="")
+    assert base.fingerprint == VersionInfo(**{**base.__dict__, "tokenizer": "unknown"}).fingerprint
+    changed = {VersionInfo(**{**base.__dict__, k: x}).fingerprint
+               for k, x in (("tokenizer", "aaa"), ("tokenizer", "bbb"), ("root", "/models/m"),
+                            ("engine_args", "block_size=16"))}
+    assert len(changed) == 4 and base.fingerprint not in changed

@@ -38,13 +38,18 @@ class VersionInfo:
     max_model_len: str
     prompt_template_hash: str
     sampling_defaults_hash: str
+    tokenizer: str = ""  # the replicas' /tokenize probe hash (observer.analyse.signals.identity), mixed, unknown
+    root: str = ""  # the weights the engine says it loaded (/v1/models `root`: a path or a hub id)
+    engine_args: str = ""  # vLLM's cache settings (cache_config_info), as the fairness check compares them
 
     @property
     def fingerprint(self) -> str:
-        """12 hex digits of SHA-256 over the four facts."""
-        text = "\x1f".join((self.model, self.max_model_len, self.prompt_template_hash,
-                            self.sampling_defaults_hash))
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        """12 hex digits of SHA-256 over the facts (the server-side ones only where the engine reports them,
+        so a fingerprint is stable across observer upgrades for engines that report none)."""
+        facts = [self.model, self.max_model_len, self.prompt_template_hash, self.sampling_defaults_hash]
+        facts += [f"{k}={v}" for k, v in (("tokenizer", self.tokenizer), ("root", self.root),
+                                           ("engine_args", self.engine_args)) if v and v != "unknown"]
+        return hashlib.sha256("\x1f".join(facts).encode()).hexdigest()[:12]
 
 
 def inventory(fleet: FleetView, signals: ServedModels | None) -> list[VersionInfo]:
@@ -58,7 +63,9 @@ def inventory(fleet: FleetView, signals: ServedModels | None) -> list[VersionInf
             out.append(VersionInfo(version=v.name, model=model[:MAX_LABEL],
                                    max_model_len=str(info.get("max_model_len", ""))[:32],
                                    prompt_template_hash=(v.prompt_template_hash or "")[:MAX_LABEL],
-                                   sampling_defaults_hash=(v.sampling_defaults_hash or "")[:MAX_LABEL]))
+                                   sampling_defaults_hash=(v.sampling_defaults_hash or "")[:MAX_LABEL],
+                                   tokenizer=str(info.get("tokenizer", "unknown"))[:16], root=str(info.get("root", "")),
+                                   engine_args=str(info.get(names.ENGINE_ARGS, ""))))
     return out
 
 
@@ -77,10 +84,10 @@ class VersionInfoCollector(Collector):
                               "changes when the model, max length, prompt template or sampling defaults do.",
                               labels=[names.VERSION, names.MODEL, names.MAX_MODEL_LEN,
                                       names.PROMPT_TEMPLATE_HASH, names.SAMPLING_DEFAULTS_HASH,
-                                      names.FINGERPRINT])
+                                      names.TOKENIZER, names.FINGERPRINT])
         for i in inventory(self.fleet, self.signals):
             g.add_metric([i.version, i.model, i.max_model_len, i.prompt_template_hash,
-                          i.sampling_defaults_hash, i.fingerprint], 1.0)
+                          i.sampling_defaults_hash, i.tokenizer, i.fingerprint], 1.0)
         yield g
 
 
