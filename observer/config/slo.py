@@ -80,10 +80,11 @@ class _Objective(Spec):
 class LatencySLOSpec(_Objective):
     """A latency SLO read from a histogram: `objective` of requests finish under `threshold_seconds`."""
 
-    source: Literal["engine", "client"] = Field(
+    source: Literal["engine", "client", "probe"] = Field(
         "engine", description="engine: vLLM's histograms (every request); client: the sampling proxy's "
                               "client-side histograms (what users wait, network and queueing in front of vLLM "
-                              "included; ttft and e2e only, vLLM's default edges).")
+                              "included; ttft and e2e only, vLLM's default edges); probe: the synthetic probe's "
+                              "TTFT through the configured route (`probe`; ttft only).")
 
     name: str = Field("ttft-latency", description="SLO name (label value `slo`), unique among SLOs.")
     histogram: HistogramKind = Field("ttft", description="Which vLLM histogram: ttft | inter_token | e2e | "
@@ -101,6 +102,9 @@ class LatencySLOSpec(_Objective):
         if self.source == "client" and (self.histogram not in ("ttft", "e2e") or self.bucket_edges):
             raise ValueError("a client-side latency SLO reads the proxy's ttft or e2e histogram, whose edges "
                              "are vLLM's defaults: use histogram ttft or e2e and no bucket_edges")
+        if self.source == "probe" and (self.histogram != "ttft" or self.bucket_edges):
+            raise ValueError("a probe latency SLO reads the probe's ttft histogram, whose edges are vLLM's "
+                             "defaults: use histogram ttft and no bucket_edges")
         edges = self.edges()
         if not vllm.has_edge(edges, self.threshold_seconds):
             near = " or ".join(f"{e:g}" for e in nearest_edges(self.threshold_seconds, edges))
@@ -142,6 +146,9 @@ class ClientAvailabilitySLOSpec(_Objective):
     which has no `error` finish reason)."""
 
     name: str = Field("client-availability", description="SLO name (label value `slo`), unique among SLOs.")
+    source: Literal["proxy", "probe"] = Field(
+        "proxy", description="proxy: the sampling proxy's answers to users; probe: the synthetic probe's answers "
+                             "through the configured route (`probe`), which also measure a path no user is on.")
     objective: float = Field(0.999, gt=0, lt=1, description="Target fraction of answered requests that are not "
                                                             "5xx.")
     error_codes: list[str] = Field(default_factory=lambda: ["5.."],
@@ -240,6 +247,9 @@ class LeadingSpec(Spec):
                                                                 "throttled (power or thermal) that warns.")
     restarts_per_15m: int = Field(3, ge=1, description="vLLM restarts of one version within 15 minutes that "
                                                        "make a restart storm.")
+    path_ttft_seconds: float = Field(5.0, gt=0, description="p95 time to first token along the users' path — at "
+                                                            "the router (llm-d EPP, Dynamo), of the synthetic probe "
+                                                            "and of golden replays — that warns.")
 
 
 class StalenessSpec(Spec):

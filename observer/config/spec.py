@@ -11,6 +11,7 @@ from observer.config.dashboards import DashboardsSpec
 from observer.config.discovery import DiscoverySpec
 from observer.config.drift import DriftSpec
 from observer.config.fleet import FleetSpec, ScrapeSpec, ServerSpec, TelemetrySpec
+from observer.config.probe import ProbeSpec
 from observer.config.quality import QualitySpec
 from observer.config.sampling import SamplingSpec
 from observer.config.slo import SLOSpec
@@ -22,6 +23,8 @@ class ObserverConfig(Spec):
     fleet: FleetSpec = Field(default_factory=FleetSpec, description="Versions and their endpoints.")
     discovery: DiscoverySpec = Field(default_factory=DiscoverySpec, description="Target discovery (Kubernetes).")
     scrape: ScrapeSpec = Field(default_factory=ScrapeSpec, description="Scraping and signal window.")
+    probe: ProbeSpec = Field(default_factory=ProbeSpec, description="A synthetic request per version through the "
+                                                                    "route users call.")
     server: ServerSpec = Field(default_factory=ServerSpec, description="The observer's HTTP server.")
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec, description="Own traces.")
     sampling: SamplingSpec = Field(default_factory=SamplingSpec, description="Live output sampling.")

@@ -103,6 +103,8 @@ PROXY_ADDED_LATENCY = "observer_proxy_added_latency_seconds"  # histogram {versi
 PROXY_TTFT = "observer_proxy_ttft_seconds"  # histogram {version} client-side
 PROXY_E2E = "observer_proxy_e2e_latency_seconds"  # histogram {version} client-side
 PROXY_REQUESTS = "observer_proxy_requests"  # counter {version, code}
+PROBE_REQUESTS = "observer_probe_requests"  # counter {version, code}: the synthetic probe through the user route
+PROBE_TTFT = "observer_probe_ttft_seconds"  # histogram {version}: the probe's time to first token
 PROXY_SHADOW_REQUESTS = "observer_proxy_shadow_requests"  # counter {version, code}: shadow replays, kept apart
 SAMPLE_QUEUE_DEPTH = "observer_sample_queue_depth"
 # Engine spans: vLLM's OTLP `llm_request` spans joined by trace id to the requests the proxy forwarded.
@@ -259,6 +261,7 @@ ALERT_AUTOSCALER_CEILING = "ObserverAutoscalerAtCeiling"
 ALERT_AUTOSCALER_FLAPPING = "ObserverAutoscalerFlapping"
 ALERT_PODS_NOT_ARRIVING = "ObserverPodsNotArriving"
 ALERT_ROLLBACK_WINDOW_LOST = "ObserverRollbackWindowLost"
+ALERT_PATH_TTFT = "ObserverPathTTFTHigh"
 ALERT_TOKENIZER_MISMATCH = "ObserverReplicasTokenizeDifferently"
 ALERT_DISCOVERY_FAILING = "ObserverDiscoveryFailing"
 ALERT_COST_OVER_BUDGET = "ObserverCostPerTokenOverBudget"

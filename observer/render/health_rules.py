@@ -11,6 +11,7 @@ from observer.render.burnrate import duration
 from observer.render.engine_rules import corrupted, engine_hung, replica_outlier, restart_storm, shedding
 from observer.render.gpu_rules import gpu_health
 from observer.render.objectives import Alerting
+from observer.render.path_rules import path_ttft
 from observer.render.rule_timing import covering, threshold, timing
 from observer.render.rulemodel import Alert, Example, Firing, Group, Labels, Series
 
@@ -77,7 +78,8 @@ def leading_group(a: Alerting) -> Group:
             ) if pre_rate > lim.preemptions_per_second else (),
         ),
     )
-    rules += (shedding(a), *gpu_health(a), restart_storm(a), engine_hung(a), corrupted(a), replica_outlier(a))
+    rules += (shedding(a), *gpu_health(a), restart_storm(a), engine_hung(a), corrupted(a), replica_outlier(a),
+              path_ttft(a))
     if a.quality_enabled:
         rules += (_probe_failing(a),)
     if a.drift_enabled:

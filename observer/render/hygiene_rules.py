@@ -141,10 +141,9 @@ def _rollback_window(a: Alerting) -> Alert:
         summary="{{ $labels.group }}: the previous version {{ $labels.version }} lost its pods inside the "
                 "rollback window",
         description=("The Rollout of {{ $labels.group }} promoted a new version and should keep the previous one, "
-                     "{{ $labels.version }}, scaled for its scaleDownDelaySeconds, but it has {{ printf \"%.0f\" $value }} "
-                     "serving pods: an "
-                     "abort now waits for new pods to schedule and load the model instead of shifting traffic "
-                     "back at once."),
+                     "{{ $labels.version }}, scaled for its scaleDownDelaySeconds, but it has "
+                     "{{ printf \"%.0f\" $value }} serving pods: an abort now waits for new pods to schedule "
+                     "and load the model instead of shifting traffic back at once."),
         runbook="rollback-window-lost",
         examples=(Example(f"{names.ALERT_ROLLBACK_WINDOW_LOST} fires when the previous pods are gone",
                           series(f"2 0x{steps - 1}"), at, interval, (Firing(key, 0.0),)),

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 CLIENT_HISTOGRAMS: dict[str, str] = {"ttft": names.PROXY_TTFT, "e2e": names.PROXY_E2E}
 """The sampling proxy's client-side histograms (`slo.latency[].source: client`)."""
+CLIENT_COUNTERS: dict[str, str] = {"proxy": names.PROXY_REQUESTS, "probe": names.PROBE_REQUESTS}
+"""Requests by status code per `slo.client_availability[].source`."""
 
 
 class SliKind(StrEnum):
@@ -51,6 +53,7 @@ class Objective:
     tpot_threshold_seconds: float = 0.0
     check: str = ""  # live: the live-check name
     error_codes: tuple[str, ...] = ()  # client: HTTP status code regex parts counted as bad
+    counter: str = names.PROXY_REQUESTS  # client: the requests-by-code counter (proxy or probe)
     page_severity: str = "page"  # severity of the fast-burn tier ("page" or "ticket")
     owner: tuple[tuple[str, str], ...] = ()  # the SLO's own routing labels (team, owner)
 
@@ -72,6 +75,7 @@ class Limits:
     corrupted_ratio: float
     throttled_share: float
     restarts_per_15m: int
+    path_ttft_seconds: float
     leading_for: float
     target_down: float
     signals_stale: float
@@ -146,7 +150,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
             name=lat.name, kind=SliKind.LATENCY, objective=lat.objective,
             versions=versions("latency", i, lat.versions),
             histogram=(CLIENT_HISTOGRAMS[lat.histogram] if lat.source == "client"
-                       else latency_family(lat.histogram).exported),
+                       else names.PROBE_TTFT if lat.source == "probe" else latency_family(lat.histogram).exported),
             le=vllm.format_le(lat.threshold_seconds), threshold_seconds=lat.threshold_seconds))
     for i, av in enumerate(slo.availability):
         objectives.append(Objective(
@@ -162,7 +166,8 @@ def build_alerting(config: ObserverConfig) -> Alerting:
     for i, ca in enumerate(slo.client_availability):
         objectives.append(Objective(
             name=ca.name, kind=SliKind.CLIENT, objective=ca.objective,
-            versions=versions("client_availability", i, ca.versions), error_codes=tuple(ca.error_codes)))
+            versions=versions("client_availability", i, ca.versions), error_codes=tuple(ca.error_codes),
+            counter=CLIENT_COUNTERS[ca.source]))
     if config.quality.enabled:
         for i, q in enumerate(slo.quality):
             objectives.append(Objective(
@@ -188,7 +193,7 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         queue_depth_per_replica=lead.queue_depth_per_replica, kv_cache_usage=lead.kv_cache_usage,
         gpu_framebuffer_used=lead.gpu_framebuffer_used, preemptions_per_second=lead.preemptions_per_second,
         shed_ratio=lead.shed_ratio, corrupted_ratio=lead.corrupted_ratio, throttled_share=lead.throttled_share,
-        restarts_per_15m=lead.restarts_per_15m,
+        restarts_per_15m=lead.restarts_per_15m, path_ttft_seconds=lead.path_ttft_seconds,
         leading_for=lead.for_seconds * scale, target_down=stale.target_down_seconds * scale,
         signals_stale=stale.signals_seconds * scale, job_failing=stale.job_failing_seconds * scale,
         golden_stale=stale.golden_hours * 3600 * scale, drift_stale=stale.drift_hours * 3600 * scale,

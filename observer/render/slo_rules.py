@@ -54,7 +54,7 @@ def error_ratio(o: Objective, window: str) -> str:
     if o.kind is SliKind.GOODPUT:
         return goodput_bad_ratio(o, window)
     if o.kind is SliKind.CLIENT:
-        proxied = names.PROXY_REQUESTS + "_total"
+        proxied = o.counter + "_total"
         total = f"{by} (rate({selector(proxied, regex=versions, exclude={names.CODE: '499'})}[{window}]))"
         bad = f"{by} (rate({selector(proxied, regex={**versions, names.CODE: '|'.join(o.error_codes)})}[{window}]))"
         return _bad_share(bad, total)
@@ -113,8 +113,9 @@ def _what(o: Objective) -> tuple[str, str]:
                 f"{o.tpot_threshold_seconds:g}s and no {'/'.join(o.error_reasons)}",
                 "of requests missed a goodput target (union bound over TTFT, TPOT and failures)")
     if o.kind is SliKind.CLIENT:
-        return (f"{pct} of proxied requests answered without HTTP {'/'.join(o.error_codes)} (client side)",
-                f"of proxied requests answered HTTP {'/'.join(o.error_codes)}")
+        what = "probe requests" if o.counter == names.PROBE_REQUESTS else "proxied requests"
+        return (f"{pct} of {what} answered without HTTP {'/'.join(o.error_codes)} (client side)",
+                f"of {what} answered HTTP {'/'.join(o.error_codes)}")
     if o.kind is SliKind.LIVE:
         return (f"{pct} of sampled live outputs pass the {o.check} check",
                 f"of sampled live outputs failed the {o.check} check")
@@ -165,7 +166,7 @@ def _scenario_series(o: Objective, version: str, bad: int, steps: int) -> tuple[
                 Series(selector(names.REQUESTS + "_total", {**base, names.FINISHED_REASON: "stop"}),
                        f"0+{EVENTS}x{steps}"))
     if o.kind is SliKind.CLIENT:
-        proxied = names.PROXY_REQUESTS + "_total"
+        proxied = o.counter + "_total"
         return (Series(selector(proxied, {names.VERSION: version, names.CODE: "200"}), f"0+{good}x{steps}"),
                 Series(selector(proxied, {names.VERSION: version, names.CODE: "504"}), f"0+{bad}x{steps}"),
                 Series(selector(proxied, {names.VERSION: version, names.CODE: "499"}), f"0+{EVENTS}x{steps}"))
@@ -233,8 +234,9 @@ def _absent_target(a: Alerting, o: Objective, version: str) -> tuple[str, dict[s
         metric = names.REQUESTS + "_total"
         return metric, {names.VERSION: version}, metric, a.limits.absent_for
     if o.kind is SliKind.CLIENT:
-        metric = names.PROXY_REQUESTS + "_total"
-        return metric, {names.VERSION: version}, f"{metric} (the sampling proxy)", a.limits.absent_for
+        metric = o.counter + "_total"
+        source = "the synthetic probe" if o.counter == names.PROBE_REQUESTS else "the sampling proxy"
+        return metric, {names.VERSION: version}, f"{metric} ({source})", a.limits.absent_for
     if o.kind is SliKind.LIVE:  # live counters appear at the first scoring pass after a restart
         metric = names.LIVE_CHECKS + "_total"
         return (metric, {names.VERSION: version, names.CHECK: o.check}, f'{metric}{{check="{o.check}"}}',
@@ -258,7 +260,7 @@ def _present_series(o: Objective, version: str, steps: int) -> tuple[Series, ...
         return (Series(selector(names.REQUESTS + "_total", {**base, names.FINISHED_REASON: "stop"}),
                        f"0+10x{steps}"),)
     if o.kind is SliKind.CLIENT:
-        return (Series(selector(names.PROXY_REQUESTS + "_total", {names.VERSION: version, names.CODE: "200"}),
+        return (Series(selector(o.counter + "_total", {names.VERSION: version, names.CODE: "200"}),
                        f"0+10x{steps}"),)
     if o.kind is SliKind.LIVE:
         return (Series(selector(names.LIVE_CHECKS + "_total", {names.VERSION: version, names.CHECK: o.check}),

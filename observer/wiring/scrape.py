@@ -17,6 +17,7 @@ from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
 from observer.analyse.cost import CostMeter
+from observer.analyse.probe import Probe, ProbeCollector
 from observer.analyse.scrapeloop import ScrapeLoop
 from observer.analyse.signals import SignalStore
 from observer.analyse.signals.identity import IdentityCollector
@@ -40,6 +41,7 @@ class ScrapeComponent(BaseComponent):
     loop: ScrapeLoop
     interval_seconds: float
     collector_list: Sequence[Collector]
+    probe: Probe | None = None
     name: str = "scrape"
 
     @property
@@ -60,9 +62,12 @@ class ScrapeComponent(BaseComponent):
 
     def jobs(self) -> Sequence[Job]:
         # Served models and each replica's tokenizer: also for versions discovered after start.
-        return [Job(name="scrape", interval_seconds=self.interval_seconds, func=self.loop.cycle),
+        jobs = [Job(name="scrape", interval_seconds=self.interval_seconds, func=self.loop.cycle),
                 Job(name="served-models", interval_seconds=max(60.0, self.interval_seconds),
                     func=self.loop.served_models)]
+        if self.probe is not None:
+            jobs.append(Job(name="probe", interval_seconds=self.probe.spec.interval_seconds, func=self.probe.run))
+        return jobs
 
 
 def build(ctx: Context) -> ScrapeComponent:
@@ -96,4 +101,8 @@ def build(ctx: Context) -> ScrapeComponent:
         collectors.append(edges.ThresholdCollector(
             ths, lambda v, fam: store.histogram_delta(v, fam, since=ctx.clock() - window),
             lambda: [v.name for v in ctx.fleet.versions() if not v.retired]))
-    return ScrapeComponent(loop=loop, interval_seconds=cfg.interval_seconds, collector_list=collectors)
+    probe = None
+    if ctx.config.probe.enabled:
+        probe = Probe(ctx.config.probe, ctx.fleet, ctx.http, lambda v: list(store.served_models(v)))
+        collectors.append(ProbeCollector(probe))
+    return ScrapeComponent(loop=loop, interval_seconds=cfg.interval_seconds, collector_list=collectors, probe=probe)

@@ -123,3 +123,7 @@ def test_docs_examples_are_valid() -> None:
     from tests.integration.test_scrape_prometheus import P95
 
     assert promql.group(1).strip() == P95.format(w="5m")
+    probe = re.findall(r"```yaml\n(.*?)```", doc, re.S)[-1]
+    cfg = parse_config(probe, source="docs/scraping.md", environ={})
+    assert cfg.probe.enabled and cfg.probe.headers == {"x-canary": "{role}"}
+    assert [c.source for c in cfg.slo.client_availability] == ["probe"]

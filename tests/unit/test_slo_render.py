@@ -201,3 +201,48 @@ def test_two_renderers_writing_one_path_is_an_error(config: ObserverConfig, monk
     monkeypatch.setitem(cli_render.MODULES, cli_render.Target.ARGO, "observer.render.alerts")
     with pytest.raises(ObserverError, match="also written by another renderer"):
         cli_render.render_files(config, [cli_render.Target.ALERTS, cli_render.Target.ARGO])
+
+
+FLEET_SLO = """
+fleet:
+  versions:
+    - {name: stable, role: stable, vllm: [http://127.0.0.1:1/metrics]}
+    - {name: canary, role: canary, vllm: [http://127.0.0.1:2/metrics]}
+slo:
+  quality: [{name: golden-quality, objective: 0.9}]
+"""
+
+
+def test_probe_slos_read_the_probes_series_and_keep_the_proxy_default() -> None:
+    text = FLEET_SLO.replace("slo:\n", "slo:\n  client_availability: [{name: via-probe, source: probe}, "
+                                    "{name: via-proxy}]\n  latency: [{name: probe-ttft, source: probe, "
+                                    "threshold_seconds: 2.5}]\n")
+    rules = alerts.render(parse_config(text, environ={}))[alerts.RULES_FILE]
+    records = {r["labels"]["slo"]: r["expr"] for g in yaml.safe_load(rules)["groups"] for r in g["rules"]
+               if "record" in r and r["record"].endswith("ratio_rate5m") and "slo" in r.get("labels", {})}
+    assert names.PROBE_REQUESTS + "_total" in records["via-probe"] and names.PROXY_REQUESTS not in records["via-probe"]
+    assert names.PROXY_REQUESTS + "_total" in records["via-proxy"]
+    assert names.PROBE_TTFT + "_bucket" in records["probe-ttft"]
+    with pytest.raises(ObserverError, match="probe's ttft histogram"):
+        parse_config(FLEET_SLO.replace("slo:\n", "slo:\n  latency: [{name: x, source: probe, histogram: e2e, "
+                                              "threshold_seconds: 2.5}]\n"), environ={})
+
+
+def test_probe_targets_are_templated_and_unknown_fields_refused() -> None:
+    from pydantic import ValidationError
+
+    from observer.analyse.probe import target
+    from observer.config.fleet import VersionSpec
+    from observer.config.probe import ProbeSpec
+
+    v = VersionSpec(name="llm-b2", role="canary", openai="http://10.0.0.1:8000/v1", group="llm")
+    spec = ProbeSpec(enabled=True, url="https://gw.example/{group}/v1/", headers={"x-canary": "{role}",
+                                                                                   "x-model": "{model}"})
+    assert target(spec, v, "support") == ("https://gw.example/llm/v1/chat/completions",
+                                          {"x-canary": "canary", "x-model": "support"})
+    assert target(ProbeSpec(), v, "m")[0] == "http://10.0.0.1:8000/v1/chat/completions"  # the version's own URL
+    assert target(ProbeSpec(), VersionSpec(name="x"), "m")[0] is None
+    with pytest.raises(ValidationError, match=r"names pod"):
+        ProbeSpec(url="https://gw/{pod}/v1")
+    with pytest.raises(ValidationError, match="must not exceed"):
+        ProbeSpec(interval_seconds=5, timeout_seconds=10)

@@ -221,6 +221,47 @@ def _outside_engine() -> Section:
     ])
 
 
+def _path() -> Section:
+    p95 = [Query(quantile_expr(h, 0.95), f"{{{{{V}}}}} {where}") for h, where in (
+        (names.HIST_TTFT, "engine"), (names.HIST_ROUTER_TTFT, "router"), (names.PROXY_TTFT, "proxy"),
+        (names.PROBE_TTFT, "probe"))]
+    golden = sel(names.GOLDEN_TTFT, model=False, quantile="0.95")
+    p95.append(Query(f"max by ({V}) ({golden})", f"{{{{{V}}}}} golden"))
+    code = names.CODE
+    answers = [Query(f"sum by ({V}) ({rate(c + '_total', regex={code: '[^2]..'})}) / sum by ({V}) "
+                     f"({rate(c + '_total')})", f"{{{{{V}}}}} {where}")
+               for c, where in ((names.PROBE_REQUESTS, "probe"), (names.PROXY_REQUESTS, "proxy"))]
+    return Section("The users' path", [
+        PanelSpec(
+            title="Time to first token along the path (p95)", unit="s", width=12, height=8,
+            runbooks=(names.ALERT_PATH_TTFT,),
+            description=("p95 TTFT per version where it is measured: the engine (vLLM, from when it has the "
+                         "request), the router (llm-d EPP / Dynamo, its queue included), the sampling proxy (what "
+                         "users wait), the synthetic probe (through the configured route, also when no user "
+                         "sends) and the last golden replay. A gap between the engine and the others is time "
+                         "in front of it."),
+            queries=p95,
+        ),
+        PanelSpec(
+            title="Answers not 2xx: probe and proxy", unit="percentunit", width=6, height=8, min=0,
+            runbooks=(f"{names.ALERT_BURN_PAGE}:client",),
+            description=("Share of the synthetic probe's and of proxied requests answered other than 2xx (502: no "
+                         "connection or a broken stream; 504: timeout; 499: the client left)."),
+            queries=answers,
+        ),
+        PanelSpec(
+            title="Turned away before the engine", unit="reqps", width=6, height=8,
+            runbooks=(names.ALERT_LOAD_SHEDDING,),
+            description=("Requests refused before the engine ran them, per version: 429/503 answers the sampling "
+                         "proxy saw, and vLLM's admission rejections (its queue limits; in no finished count)."),
+            queries=[Query(f"sum by ({V}) ({rate(names.PROXY_REQUESTS + '_total', regex={code: '429|503'})})",
+                           f"{{{{{V}}}}} shed (proxy)"),
+                     Query(f"sum by ({V}) ({rate(names.ADMISSION_REJECTIONS + '_total')})",
+                           f"{{{{{V}}}}} admission rejected (vLLM)")],
+        ),
+    ])
+
+
 def dashboard(obj: Objectives) -> DashboardSpec:
     """The fleet overview."""
     latency = Section("Latency (per version)", [
@@ -232,6 +273,6 @@ def dashboard(obj: Objectives) -> DashboardSpec:
     return DashboardSpec(
         slug="fleet", title="Fleet overview",
         description="Latency, traffic, finish reasons, capacity and SLO status of every model version.",
-        sections=[_slo(obj), latency, *([_outside_engine()] if obj.engine_spans else []), _traffic(obj),
+        sections=[_slo(obj), latency, _path(), *([_outside_engine()] if obj.engine_spans else []), _traffic(obj),
                   _capacity(obj), _shape()],
     )
