@@ -247,6 +247,13 @@ class LeadingSpec(Spec):
                                                                 "throttled (power or thermal) that warns.")
     restarts_per_15m: int = Field(3, ge=1, description="vLLM restarts of one version within 15 minutes that "
                                                        "make a restart storm.")
+    near_limit_share: float = Field(0.05, gt=0, lt=1, description="Share of a version's prompts near its "
+                                                                  "max_model_len that warns (refusals come next).")
+    uncapped_share: float = Field(0.2, gt=0, lt=1, description="Share of proxied generation requests without "
+                                                               "max_tokens that warns (a runaway answer may run "
+                                                               "to max_model_len).")
+    ttft_tail_ratio: float = Field(10.0, gt=1, description="p99 ÷ p50 TTFT of a version that warns: a few "
+                                                           "requests wait far longer than the typical one.")
     path_ttft_seconds: float = Field(5.0, gt=0, description="p95 time to first token along the users' path — at "
                                                             "the router (llm-d EPP, Dynamo), of the synthetic probe "
                                                             "and of golden replays — that warns.")

@@ -12,6 +12,7 @@ from observer.render.engine_rules import corrupted, engine_hung, replica_outlier
 from observer.render.gpu_rules import gpu_health
 from observer.render.objectives import Alerting
 from observer.render.path_rules import path_ttft
+from observer.render.pressure_rules import pressure
 from observer.render.rule_timing import covering, threshold, timing
 from observer.render.rulemodel import Alert, Example, Firing, Group, Labels, Series
 
@@ -79,7 +80,7 @@ def leading_group(a: Alerting) -> Group:
         ),
     )
     rules += (shedding(a), *gpu_health(a), restart_storm(a), engine_hung(a), corrupted(a), replica_outlier(a),
-              path_ttft(a))
+              path_ttft(a), *pressure(a))
     if a.quality_enabled:
         rules += (_probe_failing(a),)
     if a.drift_enabled:

@@ -76,6 +76,9 @@ class Limits:
     throttled_share: float
     restarts_per_15m: int
     path_ttft_seconds: float
+    near_limit_share: float
+    uncapped_share: float
+    ttft_tail_ratio: float
     leading_for: float
     target_down: float
     signals_stale: float
@@ -194,6 +197,8 @@ def build_alerting(config: ObserverConfig) -> Alerting:
         gpu_framebuffer_used=lead.gpu_framebuffer_used, preemptions_per_second=lead.preemptions_per_second,
         shed_ratio=lead.shed_ratio, corrupted_ratio=lead.corrupted_ratio, throttled_share=lead.throttled_share,
         restarts_per_15m=lead.restarts_per_15m, path_ttft_seconds=lead.path_ttft_seconds,
+        near_limit_share=lead.near_limit_share, uncapped_share=lead.uncapped_share,
+        ttft_tail_ratio=lead.ttft_tail_ratio,
         leading_for=lead.for_seconds * scale, target_down=stale.target_down_seconds * scale,
         signals_stale=stale.signals_seconds * scale, job_failing=stale.job_failing_seconds * scale,
         golden_stale=stale.golden_hours * 3600 * scale, drift_stale=stale.drift_hours * 3600 * scale,

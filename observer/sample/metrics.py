@@ -50,6 +50,7 @@ class SamplingMetrics:
     redactions: Counter[str] = field(default_factory=Counter)
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, code)
     shadow: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, code): X-Observer-Shadow
+    uncapped: Counter[str] = field(default_factory=Counter)  # version: generation requests without max_tokens
     client_dropped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (client, reason)
     added: dict[str, Hist] = field(default_factory=dict)
     ttft: dict[str, Hist] = field(default_factory=dict)
@@ -128,6 +129,10 @@ class SamplingCollector(Collector):
                 requests.setdefault((version, code), 0.0)
         yield _counter(names.PROXY_REQUESTS, "Requests forwarded by the sampling proxy, by status code.",
                        [names.VERSION, names.CODE], requests.items())
+        uncapped = {(version,): float(self.m.uncapped.get(version, 0)) for version in {k[0] for k in m.requests}}
+        yield _counter(names.PROXY_UNCAPPED, "Generation requests forwarded without max_tokens (or "
+                       "max_completion_tokens): vLLM lets each run to max_model_len.", [names.VERSION],
+                       uncapped.items())
         yield _counter(names.PROXY_SHADOW_REQUESTS, "Shadow-replay requests (X-Observer-Shadow) forwarded by the "
                        "proxy: never sampled, never in the request counts or latency histograms above.",
                        [names.VERSION, names.CODE], m.shadow.items())

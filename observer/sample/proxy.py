@@ -259,6 +259,10 @@ class _Forward:
         pipeline = app.pipeline
         self.capture = self.kind is not None and pipeline is not None and not self.shadow \
             and pipeline.want(self.version)
+        # A byte search, not a parse: cheap on every request (a prompt quoting the key reads as capped).
+        if self.kind is not None and not self.shadow and b'"max_tokens"' not in request.body \
+                and b'"max_completion_tokens"' not in request.body:
+            app.metrics.uncapped[self.version] += 1
         self.responder.on_gone = self.client_gone
         self.t_sent = time.perf_counter()
         self.exchange = app.pool.send(request.method, request.target, headers, request.body, self)

@@ -21,12 +21,14 @@ from observer.analyse.probe import Probe, ProbeCollector
 from observer.analyse.scrapeloop import ScrapeLoop
 from observer.analyse.signals import SignalStore
 from observer.analyse.signals.identity import IdentityCollector
+from observer.analyse.signals.pressure import PressureCollector
 from observer.collect import edges
 from observer.collect.dcgm import parse_dcgm
 from observer.collect.routers import parse_router
 from observer.collect.scraper import Scraper, TargetHealth
 from observer.collect.vllm import parse_vllm
 from observer.config.fleet import VersionSpec
+from observer.conventions import vllm
 from observer.conventions.routers import RouterKind
 from observer.export import signals_api
 from observer.export.collector import ScrapeCollector
@@ -101,6 +103,12 @@ def build(ctx: Context) -> ScrapeComponent:
         collectors.append(edges.ThresholdCollector(
             ths, lambda v, fam: store.histogram_delta(v, fam, since=ctx.clock() - window),
             lambda: [v.name for v in ctx.fleet.versions() if not v.retired]))
+    window = cfg.window_seconds
+    collectors.append(PressureCollector(
+        lambda: [v.name for v in ctx.fleet.versions()],
+        lambda v: store.histogram_delta(v, vllm.PROMPT_LENGTH, since=ctx.clock() - window),
+        lambda v: max((int(i["max_model_len"]) for i in store.served_models(v).values()
+                       if str(i.get("max_model_len", "")).isdigit()), default=None)))
     probe = None
     if ctx.config.probe.enabled:
         probe = Probe(ctx.config.probe, ctx.fleet, ctx.http, lambda v: list(store.served_models(v)))

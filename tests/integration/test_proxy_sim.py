@@ -8,8 +8,9 @@ each proxied request; what the client receives through the proxy must equal it b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -128,23 +129,29 @@ async def test_proxy_matches_the_simulator_byte_for_byte(fleet: tuple[int, str],
     assert len(asyncio.all_tasks()) <= baseline
 
 
-async def test_simulator_errors_pass_through(fleet: tuple[int, str], tmp_path: Path) -> None:
-    _sim_port, sim_url = fleet
+@contextlib.asynccontextmanager
+async def plain_proxy(sim_url: str) -> AsyncIterator[tuple[SamplingMetrics, str]]:
+    """A proxy of version `stable` in front of the simulator, sampling nothing: its metrics and its /v1 URL."""
     metrics = SamplingMetrics()
     client = build_client(connect_timeout=2, read_timeout=30, max_connections=10)
     app = ProxyApp(version="stable", upstream=sim_url.removesuffix("/v1"), client=client, metrics=metrics,
                    pipeline=None)
     server = await start_server(app, host="127.0.0.1", port=0)
     try:
-        async with httpx.AsyncClient(timeout=30) as c:
-            bad = {"messages": "not a list"}
-            direct = await c.post(sim_url + "/chat/completions", json=bad)
-            via = await c.post(f"http://127.0.0.1:{server.port}/v1/chat/completions", json=bad)
-            assert via.status_code == direct.status_code and 400 <= via.status_code < 500
-            assert via.json()["error"]["type"] == direct.json()["error"]["type"]
+        yield metrics, f"http://127.0.0.1:{server.port}/v1"
     finally:
         await server.stop()
         await client.aclose()
+
+
+async def test_simulator_errors_pass_through(fleet: tuple[int, str], tmp_path: Path) -> None:
+    _sim_port, sim_url = fleet
+    async with plain_proxy(sim_url) as (_, base), httpx.AsyncClient(timeout=30) as c:
+        bad = {"messages": "not a list"}
+        direct = await c.post(sim_url + "/chat/completions", json=bad)
+        via = await c.post(base + "/chat/completions", json=bad)
+        assert via.status_code == direct.status_code and 400 <= via.status_code < 500
+        assert via.json()["error"]["type"] == direct.json()["error"]["type"]
 
 
 async def test_a_proxy_on_shared_pods_gives_each_adapters_requests_to_its_version(tmp_path: Path) -> None:
@@ -177,3 +184,15 @@ async def test_a_proxy_on_shared_pods_gives_each_adapters_requests_to_its_versio
             await pipe.stop()
             await client.aclose()
             store.close()
+
+
+async def test_generation_requests_without_max_tokens_are_counted(fleet: tuple[int, str]) -> None:
+    _sim_port, sim_url = fleet
+    async with plain_proxy(sim_url) as (metrics, base), httpx.AsyncClient(timeout=30) as c:
+        hello = [{"role": "user", "content": "Hello"}]
+        for body in ({"messages": hello}, {"messages": hello, "max_tokens": 8},
+                     {"messages": hello, "max_completion_tokens": 8}, {"messages": hello, "stream": True}):
+            assert (await c.post(base + "/chat/completions", json=body)).status_code == 200
+        assert (await c.post(base + "/completions", json={"prompt": "Once"})).status_code == 200
+        assert (await c.get(base + "/models")).status_code == 200  # not a generation: never counted
+    assert metrics.uncapped == {"stable": 3}

@@ -29,6 +29,15 @@ def test_version_info_carries_max_model_len_from_the_openai_endpoint() -> None:
             assert len(lines) == 2, lines
             assert all('max_model_len="8192"' in ln for ln in lines), lines
             assert {ln.split('version="')[1].split('"')[0] for ln in lines} == {"stable", "canary"}
+            # the same max_model_len names what "near the context limit" means for the prompt-length window: the
+            # largest edge the engine exposes at or under 0.9 × 8192 (the simulator's edges stop at 2000)
+            near: list[str] = []
+            while time.monotonic() < deadline + 30 and len(near) < 2:
+                near = [ln for ln in obs.get("/metrics").text.splitlines()
+                        if ln.startswith("observer_prompt_near_limit_threshold_tokens{")]
+                time.sleep(0.2)
+            assert sorted(near) == ['observer_prompt_near_limit_threshold_tokens{version="canary"} 2000.0',
+                                    'observer_prompt_near_limit_threshold_tokens{version="stable"} 2000.0'], near
 
 
 def test_each_replica_is_asked_its_tokenizer_and_a_replica_with_another_template_stands_out() -> None:

@@ -91,3 +91,17 @@ def test_the_fingerprint_covers_the_server_side_facts_only_where_the_engine_repo
                for k, x in (("tokenizer", "aaa"), ("tokenizer", "bbb"), ("root", "/models/m"),
                             ("engine_args", "block_size=16"))}
     assert len(changed) == 4 and base.fingerprint not in changed
+
+
+def test_prompts_near_the_context_limit_are_a_share_over_a_named_bucket_edge() -> None:
+    from observer.analyse.signals.pressure import near_limit
+    from observer.collect.model import Histogram
+
+    edges = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
+    counts = (0, 0, 0, 0, 0, 0, 10, 40, 60, 80, 95, 99, 100)  # cumulative, +Inf last
+    h = Histogram(bounds=edges, cumulative=tuple(float(c) for c in counts), sum=0.0, count=100.0)
+    assert near_limit(h, 8192) == (5000.0, 0.01)   # 0.9 × 8192 = 7373: the edge at 5000
+    assert near_limit(h, 2048) == (1000.0, 0.2)   # 0.9 × 2048 = 1843: the edge at 1000
+    assert near_limit(h, 1) is None  # no edge at or under 0.9 tokens
+    few = Histogram(bounds=edges, cumulative=tuple(float(c // 10) for c in counts), sum=0.0, count=10.0)
+    assert near_limit(few, 8192) is None  # ten prompts are no trend

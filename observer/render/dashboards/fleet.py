@@ -193,6 +193,24 @@ def _shape() -> Section:
                   queries=p50_p95(names.HIST_MAX_GENERATION_TOKENS),
                   description="The max_tokens clients ask for, p50/p95 per version "
                               "(vLLM request_max_num_generation_tokens)."),
+        PanelSpec(title="Prompts near the context limit", unit="percentunit", width=8, min=0,
+                  runbooks=(names.ALERT_PROMPTS_NEAR_LIMIT,),
+                  queries=[Query(f"max by ({V}) ({sel(names.WIN_PROMPT_NEAR_LIMIT, model=False)})", f"{{{{{V}}}}}")],
+                  description="Share of the window's prompts longer than observer_prompt_near_limit_threshold_"
+                              "tokens (the largest prompt-length bucket edge at or under 0.9 × max_model_len): "
+                              "longer ones are refused."),
+        PanelSpec(title="Requests without max_tokens", unit="percentunit", width=8, min=0,
+                  runbooks=(names.ALERT_UNCAPPED,),
+                  queries=[Query(f"sum by ({V}) ({rate(names.PROXY_UNCAPPED + '_total')}) / sum by ({V}) "
+                                 f"({rate(names.PROXY_REQUESTS + '_total')})", f"{{{{{V}}}}}")],
+                  description="Share of proxied requests that set no max_tokens (or max_completion_tokens): "
+                              "each may run to max_model_len."),
+        PanelSpec(title="TTFT tail (p99 ÷ p50)", unit="x", width=8, min=0, runbooks=(names.ALERT_TAIL_RATIO,),
+                  queries=[Query(f"{quantile_expr(h, 0.99)} / {quantile_expr(h, 0.5)}", f"{{{{{V}}}}} {what}")
+                           for h, what in ((names.HIST_TTFT, "TTFT"), (names.HIST_ITL, "inter-token"))],
+                  description="p99 over p50 per version: how much longer the slowest requests wait than the "
+                              "typical one. A ratio that grows while p50 stays is queueing behind long prompts, "
+                              "preemptions or one slow replica."),
     ])
 
 
