@@ -90,6 +90,10 @@ class DriftSpec(Spec):
         description="Version → baseline model key (default: the version's model, else its samples' model).",
     )
     seed: int = Field(0, description="Seed of permutations and subsampling.")
+    compare_arms: bool = Field(
+        False, description="Also test each canary's texts against its baseline's in the same window, slice by "
+                           "slice (results `prompts:baseline`, `outputs:baseline`): a canary metric of kind drift "
+                           "on such a field gates on drift (docs/drift.md, the drift gate).")
     embedder: EmbedderSpec = Field(default_factory=EmbedderSpec, description="The embedding model.")
 
     @model_validator(mode="after")

@@ -272,3 +272,50 @@ def test_the_embedder_is_not_built_without_something_to_compare(setup) -> None: 
     store.add(records("stable", enough, NOW - 60))
     assert component.runner.check_version("stable").status == "ok"
     assert built == ["embedder"]
+
+
+def test_the_drift_gate_compares_the_canary_with_its_baseline_in_the_same_window(tmp_path: Path) -> None:
+    """drift.compare_arms: the canary's texts against stable's of the same window, slice by slice, no pinned
+    baseline needed; identical arms stay quiet, a canary answering in another language is shifted and, after two
+    windows, drift — on `<field>:baseline`, which a canary metric of kind drift can gate on."""
+    from observer.store.base import SampleRecord
+
+    cfg = _config(tmp_path, compare_arms="true")
+    store = SqliteStore(tmp_path / "samples.db")
+    clock = Clock()
+    component = build(Context(config=cfg, http=httpx.AsyncClient(), clock=clock,  # type: ignore[arg-type]
+                              auth_token="drift-reader"), store=store)
+    assert isinstance(component, DriftComponent)
+    emb = HashingEmbedder(dim=128, max_cache_entries=20_000)
+    component.runner.embedder_factory = lambda: emb
+    corpus = load_corpus()
+    rng = np.random.default_rng(5)
+
+    def window(start: float, canary_scenario: object) -> None:
+        # 40 one-minute slices; stable 15 texts and canary 5 texts in each
+        for s in range(40):
+            _, stable = corpus.draw("none", 15, rng)
+            _, canary = corpus.draw(canary_scenario, 5, rng)  # type: ignore[arg-type]
+            for version, texts in (("stable", stable), ("canary", canary)):
+                store.add([SampleRecord(version=version, prompt=t, output=f"Reply: {t}", ts=start + s * 60 + i,
+                                        model="llama", finish_reason="stop", latency_s=1.0)
+                           for i, t in enumerate(texts)])
+
+    clock.now = NOW
+    window(NOW - 2400, "none")
+    quiet = component.runner.check_version("canary")
+    assert quiet is not None and quiet.status == "no_baseline"  # no pinned baseline: the gate runs all the same
+    gate = quiet.results["outputs:baseline"]
+    assert gate.status == "ok" and not gate.shifted and gate.method == "slice_signflip", gate
+    assert gate.n_current == 200 and gate.n_baseline == 600
+    assert "prompts:baseline" not in (component.runner.check_version("stable") or quiet).results  # stable: none
+    for w in range(2):
+        clock.now = NOW + 3600 * (w + 1)
+        window(clock.now - 2400, corpus_scenario("language", 0.5))
+        shifted = component.runner.check_version("canary")
+        assert shifted is not None
+        assert shifted.results["prompts:baseline"].shifted, shifted.results["prompts:baseline"]
+        assert shifted.results["prompts:baseline"].drift is (w == 1)
+    m = _metrics(component)
+    assert m[(names.DRIFT_DETECTED, (("field", "prompts:baseline"), ("version", "canary")))] == 1.0
+    store.close()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from observer.analyse.drift import baseline as bl
+from observer.analyse.drift.arms import arms_test
 from observer.analyse.drift.explain import ShiftedExample, most_shifted
 from observer.analyse.drift.features import FEATURES, extract
 from observer.analyse.drift.mmd import permutation_test
@@ -23,6 +24,10 @@ from observer.config.spec import ObserverConfig
 from observer.store.base import SampleStore, StoredSample
 
 log = logging.getLogger("observer.drift")
+ARMS_METHOD = "slice_signflip"
+ARMS_FLIPS = 1999
+"""Sign flips of the gate at least (cheap: one small matrix product): its two p-values are doubled
+(Bonferroni), so the smallest reachable p must sit well under any alpha."""
 
 
 def model_key(config: ObserverConfig, version: str, samples: list[StoredSample]) -> str:
@@ -122,6 +127,35 @@ class Checker:
         return DriftReport(version=version, model=key, checked_at=now, status="ok", message=message, since=since,
                            until=now, embedder=embedder.model_id, baseline_hash=baseline.hash,
                            baseline=baseline.meta, results=results, features=tuple(features), examples=examples)
+
+
+def arms(checker: Checker, canary: str, baseline: str, *, now: float, slice_seconds: float) -> dict[str, DriftResult]:
+    """The drift gate: `canary`'s window texts against `baseline`'s in the same window, per field, time slices
+    as the independent units (observer.analyse.drift.arms); results keyed `<field>:baseline`."""
+    spec = checker.spec
+    since = now - spec.window_seconds
+    c, b = checker.window(canary, now=now), checker.window(baseline, now=now)
+    nan = float("nan")
+    out: dict[str, DriftResult] = {}
+    for name in spec.fields:
+        key = f"{name}:baseline"
+        result = None
+        if len(c) >= spec.min_samples and len(b) >= spec.min_samples:
+            emb = checker.embedder()
+            texts = [[s.prompt if name == "prompts" else s.output for s in arm] for arm in (c, b)]
+            slices = [[int((s.ts - since) // slice_seconds) for s in arm] for arm in (c, b)]
+            result = arms_test(emb.embed(texts[1]), slices[1], emb.embed(texts[0]), slices[0],
+                               flips=max(spec.permutations, ARMS_FLIPS), seed=spec.seed + int(now) % 1_000_003)
+        if result is None:  # too few samples, or too few slices both arms served
+            out[key] = DriftResult(field=key, statistic=nan, p_value=nan, drift=False, n_current=len(c),
+                                   n_baseline=len(b), method=ARMS_METHOD, status="insufficient_data")
+            continue
+        shifted = bool(result.p_value < spec.alpha)
+        out[key] = DriftResult(field=key, statistic=result.statistic, p_value=result.p_value, drift=shifted,
+                               shifted=shifted,
+                               n_current=result.n_canary, n_baseline=result.n_baseline, method=ARMS_METHOD,
+                               status="ok")
+    return out
 
 
 def _all_status(base: DriftReport, status: Status, message: str, spec: DriftSpec, n_baseline: int, *,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from observer.analyse.drift.baseline import BaselineRepo
-from observer.analyse.drift.check import Checker
+from observer.analyse.drift.check import Checker, arms
 from observer.analyse.drift.state import DriftReport, DriftState
 from observer.analyse.drift.stored import CheckFailed
 from observer.analyse.embed import CachedEmbedder, Embedder, EmbeddingError
@@ -78,7 +78,12 @@ class DriftRunner:
         if checker is None:
             return self._failed(version, "no_store", "the sample store is not available (sampling disabled?)", now)
         try:
-            return checker.run(version, now=now)
+            report = checker.run(version, now=now)
+            baseline = self._baseline_of(version)
+            if self.config.drift.compare_arms and baseline is not None:
+                gate = arms(checker, version, baseline, now=now, slice_seconds=self.config.canary.slice_seconds)
+                report = replace(report, results={**report.results, **gate})
+            return report
         except BaselineError as e:
             return self._failed(version, "baseline", str(e), now)
         except (EmbeddingError, MissingDependencyError) as e:
@@ -88,6 +93,15 @@ class DriftRunner:
         except Exception as e:  # one version's failure must not stop the others
             log.exception("drift check of %s failed", version)
             return self._failed(version, "internal", f"{type(e).__name__}: {e}", now)
+
+    def _baseline_of(self, version: str) -> str | None:
+        """The stable version a canary is judged against (its own group's), or None for any other version."""
+        versions = list(self.fleet.versions())
+        me = next((v for v in versions if v.name == version), None)
+        if me is None or me.role != "canary":
+            return None
+        return next((v.name for v in versions if v.role == "stable" and v.group == me.group and not v.retired),
+                    None)
 
     def record(self, outcome: DriftReport | CheckFailed) -> DriftReport | None:
         """Gate and keep a check's outcome (this replica's, or one read from the shared store)."""
