@@ -13,7 +13,11 @@ embedding and of kNN novelty, slice signs flipped). A/A: both arms from the same
 mixed with another pool as bench/drift.py's shifts (10% another domain, 10% another language, 15% templated).
 
 Usage: python -m bench.drift_gate [--trials 300] [--shift-trials 100] [--weight 0.05] [--permutations 199]
-Last line: a JSON object with aa_false_alarm (per method), power (per method and shift), trials, weight.
+Then the gate on one A/A stream of sessions checked every 15 minutes over the last 30 (overlapping windows, as
+the area runs): the share of checks shifted, and flagged as drift after `drift.consecutive: 2`.
+
+Last line: a JSON object with aa_false_alarm (per method), gate_aa_stream (shifted, drift), power (per method
+and shift), trials, weight.
 """
 
 from __future__ import annotations
@@ -70,6 +74,39 @@ def traffic(rng: np.random.Generator, by_topic: Mapping[str, list[str]], weight:
     return canary, baseline
 
 
+def persistence(rng: np.random.Generator, by_topic: Mapping[str, list[str]], vec: Mapping[str, np.ndarray],
+                weight: float, checks: int, flips: int) -> tuple[float, float]:
+    """(per-check shifted rate, per-check drift rate after `drift.consecutive: 2`) of the gate on one A/A stream
+    of sessions, checked every 15 minutes over the last 30 (the windows overlap by half, as the area's do)."""
+    names = sorted(by_topic)
+    sizes = np.array([len(by_topic[n]) for n in names], dtype=float)
+    per_minute = SESSIONS // WINDOW_SLICES
+    stream: list[tuple[str, int, bool]] = []  # (text, minute, canary)
+    for minute in range(15 * checks + WINDOW_SLICES):
+        for _ in range(per_minute):
+            topic = by_topic[names[rng.choice(len(names), p=sizes / sizes.sum())]]
+            to_canary = bool(rng.random() < weight)
+            stream.extend((topic[int(rng.integers(0, len(topic)))], minute, to_canary)
+                          for _ in range(int(rng.geometric(1.0 / TURNS))))
+    minutes = np.array([m for _, m, _ in stream])
+    shifted_checks = flagged = 0
+    before = False
+    for j in range(checks):
+        start = 15 * j
+        rows = np.nonzero((minutes >= start) & (minutes < start + WINDOW_SLICES))[0]
+        canary = [stream[i] for i in rows if stream[i][2]]
+        baseline = [stream[i] for i in rows if not stream[i][2]]
+        if len(baseline) > BASELINE_CAP:
+            baseline = [baseline[i] for i in np.sort(rng.choice(len(baseline), BASELINE_CAP, replace=False))]
+        r = arms_test(np.stack([vec[t] for t, _, _ in baseline]), [m - start for _, m, _ in baseline],
+                      np.stack([vec[t] for t, _, _ in canary]), [m - start for _, m, _ in canary], flips=flips, seed=j)
+        now = r is not None and r.p_value < ALPHA
+        shifted_checks += now
+        flagged += now and before
+        before = now
+    return shifted_checks / checks, flagged / checks
+
+
 def shifted(rng: np.random.Generator, canary: list[tuple[str, int]], shift: str) -> list[tuple[str, int]]:
     """The canary's texts with `fraction` of them replaced by the shift's pool (slices kept)."""
     sc = SCENARIOS[shift]
@@ -121,6 +158,7 @@ def main() -> None:
     ap.add_argument("--weight", type=float, default=0.05)
     ap.add_argument("--permutations", type=int, default=199)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--checks", type=int, default=600, help="checks of the A/A stream for the persistence rate")
     args = ap.parse_args()
     corpus = load_corpus()
     by_topic = topics()
@@ -147,12 +185,17 @@ def main() -> None:
         for k in hits:
             power[k][shift] = round(hits[k] / args.shift_trials, 3)
     rates = {k: round(n / args.trials, 4) for k, n in aa.items()}
+    stream_shifted, stream_drift = persistence(rng, by_topic, vec, args.weight, args.checks, args.permutations)
     print(f"A/A false alarms at alpha {ALPHA} over {args.trials} windows (canary {np.median(sizes):.0f} samples "
           f"median at weight {args.weight:g}): single-sample permutation {rates['samples']:.2%}, "
           f"slice-block permutation {rates['slices']:.2%}, the gate (slice sign-flips) {rates['gate']:.2%}")
+    print(f"the gate on an A/A stream of {args.checks} checks (every 15 min over the last 30): shifted "
+          f"{stream_shifted:.2%} of checks, drift after two in a row {stream_drift:.2%}")
     for k in ("samples", "slices", "gate"):
         print(f"power ({k}): " + ", ".join(f"{s} {p:.0%}" for s, p in power[k].items()))
-    print(json.dumps({"aa_false_alarm": rates, "power": power, "trials": args.trials,
+    print(json.dumps({"aa_false_alarm": rates, "gate_aa_stream": {"shifted": round(stream_shifted, 4),
+                                                                   "drift": round(stream_drift, 4)},
+                      "power": power, "trials": args.trials,
                       "shift_trials": args.shift_trials, "weight": args.weight, "alpha": ALPHA,
                       "canary_samples_median": float(np.median(sizes))}))
 
