@@ -43,6 +43,7 @@ from observer.export.report.model import metric_query
 from observer.render import alerts as alert_render
 from observer.render.dashboards import render
 from observer.render.dashboards.lint import PanelQuery, queries, substitute
+from observer_dev.kubeapi import ScriptedKubeApi, pending, pod
 from observer_dev.sim.fleet import run_fleet
 from observer_dev.sim.spans import TraceTarget
 from tests.support.embeddings_server import run_embeddings_server
@@ -87,8 +88,8 @@ class Stack:
     errors: list[str]  # failures of the background traffic, shown when a query check fails
 
 
-def _config_text(tmp: Path, *, judge_url: str, embed_url: str) -> str:
-    stable, canary, dcgm = free_port(), free_port(), free_port()
+def _config_text(tmp: Path, *, judge_url: str, embed_url: str, ports: dict[str, int], kubeconfig: Path) -> str:
+    stable, canary, dcgm, router = ports["stable"], ports["canary"], free_port(), free_port()
     proxies = {v: free_port() for v in sorted(VERSIONS)}
     return f"""
 fleet:
@@ -101,6 +102,7 @@ fleet:
       pods: [{{namespace: llm-serving, pod: sim-stable-0}}]
       expected_traffic_weight: 0.9
       prompt_template_hash: {TEMPLATE}
+      router: {{kind: llm-d-epp, urls: [http://127.0.0.1:{router}/metrics], model: sim-stable}}
     - name: canary
       role: canary
       vllm: [http://127.0.0.1:{canary}/metrics]
@@ -109,6 +111,17 @@ fleet:
       pods: [{{namespace: llm-serving, pod: sim-canary-0}}]
       expected_traffic_weight: 0.1
       prompt_template_hash: {TEMPLATE}
+      router: {{kind: llm-d-epp, urls: [http://127.0.0.1:{router}/metrics], model: sim-canary}}
+# The same pods as the scripted Kubernetes API lists them (one more canary pod the scheduler cannot place): the
+# discovered versions are shadowed by the configured ones, and discovery's pod states feed their panels.
+discovery:
+  kubernetes:
+    namespace: llm-serving
+    kubeconfig: {kubeconfig}
+    backoff_seconds: 0.1
+    max_backoff_seconds: 0.5
+    models: [{{name: llm, selector: {{app: llm}}, port: http}}]
+probe: {{enabled: true, interval_seconds: 1, timeout_seconds: 1}}
 scrape: {{interval_seconds: 1, timeout_seconds: 1, window_seconds: 30}}
 server: {{auth_token: {TOKEN}}}
 sampling:
@@ -146,9 +159,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "items": [{"id": "j1", "prompt": "What is the capital of France? Answer with the city name only.",
                    "reference": "Paris", "rubric": "correctness", "assertions": [{"type": "judge"}]}]}))
     stop = threading.Event()
+    api = ScriptedKubeApi()
+    ports = {v: free_port() for v in sorted(VERSIONS)}
     try:
-        with run_judge_server() as judge, run_embeddings_server() as embed_url:
-            text = _config_text(tmp, judge_url=judge.url, embed_url=embed_url)
+        with run_judge_server() as judge, run_embeddings_server() as embed_url, api.running():
+            kubeconfig = tmp / "kubeconfig"
+            kubeconfig.write_text(yaml.safe_dump(api.kubeconfig()))
+            for v in sorted(VERSIONS):
+                api.put("llm-serving/pods", pod(f"sim-{v}-0", labels={"app": "llm", "rollouts-pod-template-hash": v},
+                                                port=ports[v]))
+            api.put("llm-serving/pods", pending("sim-canary-1", port=ports["canary"],
+                                                labels={"app": "llm", "rollouts-pod-template-hash": "canary"}))
+            text = _config_text(tmp, judge_url=judge.url, embed_url=embed_url, ports=ports, kubeconfig=kubeconfig)
             (tmp / "observer.yaml").write_text(text)
             config = parse_config(text, environ={})
             rules = tmp / "rules.yaml"
