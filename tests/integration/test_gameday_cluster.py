@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not pgserver.available(), reason="needs PostgreSQL (Debian package postgresql)")]
 
 
+@pytest.mark.timeout(600)  # 12 scenarios of about 25 s each, two replicas and their faults in every one
 def test_short_cluster_gameday_every_scenario_keeps_its_verdict_class() -> None:
     rows = run_cluster_gameday(short=True, seed=7)
     embedder_based = {s.name for s in SCENARIOS if s.needs == "drift"}  # the full form plays them
