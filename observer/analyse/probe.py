@@ -28,8 +28,8 @@ from observer.conventions import vllm
 from observer.fleetview import FleetView
 
 log = logging.getLogger("observer.probe")
-CODES = ("200", "429", "500", "502", "503", "504")
-"""Codes every probed version exports from its first probe (0 until seen), so rate() sees the first failure."""
+CODES = ("200", *names.WATCHED_CODES)
+"""Codes every probed version exports from its first probe (0 until seen): the answers and the watched failures."""
 
 
 def target(spec: ProbeSpec, v: VersionSpec, model: str) -> tuple[str | None, dict[str, str]]:

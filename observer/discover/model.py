@@ -103,7 +103,7 @@ class PodInfo:
     def waiting(self) -> str | None:
         """`state` or `state:reason` of a pod its version waits for (not Ready, not terminating, not ended);
         None for a Ready or terminating one."""
-        if self.ready or self.deleting or self.state in ("ready", "ended"):
+        if self.deleting or self.state in ("ready", "ended"):  # state is "ready" exactly when the pod is
             return None
         return f"{self.state}:{self.state_reason}" if self.state_reason else self.state
 

@@ -125,7 +125,7 @@ class SamplingCollector(Collector):
         # with the first 503 has no value until its second scrape, so a shed burst would be seen a look late.
         requests: dict[tuple[str, str], float] = {k: float(v) for k, v in m.requests.items()}
         for version in {k[0] for k in m.requests}:
-            for code in WATCHED_CODES:
+            for code in names.WATCHED_CODES:
                 requests.setdefault((version, code), 0.0)
         yield _counter(names.PROXY_REQUESTS, "Requests forwarded by the sampling proxy, by status code.",
                        [names.VERSION, names.CODE], requests.items())
@@ -162,10 +162,6 @@ class SamplingCollector(Collector):
                 for version, n in sorted(rows.items()):
                     g.add_metric([version], float(n))
                 yield g
-
-
-WATCHED_CODES = ("429", "500", "502", "503", "504")
-"""Status codes exported from 0 per proxied version (shed, server errors, the proxy's own 502/504)."""
 
 
 def _counter(name: str, doc: str, labels: list[str], values: Iterable[tuple[tuple[str, ...], float]]

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from observer.analyse.canary.pairs import role_pairs
 from observer.analyse.drift.baseline import BaselineRepo
 from observer.analyse.drift.check import Checker, arms
 from observer.analyse.drift.state import DriftReport, DriftState
@@ -95,13 +96,9 @@ class DriftRunner:
             return self._failed(version, "internal", f"{type(e).__name__}: {e}", now)
 
     def _baseline_of(self, version: str) -> str | None:
-        """The stable version a canary is judged against (its own group's), or None for any other version."""
-        versions = list(self.fleet.versions())
-        me = next((v for v in versions if v.name == version), None)
-        if me is None or me.role != "canary":
-            return None
-        return next((v.name for v in versions if v.role == "stable" and v.group == me.group and not v.retired),
-                    None)
+        """The stable version a canary is judged against (its group's one stable, as the canary judge pairs
+        discovered versions), or None for any other version."""
+        return next((p.baseline for p in role_pairs(list(self.fleet.versions())) if p.canary == version), None)
 
     def record(self, outcome: DriftReport | CheckFailed) -> DriftReport | None:
         """Gate and keep a check's outcome (this replica's, or one read from the shared store)."""
