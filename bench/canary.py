@@ -29,6 +29,13 @@ first passes, and on their own at α 0.01 (one critical metric's budget) the liv
 A/A rates, sliced and, for comparison, as if samples were independent. Decode-speed regressions (ITL ×1.5,
 TTFT and errors unchanged) measure whether the default verdict fails them within the step.
 
+Planned looks (observer/analyse/canary/planned.py): every verdict step is also judged with its planned end at
+--step-min (the gate gives it), to the end, and stopped early or run on at random (half end between a third of
+the step and its end, half run to 1.5× it); `errors_power_within_step_by_model` fails doubled errors in steps of
+exactly --step-min with and without the planned end, beside the calibrated anchors. `occupancy` (in
+observer_dev.sim.pods) is the ninth model: sessions stick to pods, and decode slows with a pod's own requests
+in flight for minutes.
+
     .venv/bin/python -m bench.canary            # 200 A/A steps per model and weight, 20 runs per regression
     .venv/bin/python -m bench.canary --quick    # smoke run
 """
@@ -77,10 +84,13 @@ def scenario_name(kind: str, weight: float) -> str:
     return f"{'ttft_p95_1.5x' if kind == 'ttft' else 'errors_1to2pct'}@{int(weight * 100)}pct"
 
 
-def observer_first_fail(step: Step, weight: float) -> int | None:
+def observer_first_fail(step: Step, weight: float, *, planned: int | None = None) -> int | None:
+    """The first look that failed; with `planned`, a step of that many seconds with its planned end there."""
     for t, c, b in step.looks(LOOK_SECONDS):
+        if planned is not None and t > planned:
+            break
         v = judge(SPEC, canary="canary", baseline="stable", canary_data=c, baseline_data=b,
-                  expected_share=weight, now=float(t))
+                  expected_share=weight, now=float(t), planned_seconds=planned, elapsed_seconds=float(t))
         if v.verdict is Outcome.FAIL:
             return t
     return None
@@ -161,6 +171,7 @@ class Run:
     kind: str  # ttft | errors | aa
     seed: int
     observer: int | None
+    observer_planned: int | None  # first fail of a step with its planned end at --step-min
     fixed: dict[str, list[float]]
     kayenta: dict[str, list[tuple[int, float]]]
     canary_requests: list[int]  # cumulative, per minute
@@ -169,8 +180,8 @@ class Run:
         return self.canary_requests[t // 60 - 1]
 
 
-def simulate(task: tuple[str, float, str, int, int, float]) -> Run:
-    model, weight, kind, seed, seconds, rps = task
+def simulate(task: tuple[str, float, str, int, int, float, int]) -> Run:
+    model, weight, kind, seed, seconds, rps, step_s = task
     kw: dict[str, float] = {}
     if kind == "ttft":
         kw["canary_ttft_scale"] = 1.5
@@ -179,7 +190,9 @@ def simulate(task: tuple[str, float, str, int, int, float]) -> Run:
     step = any_step(seed=seed, model=model, seconds=seconds, total_rps=rps, weight=weight, **kw)
     kinds = KINDS if kind == "aa" else (kind,)
     cum = np.cumsum(step.canary.requests)
+    planned = None if kind == "aa" else observer_first_fail(step, weight, planned=step_s)
     return Run(model=model, weight=weight, kind=kind, seed=seed, observer=observer_first_fail(step, weight),
+               observer_planned=planned,
                fixed={k: fixed_windows(step, k).tolist() for k in kinds},
                kayenta={k: kayenta_pvalues(step, k) for k in kinds},
                canary_requests=[int(cum[t - 1]) for t in range(60, seconds + 1, 60)])
@@ -197,6 +210,11 @@ class VerdictRun:
     first_pass: int | None
     failed_metrics: tuple[str, ...]
     alone: dict[str, bool]
+    planned_fail: int | None  # the same step with its planned end at --step-min
+    planned_pass: int | None
+    planned_failed_metrics: tuple[str, ...]
+    stop: int  # a step stopped early or extended at random (planned end unchanged)
+    stopped_fail: int | None  # first fail of the planned design's looks up to `stop`
 
 
 def _flat(a: ArmData) -> ArmData:
@@ -206,14 +224,33 @@ def _flat(a: ArmData) -> ArmData:
 def verdict_simulate(task: tuple[str, float, str, int, int, float]) -> VerdictRun:
     model, weight, kind, seed, seconds, rps = task
     latency = "pod_queues" if model == "session" else model
-    step = any_step(seed=seed, model=latency, seconds=seconds, total_rps=rps, weight=weight,
+    # Simulated past the planned end, for the steps extended at random: half stop early (10–30 min of a
+    # 30-min step), half run on (to 1.5× the planned end).
+    stop_rng = np.random.default_rng(seed + 7)
+    stop = int(stop_rng.uniform(seconds / 3, seconds) if stop_rng.random() < 0.5
+               else stop_rng.uniform(seconds, 1.5 * seconds)) // LOOK_SECONDS * LOOK_SECONDS
+    step = any_step(seed=seed, model=latency, seconds=max(seconds, stop), total_rps=rps, weight=weight,
                     canary_itl_scale=1.5 if kind == "decode" else 1.0)
     q = quality_step(step, seed=seed, model="session" if model == "session" else "iid")
     first_fail = first_pass = None
     failed: tuple[str, ...] = ()
     alone = {"live_sliced": False, "live_flat": False, "golden": False, "goodput": False}
+    p_fail = p_pass = s_fail = None
+    p_failed: tuple[str, ...] = ()
     for t, c, b in step.looks(LOOK_SECONDS):
         cq, bq = q.arm("canary", c, t), q.arm("baseline", b, t)
+        if t <= max(seconds, stop) and (s_fail is None or (t <= seconds and p_fail is None)):
+            pv = judge(FULL_SPEC, canary="canary", baseline="stable", canary_data=cq, baseline_data=bq,
+                       expected_share=weight, now=float(t), planned_seconds=seconds, elapsed_seconds=float(t))
+            if pv.verdict is Outcome.FAIL and s_fail is None and t <= stop:
+                s_fail = t
+            if t <= seconds and pv.verdict is Outcome.FAIL and p_fail is None:
+                p_fail = t
+                p_failed = tuple(r.name for r in pv.metrics if r.outcome is Outcome.FAIL and not r.advisory)
+            if t <= seconds and pv.verdict is Outcome.PASS and p_pass is None:
+                p_pass = t
+        if t > seconds:
+            continue
         v = judge(FULL_SPEC, canary="canary", baseline="stable", canary_data=cq, baseline_data=bq,
                   expected_share=weight, now=float(t))
         if v.verdict is Outcome.FAIL and first_fail is None:
@@ -221,8 +258,6 @@ def verdict_simulate(task: tuple[str, float, str, int, int, float]) -> VerdictRu
         if v.verdict is Outcome.PASS and first_pass is None:
             first_pass = t
         if kind != "aa":
-            if first_fail is not None:
-                break
             continue
         for m in LIVE:
             alone["live_sliced"] |= judge_metric(m, cq, bq, alpha=ALONE_ALPHA, power=SPEC.power).outcome is Outcome.FAIL
@@ -231,7 +266,8 @@ def verdict_simulate(task: tuple[str, float, str, int, int, float]) -> VerdictRu
         alone["golden"] |= judge_metric(GOLDEN, cq, bq, alpha=ALONE_ALPHA, power=SPEC.power).outcome is Outcome.FAIL
         alone["goodput"] |= judge_metric(GOODPUT, cq, bq, alpha=ALONE_ALPHA, power=SPEC.power).outcome is Outcome.FAIL
     return VerdictRun(model=model, weight=weight, kind=kind, first_fail=first_fail, first_pass=first_pass,
-                      failed_metrics=failed, alone=alone)
+                      failed_metrics=failed, alone=alone, planned_fail=p_fail, planned_pass=p_pass,
+                      planned_failed_metrics=p_failed, stop=stop, stopped_fail=s_fail)
 
 
 def median_or_none(hits: list[int], runs: int) -> float | None:
@@ -242,6 +278,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20, help="seeded runs per regression scenario and model")
     ap.add_argument("--aa-runs", type=int, default=200, help="seeded A/A steps per traffic model and weight")
+    ap.add_argument("--errors-runs", type=int, default=100,
+                    help="seeded errors 1%% → 2%% steps per model and weight, for the power within a planned step")
     ap.add_argument("--rps", type=float, default=20.0, help="total requests per second (both arms)")
     ap.add_argument("--horizon-min", type=int, default=90, help="longest regression run, minutes")
     ap.add_argument("--step-min", type=int, default=30, help="canary step length (A/A and power), minutes")
@@ -249,15 +287,19 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="5 runs, 40 A/A steps")
     args = ap.parse_args()
     if args.quick:
-        args.runs, args.aa_runs = 5, 40
+        args.runs, args.aa_runs, args.errors_runs = 5, 40, 20
     base = ArmProfile()
     healthy_p95 = lognormal_quantile(0.95, base.ttft_median, base.ttft_sigma)
     naive = {"ttft": round(healthy_p95 * 1.25, 2), "errors": 0.015}
     t0 = time.monotonic()
-    aa_tasks = [(m, w, "aa", 50_000 + i, args.step_min * 60, args.rps)
+    aa_tasks = [(m, w, "aa", 50_000 + i, args.step_min * 60, args.rps, args.step_min * 60)
                 for m in MODELS for w in WEIGHTS for i in range(args.aa_runs)]
-    reg_tasks = [(m, w, k, 1000 + i, args.horizon_min * 60, args.rps)
+    reg_tasks = [(m, w, k, 1000 + i, args.horizon_min * 60, args.rps, args.step_min * 60)
                  for m in MODELS for k in KINDS for w in WEIGHTS for i in range(args.runs)]
+    # Steps of exactly --step-min with errors doubled: the power within a step, planned or not, beside the
+    # calibrated anchors on the same streams (more runs than the regressions above: the issue's comparison).
+    err_tasks = [(m, w, "errors", 7000 + i, args.step_min * 60, args.rps, args.step_min * 60)
+                 for m in MODELS for w in WEIGHTS for i in range(args.errors_runs)]
     verdict_tasks = [(m, w, "aa", 50_000 + i, args.step_min * 60, args.rps)
                      for m in VERDICT_MODELS for w in WEIGHTS for i in range(args.aa_runs)]
     verdict_tasks += [(m, w, "decode", 3000 + i, args.step_min * 60, args.rps)
@@ -265,6 +307,7 @@ def main() -> None:
     with mp.Pool(args.workers) as pool:
         aa_runs = pool.map(simulate, aa_tasks, chunksize=8)
         reg_runs = pool.map(simulate, reg_tasks, chunksize=2)
+        err_runs = pool.map(simulate, err_tasks, chunksize=4)
         verdict_runs = pool.map(verdict_simulate, verdict_tasks, chunksize=8)
     allowed = math.floor(0.01 * args.aa_runs)
 
@@ -299,11 +342,12 @@ def main() -> None:
     matched: dict[str, dict[str, float | None]] = {x: {} for x in methods}
     matched_detected: dict[str, dict[str, float]] = {x: {} for x in methods}
     power_by_model: dict[str, dict[str, dict[str, float]]] = {}
+    errors_power: dict[str, dict[str, dict[str, float]]] = {}
     requests_uncal: dict[str, dict[str, float | None]] = {x: {} for x in methods}
     detected_uncal: dict[str, dict[str, float]] = {x: {} for x in methods}
     step_s = args.step_min * 60
     for m in MODELS:
-        power_by_model[m] = {}
+        power_by_model[m], errors_power[m] = {}, {}
         for k in KINDS:
             for w in WEIGHTS:
                 sc = scenario_name(k, w)
@@ -316,6 +360,19 @@ def main() -> None:
                 }
                 power_by_model[m][sc] = {x: sum(t is not None and t <= step_s for t in ts) / len(runs)
                                          for x, ts in first.items()}
+                # The same steps with their planned end at step_s (the anchors decide there anyway).
+                power_by_model[m][sc]["observer_planned"] = sum(r.observer_planned is not None
+                                                                for r in runs) / len(runs)
+                if k == "errors":
+                    steps = [r for r in err_runs if r.model == m and r.weight == w]
+                    errors_power[m][f"{int(w * 100)}pct"] = {
+                        "observer": sum(r.observer_planned is not None for r in steps) / len(steps),
+                        "observer_anytime": sum(r.observer is not None for r in steps) / len(steps),
+                        "fixed_threshold": sum(fixed_first_fail(np.asarray(r.fixed[k]), cal[f"fixed_{k}"])
+                                               is not None for r in steps) / len(steps),
+                        "kayenta_style": sum(kayenta_first_fail(r.kayenta[k], cal[f"kayenta_{k}"]) is not None
+                                             for r in steps) / len(steps),
+                        "steps": len(steps)}
                 if m in MATCHED_MODELS:
                     for x, ts in first.items():
                         hits = [r.requests_at(t) for r, t in zip(runs, ts, strict=True) if t is not None]
@@ -333,28 +390,38 @@ def main() -> None:
                         detected_uncal[x][sc] = len(hits) / len(runs)
     # --- the verdict with every kind ---------------------------------------------------------------------
     verdict_aa: dict[str, dict[str, float]] = {}
+    verdict_aa_anytime: dict[str, dict[str, float]] = {}
+    verdict_aa_stopped: dict[str, dict[str, float]] = {}
     verdict_failed_by: dict[str, dict[str, dict[str, int]]] = {}
     to_pass: dict[str, dict[str, dict[str, float | None]]] = {}
+    to_pass_anytime: dict[str, dict[str, dict[str, float | None]]] = {}
     goodput_aa: dict[str, dict[str, float]] = {}
     decode_power: dict[str, dict[str, float]] = {}
     alone_session: dict[str, float] = {}
+
+    def passing(ts: list[int | None], n: int) -> dict[str, float | None]:
+        passed = [t / 60 for t in ts if t is not None]
+        return {"median_minutes": statistics.median(passed) if passed else None, "passed_within_step": len(passed) / n}
+
     for m in VERDICT_MODELS:
         verdict_aa[m], verdict_failed_by[m], to_pass[m], goodput_aa[m], decode_power[m] = {}, {}, {}, {}, {}
+        verdict_aa_anytime[m], verdict_aa_stopped[m], to_pass_anytime[m] = {}, {}, {}
         for w in WEIGHTS:
             key = f"{int(w * 100)}pct"
             runs = [r for r in verdict_runs if r.model == m and r.weight == w and r.kind == "aa"]
-            verdict_aa[m][key] = sum(r.first_fail is not None for r in runs) / len(runs)
+            verdict_aa[m][key] = sum(r.planned_fail is not None for r in runs) / len(runs)
+            verdict_aa_anytime[m][key] = sum(r.first_fail is not None for r in runs) / len(runs)
+            verdict_aa_stopped[m][key] = sum(r.stopped_fail is not None for r in runs) / len(runs)
             by: dict[str, int] = {}
             for r in runs:
-                for name in r.failed_metrics:
+                for name in (*r.planned_failed_metrics, *(f"anytime:{x}" for x in r.failed_metrics)):
                     by[name] = by.get(name, 0) + 1
             verdict_failed_by[m][key] = by
-            passed = [r.first_pass / 60 for r in runs if r.first_pass is not None]
-            to_pass[m][key] = {"median_minutes": statistics.median(passed) if passed else None,
-                               "passed_within_step": len(passed) / len(runs)}
+            to_pass[m][key] = passing([r.planned_pass for r in runs], len(runs))
+            to_pass_anytime[m][key] = passing([r.first_pass for r in runs], len(runs))
             goodput_aa[m][key] = sum(r.alone["goodput"] for r in runs) / len(runs)
             dec = [r for r in verdict_runs if r.model == m and r.weight == w and r.kind == "decode"]
-            decode_power[m][key] = sum(r.first_fail is not None for r in dec) / len(dec)
+            decode_power[m][key] = sum(r.planned_fail is not None for r in dec) / len(dec)
             if m == "session":
                 for k in ("live_sliced", "live_flat", "golden"):
                     alone_session[f"{k}@{key}"] = sum(r.alone[k] for r in runs) / len(runs)
@@ -390,15 +457,24 @@ def main() -> None:
         print(f"  {m:<14}" + "  ".join(
             f"{s}: {p['observer']:.0%}/{p['fixed_threshold']:.0%}/{p['kayenta_style']:.0%}"
             for s, p in power_by_model[m].items()))
-    print("\nverdict with every kind on: A/A false-fail rate | healthy canary passed within the step "
-          "(median minutes) | decode ×1.5 failed within the step")
+    print("\nerrors 1% → 2% failed within a step with its planned end (observer planned / anytime / fixed / "
+          "kayenta, calibrated)")
+    for m in MODELS:
+        print(f"  {m:<14}" + "  ".join(
+            f"{k}: {p['observer']:.0%}/{p['observer_anytime']:.0%}/{p['fixed_threshold']:.0%}/{p['kayenta_style']:.0%}"
+            for k, p in errors_power[m].items()))
+    print("\nverdict with every kind on, planned end at the step's end: A/A false-fail rate (anytime; stopped "
+          "early or extended at random) | healthy canary passed within the step (median minutes; anytime) | "
+          "decode ×1.5 failed within the step")
     for m in VERDICT_MODELS:
         cells = []
         for k in ("5pct", "25pct"):
-            med = to_pass[m][k]["median_minutes"]
-            cells.append(f"{verdict_aa[m][k]:.1%} | {to_pass[m][k]['passed_within_step']:.0%} "
-                         f"({'—' if med is None else round(med)}) | {decode_power[m][k]:.0%}")
-        print(f"  {m:<14} 5%: {cells[0]:<26} 25%: {cells[1]}")
+            med, med_any = to_pass[m][k]["median_minutes"], to_pass_anytime[m][k]["median_minutes"]
+            cells.append(f"{verdict_aa[m][k]:.1%} ({verdict_aa_anytime[m][k]:.1%}; {verdict_aa_stopped[m][k]:.1%}) | "
+                         f"{to_pass[m][k]['passed_within_step']:.0%} ({'—' if med is None else round(med)}; "
+                         f"{to_pass_anytime[m][k]['passed_within_step']:.0%}, "
+                         f"{'—' if med_any is None else round(med_any)}) | {decode_power[m][k]:.0%}")
+        print(f"  {m:<14} 5%: {cells[0]:<44} 25%: {cells[1]}")
     print(f"\nsession traffic, each alone at α {ALONE_ALPHA}: "
           + ", ".join(f"{k} {v:.1%}" for k, v in alone_session.items()))
     print("goodput alone at α 0.01: " + ", ".join(f"{m} {max(goodput_aa[m].values()):.1%}" for m in VERDICT_MODELS))
@@ -415,13 +491,19 @@ def main() -> None:
         "detected_share_matched": matched_detected,
         "power_by_model": power_by_model,
         "calibration": calibration,
+        "errors_power_within_step_by_model": errors_power,
         "verdict_aa_false_fail_by_model": verdict_aa,
+        "verdict_aa_false_fail_by_model_anytime": verdict_aa_anytime,
+        "verdict_aa_false_fail_stopped_at_random_by_model": verdict_aa_stopped,
         "verdict_aa_failed_metrics": verdict_failed_by,
         "live_check_aa_false_fail_session": live_session,
         "golden_aa_false_fail_session": golden_session,
         "quality_alone_session": alone_session,
         "goodput_aa_false_fail_by_model": goodput_aa,
         "healthy_minutes_to_pass_by_model": to_pass,
+        "healthy_minutes_to_pass_by_model_anytime": to_pass_anytime,
+        "planned_end_seconds": args.step_min * 60,
+        "errors_runs": args.errors_runs,
         "decode_itl_1.5x_failed_within_step": decode_power,
         "matched_wins": wins,
         "matched_scenarios": len(scen),

@@ -15,7 +15,8 @@
 # 4 no observer answered: the weights stay.
 #
 # Environment: OBSERVER_URL (default http://observer.observability.svc:9464), NAMESPACE (llm-serving),
-# STEP_TIMEOUT (seconds per step, 1800), INTERVAL (seconds between looks, 30), OBSERVER (the CLI, `observer`),
+# STEP_TIMEOUT (seconds per step, 1800: the step's planned end, where the verdict spends most of its α),
+# INTERVAL (seconds between looks, 30), OBSERVER (the CLI, `observer`),
 # KUBECTL (`kubectl`).
 set -euo pipefail
 
@@ -44,7 +45,7 @@ set_weights() {  # stable% canary%
 for w in "${steps[@]}"; do
   set_weights $((100 - w)) "$w"
   rc=0
-  "$OBSERVER" canary wait --url "$OBSERVER_URL" --canary "$canary" --baseline "$stable" --weight "$w" \
+  "$OBSERVER" canary wait --url "$OBSERVER_URL" --canary "$canary" --baseline "$stable" --weight "$w" --planned \
     --timeout "$STEP_TIMEOUT" --interval "$INTERVAL" || rc=$?
   case $rc in
     0) ;;

@@ -100,6 +100,10 @@ def register(app: typer.Typer) -> None:
                                                          "observer knows (discovery's weight).")] = None,
         timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for a decided verdict.")] = 1800.0,
         interval: Annotated[float, typer.Option(min=0.1, help="Seconds between looks.")] = 30.0,
+        planned: Annotated[bool, typer.Option(
+            "--planned", help="The step starts now and is planned to end at --timeout: the verdict spends most of "
+                              "its α there (a last look is made at the deadline), and judges only the data since "
+                              "the start.")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print the last verdict body as JSON.")] = False,
     ) -> None:
         """Wait until the pair's verdict is pass or fail; print the reason and the report URL. Exit 0 pass, 1
@@ -112,6 +116,8 @@ def register(app: typer.Typer) -> None:
             url = f"http://{cfg.server.host}:{cfg.server.port}"
         verdict_url = f"{url.rstrip('/')}/api/v1/canary/verdict"
         params = {"canary": canary, "baseline": baseline, **({"weight": weight} if weight is not None else {})}
+        if planned:
+            params |= {"since": f"{time.time():.3f}", "step_seconds": f"{timeout:g}"}
         deadline = time.monotonic() + timeout
         body: dict[str, Any] | None = None
         problem: str | None = None
@@ -128,6 +134,10 @@ def register(app: typer.Typer) -> None:
             else:
                 err_console.print(f"[yellow]no verdict:[/yellow] {escape(str(problem))}", highlight=False,
                                   soft_wrap=True)
+            left = deadline - time.monotonic()
+            if planned and left > 0:  # the planned end gets its look: the final test is made there
+                time.sleep(min(interval, left))
+                continue
             if time.monotonic() + interval > deadline:
                 break
             time.sleep(interval)

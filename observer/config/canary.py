@@ -251,6 +251,12 @@ class CanarySpec(Spec):
         60.0, ge=1, le=600, description="Each window is cut into slices this long: the bad-event tests treat "
                                          "requests within one slice as possibly dependent (one pod's queue, "
                                          "a stall, a restart) and slices as independent.")
+    step_seconds: float | None = Field(
+        None, gt=0, le=86_400, description="The planned length of an analysis step where the gate does not say "
+                                           "(the verdict API's step_seconds, Flagger's metadata.step_seconds, "
+                                           "`observer canary wait --planned`): the sliced tests spend most of "
+                                           "their α at its end (docs/canary.md, \"Planned looks\"). null: "
+                                           "anytime-valid tests unless the gate says.")
     fairness: FairnessSpec = Field(default_factory=FairnessSpec, description="Comparability checks.")
     interval_seconds: float = Field(30.0, gt=0, description="Seconds between judge runs (gauges refresh).")
     alpha: float = Field(0.01, gt=0, lt=0.5, description="False-fail budget of one canary step over all "

@@ -28,7 +28,7 @@ class VerdictProvider(Protocol):
     """What the router needs from the canary service."""
 
     async def verdict_for(self, canary: str | None, baseline: str | None, *, since: float | None,
-                          weight: str | None) -> Verdict: ...
+                          weight: str | None, step_seconds: float | None = None) -> Verdict: ...
 
 
 def _num(x: float | None) -> float | None:
@@ -85,6 +85,7 @@ def verdict_body(v: Verdict, *, full: bool = True, report: str | None = None) ->
         "reason": v.reason[:MAX_REASON],
         "evaluated_at": round(v.evaluated_at, 3),
         "window_seconds": _num(v.window_seconds),
+        **({"looks": v.looks} if v.looks else {}),
         **({"judge": dict(v.judge)} if v.judge else {}),
     }
 
@@ -133,9 +134,13 @@ def router(provider: VerdictProvider, *, report_url: Callable[[str, str], str] |
         weight: Annotated[str | None, Query(max_length=20, description="Expected canary traffic share: 0.05, "
                                              "or an Argo percentage (5); `any` skips the split check; "
                                              "empty: from the config.")] = None,
+        step_seconds: Annotated[float | None, Query(gt=0, le=86_400, description=(
+            "The analysis step's planned length from its start (`since`; without it, this observer's first ask "
+            "of the step): the sliced tests spend most of their α at that end. Absent: canary.step_seconds, "
+            "else anytime-valid tests."))] = None,
     ) -> Response:
         """Judge the canary against the baseline now: pass | fail | inconclusive | nodata (always 200)."""
-        v = await provider.verdict_for(canary, baseline, since=since, weight=weight)
+        v = await provider.verdict_for(canary, baseline, since=since, weight=weight, step_seconds=step_seconds)
         report = report_url(v.canary, v.baseline) if report_url is not None and v.canary and v.baseline else None
         return Response(encode(v, report=report), media_type="application/json")
 

@@ -13,7 +13,9 @@ status code: 2xx means the check passed. So each hook maps the verdict to the on
 The pair: the versions named in the webhook's `metadata.canary` and `metadata.baseline` (names or roles, as the
 verdict API takes them), else Flagger's own names, the target `<name>` against `<name>-primary`.
 `metadata.weight` is the split the judge expects (Flagger's payload does not carry the current weight; without
-it the split check is skipped). The window starts when this observer first heard of the payload's `checksum`
+it the split check is skipped). `metadata.step_seconds` is the analysis's planned length from the revision's
+start (interval × maxWeight ÷ stepWeight, or × iterations): the sliced tests spend most of their α there.
+The window starts when this observer first heard of the payload's `checksum`
 (Flagger's hash of the canary's spec, new with every revision): Flagger reuses the names for every revision, so
 without it a new revision would be judged on the requests of the one before (a rolled-back bad one, or a
 healthy one diluting a bad one). The memory is per process and bounded; after a restart the window starts
@@ -27,6 +29,7 @@ report URL, so Flagger's events and logs show why.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections import OrderedDict
@@ -94,10 +97,26 @@ def parse_payload(raw: bytes) -> tuple[str, str, dict[str, str], str]:
     for key in ("canary", "baseline"):
         if key in metadata and not _VERSION.match(metadata[key]):
             raise BadPayload(f"metadata.{key} {metadata[key]!r} is not a version name or role")
+    if "step_seconds" in metadata:
+        step_seconds(metadata)
     checksum = data.get("checksum") or ""
     if not isinstance(checksum, str) or len(checksum) > 256:
         raise BadPayload("`checksum` must be the canary revision's hash (a string)")
     return name, namespace, dict(metadata), checksum
+
+
+def step_seconds(metadata: dict[str, str]) -> float | None:
+    """metadata.step_seconds as seconds (None when absent); BadPayload when it is not a positive number."""
+    text = metadata.get("step_seconds")
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 86_400:
+        raise BadPayload(f"metadata.step_seconds {text[:20]!r} is not a step length in seconds (0, 86400]")
+    return value
 
 
 def decide(hook: Hook, verdict: str, *, known: bool) -> tuple[int, str]:
@@ -125,7 +144,8 @@ def router(provider: VerdictProvider, *, report_url: Callable[[str, str], str] |
         canary = metadata.get("canary", name)
         baseline = metadata.get("baseline", f"{name}-primary")
         since = seen.start(namespace, name, checksum) if checksum else None
-        v = await provider.verdict_for(canary, baseline, since=since, weight=metadata.get("weight", "any"))
+        v = await provider.verdict_for(canary, baseline, since=since, weight=metadata.get("weight", "any"),
+                                       step_seconds=step_seconds(metadata))
         verdict = str(v.verdict)
         known = not v.reason.startswith(UNKNOWN_VERSIONS)
         code, decision = decide(hook, verdict, known=known)

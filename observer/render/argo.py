@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from observer import conventions as names
-from observer.config.canary import CanaryMetricSpec, MetricKind
+from observer.config.canary import CanaryMetricSpec, MetricKind, go_seconds
 from observer.config.spec import ObserverConfig
 from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.promql import selector
@@ -143,11 +143,20 @@ def _prometheus_args(config: ObserverConfig, address: str) -> list[dict[str, Any
 WEIGHT_ARG = "canary-weight"
 
 
-def verdict_url(config: ObserverConfig, *, weight: str) -> str:
-    """The verdict endpoint with Argo argument placeholders; `weight` is the split the judge expects."""
+def verdict_url(config: ObserverConfig, *, weight: str, step_seconds: float | None = None) -> str:
+    """The verdict endpoint with Argo argument placeholders; `weight` is the split the judge expects,
+    `step_seconds` the step's planned length (the sliced tests spend most of their α at its end)."""
     base = config.canary.observer_url.rstrip("/")
+    step = "" if step_seconds is None else f"&step_seconds={step_seconds:g}"
     return (f"{base}/api/v1/canary/verdict?canary={{{{args.canary}}}}&baseline={{{{args.baseline}}}}"
-            f"&weight={weight}")
+            f"&weight={weight}{step}")
+
+
+def planned_step_seconds(config: ObserverConfig) -> float:
+    """When the gate's last measurement is taken: Argo measures at the analysis start, then every interval, so
+    `count` measurements end (count − 1) × interval after it. The verdict's final test is made there."""
+    spec = config.canary
+    return (spec.argo_count - 1) * go_seconds(spec.argo_interval)
 
 
 GATE_PATH = "{$.gate}"
@@ -177,7 +186,8 @@ def gate_spec(config: ObserverConfig) -> dict[str, Any]:
         "failureLimit": 0,
         "inconclusiveLimit": spec.argo_count - 1,
         "consecutiveErrorLimit": 2,
-        "provider": {"web": {"url": verdict_url(config, weight="{{args." + WEIGHT_ARG + "}}"),
+        "provider": {"web": {"url": verdict_url(config, weight="{{args." + WEIGHT_ARG + "}}",
+                                                step_seconds=planned_step_seconds(config)),
                              "jsonPath": GATE_PATH, "timeoutSeconds": 10}},
     }
     verdict = prometheus_metrics(config)[0]

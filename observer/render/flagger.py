@@ -51,8 +51,12 @@ def threshold(name: str) -> dict[str, float]:
     return {"max": 0.5} if name == "drift" else {"min": 0}
 
 
+ANALYSIS = {"interval_seconds": 60, "maxWeight": 50, "stepWeight": 5}
+"""The example Canary's analysis: a one-minute interval, 5 % steps to 50 %."""
+
+
 def canary(config: ObserverConfig) -> dict[str, Any]:
-    """An example Canary for the Deployment `llm`: 10 % steps to 50 %, a check a minute, five failed checks roll
+    """An example Canary for the Deployment `llm`: 5 % steps to 50 %, a check a minute, five failed checks roll
     back; the critical dimensions' metrics and the verdict gate each step, the webhooks hold promotion until
     `pass` and roll back on `fail`."""
     spec = config.canary
@@ -61,15 +65,19 @@ def canary(config: ObserverConfig) -> dict[str, Any]:
                 "thresholdRange": threshold(m.name), "interval": "1m", "templateVariables": dict(variables)}
                for m in prometheus_metrics(config) if not m.dry_run]
     base = spec.observer_url.rstrip("/")
+    # The analysis reaches maxWeight after maxWeight ÷ stepWeight intervals, where confirm-promotion decides: the
+    # verdict's planned end (10 one-minute slices, the least a planned end needs).
+    step = {"step_seconds": str(ANALYSIS["interval_seconds"] * ANALYSIS["maxWeight"] // ANALYSIS["stepWeight"])}
     webhooks = [{"name": f"observer-{hook}", "type": hook, "url": f"{base}/api/v1/flagger/{hook}", "timeout": "15s",
-                 "metadata": dict(variables)} for hook in HOOKS]
+                 "metadata": {**variables, **step}} for hook in HOOKS]
     return {
         "apiVersion": API, "kind": "Canary",
         "metadata": {"name": TARGET, "namespace": spec.argo_namespace, "labels": dict(LABELS)},
         "spec": {
             "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": TARGET},
             "service": {"port": 8000, "targetPort": "http"},
-            "analysis": {"interval": "1m", "threshold": 5, "maxWeight": 50, "stepWeight": 10,
+            "analysis": {"interval": "1m", "threshold": 5, "maxWeight": ANALYSIS["maxWeight"],
+                         "stepWeight": ANALYSIS["stepWeight"],
                          "metrics": metrics, "webhooks": webhooks},
         },
     }

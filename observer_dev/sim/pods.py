@@ -14,6 +14,11 @@ in-flight requests, as it does under continuous batching. Optional, per `Traffic
 * ``ramp``        the total rate rises linearly from 0.5× to 1.5× over the step (a diurnal ramp).
 * ``cold_seconds`` canary pods start with an empty prefix cache: prefill costs up to 1.6× and the hit
                   ratio climbs from 0 over this many seconds.
+* ``occupancy``   sessions stick to a pod (session affinity, prefix-aware routing): each pod's share of the
+                  traffic wanders (log-normal, about 3 min to forget), outputs are long (median 400 tokens),
+                  and decode slows with the pod's own requests in flight over the last 8 s. A pod busy for
+                  minutes decodes every token of every request slower for minutes: with one canary pod, its
+                  inter-token latency is dependent across slices, not only within one.
 
 Replica counts follow the weight as Argo's basic canary does (canary = ceil(weight × replicas), the stable
 ReplicaSet the rest) and a Service spreads requests evenly over ready pods, so utilisation per pod is equal
@@ -48,6 +53,7 @@ class TrafficModel:
     restarts: bool = False
     ramp: bool = False
     cold_seconds: float = 0.0
+    occupancy: bool = False
 
 
 MODELS: dict[str, TrafficModel] = {m.name: m for m in (
@@ -57,6 +63,7 @@ MODELS: dict[str, TrafficModel] = {m.name: m for m in (
     TrafficModel("error_bursts", restarts=True),
     TrafficModel("ramp", ramp=True),
     TrafficModel("production", bursts=True, stalls=True, restarts=True, ramp=True),
+    TrafficModel("occupancy", occupancy=True),
 )}
 """The dependent traffic models the judge is calibrated on (plus `iid`)."""
 
@@ -105,6 +112,23 @@ def _markov_bursts(rng: np.random.Generator, seconds: int) -> np.ndarray:
     return mult
 
 
+def _sticky_pods(rng: np.random.Generator, t_req: np.ndarray, pods: int, seconds: int) -> np.ndarray:
+    """Each request's pod when sessions stick to pods: pod p's share of second t is ∝ exp(L_p(t)), L_p an
+    Ornstein–Uhlenbeck process (sd 0.5, correlation time 180 s): a pod's load wanders over minutes."""
+    phi = math.exp(-1.0 / 180.0)
+    level = np.zeros((seconds, pods))
+    x = rng.normal(0.0, 0.5, pods)
+    noise = rng.normal(0.0, 0.5 * math.sqrt(1.0 - phi * phi), (seconds, pods))
+    for t in range(seconds):
+        x = phi * x + noise[t]
+        level[t] = x
+    weights = np.exp(level)
+    cum = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+    u = rng.random(t_req.size)
+    out: np.ndarray = np.minimum((cum[t_req] < u[:, None]).sum(axis=1), pods - 1)
+    return out
+
+
 def _episodes(rng: np.random.Generator, pods: int, seconds: int, *, every_s: float, low: float, high: float
               ) -> list[tuple[int, int, int]]:
     """(pod, start, length) episodes: a Poisson process per pod, lengths uniform in [low, high] s."""
@@ -143,7 +167,7 @@ def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, 
     restarts = _episodes(rng, pods, seconds, every_s=3600.0, low=15, high=16) if model.restarts else []
     for p, start, length in restarts:
         down[start:start + length, p] = True
-    pod = rng.integers(0, pods, size=total)
+    pod = _sticky_pods(rng, t_req, pods, seconds) if model.occupancy else rng.integers(0, pods, size=total)
     blocked = down[t_req, pod]
     if blocked.any():
         for i in np.flatnonzero(blocked):
@@ -155,7 +179,7 @@ def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, 
                       np.where(kind == 1, rng.lognormal(math.log(2000), 0.3, total),
                                4000.0 * (1.0 + rng.pareto(1.8, total))))
     prompt = np.minimum(prompt, 32_000.0)
-    output = np.minimum(rng.lognormal(math.log(150), 0.7, total), 2048.0)
+    output = np.minimum(rng.lognormal(math.log(400 if model.occupancy else 150), 0.7, total), 2048.0)
 
     # Cold canary: prefill costs more while its prefix cache fills.
     hit = np.full(total, 0.5)
@@ -193,7 +217,8 @@ def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, 
     per_pod = np.zeros((seconds, pods))
     np.add.at(per_pod, (t_req, pod), 1.0)
     inflight = np.cumsum(per_pod, axis=0)
-    inflight[4:] = inflight[4:] - inflight[:-4]
+    busy = 8 if model.occupancy else 4  # long outputs stay in the batch longer
+    inflight[busy:] = inflight[busy:] - inflight[:-busy]
     itl = _DECODE_S_PER_TOKEN * (1.0 + 0.08 * inflight[t_req, pod]) * np.where(stall_left[t_req, pod] > 0, 5, 1)
     itl = np.where(is_canary[pod], itl * reg_c.itl_scale, itl)
     e2e = ttft + output * itl

@@ -72,7 +72,8 @@ def test_gate_semantics(rendered: dict[str, str]) -> None:
     assert m["successCondition"] == 'result.verdict == "pass"' and m["failureCondition"] == 'result.verdict == "fail"'
     # One fail aborts; an all-inconclusive step ends Inconclusive (count - 1 allowed), never Successful.
     assert m["failureLimit"] == 0 and m["inconclusiveLimit"] == m["count"] - 1
-    assert m["provider"]["web"]["url"].endswith("&weight={{args.canary-weight}}")
+    # The step's last measurement is its planned end: Argo measures at the start and then every interval.
+    assert m["provider"]["web"]["url"].endswith("&weight={{args.canary-weight}}&step_seconds=840")
     assert {"name": "canary-weight", "value": ""} in gate["spec"]["args"]
     g = guard["spec"]["metrics"][0]
     assert g["provider"]["web"]["url"].endswith("&weight=any")

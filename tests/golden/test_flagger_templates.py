@@ -52,7 +52,9 @@ def test_the_canary_references_what_is_rendered_and_gates_promotion_with_the_web
     hooks = {h["type"]: h for h in analysis["webhooks"]}
     assert set(hooks) == {"confirm-promotion", "rollback", "rollout"}
     assert hooks["confirm-promotion"]["url"].endswith("/api/v1/flagger/confirm-promotion")
-    assert hooks["confirm-promotion"]["metadata"] == {"canary": "llm", "baseline": "llm-primary"}
+    # The planned end: 5 % steps to 50 % every minute reach maxWeight, where confirm-promotion decides, at 600 s.
+    assert hooks["confirm-promotion"]["metadata"] == {"canary": "llm", "baseline": "llm-primary",
+                                                      "step_seconds": "600"}
     # The verdict's range fails only at -1: inconclusive (0) and an absent series (`or vector(0)`) are not
     # failures that roll a healthy canary back, and nothing but the webhook promotes.
     verdict = next(m for m in analysis["metrics"] if m["name"] == "verdict")

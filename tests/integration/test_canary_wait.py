@@ -52,6 +52,20 @@ def test_an_undecided_verdict_at_the_deadline_holds_the_gate_with_3(verdict: str
     assert time.monotonic() - t0 < 5 and len(asked) >= 3
 
 
+def test_planned_gives_the_step_its_start_and_end_and_looks_at_the_deadline() -> None:
+    # The interval (0.7 s) does not divide the deadline (2 s): the last look still comes at the deadline, where
+    # the verdict's final test is made.
+    with scripted([body("inconclusive")]) as (url, asked):
+        t0, start = time.monotonic(), time.time()
+        res = CliRunner().invoke(app, ["canary", "wait", "--url", url, "--interval", "0.7", "--timeout", "2",
+                                       "--planned"], env={"COLUMNS": "200"})
+        took = time.monotonic() - t0
+    assert res.exit_code == 3, res.output
+    assert {a["step_seconds"] for a in asked} == {"2"} and len({a["since"] for a in asked}) == 1
+    assert abs(float(asked[0]["since"]) - start) < 2
+    assert len(asked) == 4 and 2.0 <= took < 5  # 0, 0.7, 1.4 and 2.0 s
+
+
 def test_an_observer_restarting_mid_wait_is_asked_again_and_never_passes_meanwhile() -> None:
     with scripted([body("inconclusive"), "down", 503, "down", body("inconclusive"), body("pass")]) as (url, asked):
         res = wait(url, timeout=10)

@@ -11,7 +11,7 @@ here are the judge's own, with no simulator or scraper in between.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +20,7 @@ from scipy import stats as sps
 from observer.analyse.canary.judge import ArmData, Verdict
 from observer.analyse.canary.verdict import judge
 from observer.collect.model import Histogram
-from observer.config.canary import CanarySpec
+from observer.config.canary import CanaryMetricSpec, CanarySpec
 from observer.conventions import vllm
 from observer_dev.sim import pods
 
@@ -208,3 +208,30 @@ def judged_step(spec: CanarySpec, seed: int, dress: Callable[[ArmData, ArmData, 
     c, b = dress(st.canary.window(0, 900), st.baseline.window(0, 900), np.random.default_rng(seed))
     return judge(spec, canary="canary", baseline="stable", canary_data=c, baseline_data=b, expected_share=0.25,
                  now=1.0)
+
+
+PAIR_FLEET = """
+fleet:
+  versions:
+    - {name: stable, role: stable, expected_traffic_weight: 0.75}
+    - {name: canary, role: canary, expected_traffic_weight: 0.25}
+"""
+"""A config's fleet of one stable and one canary version (25 %), for a CanaryService over StreamSource."""
+
+
+class StreamSource:
+    """A CanarySource over simulated streams: the arm's data since `since` (clock seconds from 0)."""
+
+    name = "streams"
+
+    def __init__(self, *, canary: ArmProfile | None = None, ttft_scale: float = 1.0, seconds: int = 1800,
+                 weight: float = 0.25) -> None:
+        self.step = simulate_step(seed=5, seconds=seconds, total_rps=20, weight=weight, canary=canary,
+                                  canary_ttft_scale=ttft_scale)
+        self.calls: list[tuple[str, float, float]] = []
+
+    async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
+                  with_drift: bool) -> ArmData:
+        self.calls.append((version, since, now))
+        stream = self.step.canary if version == "canary" else self.step.baseline
+        return stream.window(max(0, int(since)), int(now))

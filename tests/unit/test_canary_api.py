@@ -23,34 +23,11 @@ from observer.config.spec import ObserverConfig
 from observer.errors import ConfigError
 from observer.export import canary_api as api
 from observer.fleetview import LiveFleet
-from tests.support.canary_streams import ArmProfile, simulate_step
+from tests.support.canary_streams import PAIR_FLEET, ArmProfile, StreamSource
 
-CONFIG = """
-fleet:
-  versions:
-    - {name: stable, role: stable, expected_traffic_weight: 0.75}
-    - {name: canary, role: canary, expected_traffic_weight: 0.25}
-canary:
+CONFIG = PAIR_FLEET + """canary:
   window_seconds: 1200
 """
-
-
-class StreamSource:
-    """A CanarySource over simulated streams: the arm's data since `since` (clock seconds from 0)."""
-
-    name = "streams"
-
-    def __init__(self, *, canary: ArmProfile | None = None, ttft_scale: float = 1.0, seconds: int = 1800,
-                 weight: float = 0.25) -> None:
-        self.step = simulate_step(seed=5, seconds=seconds, total_rps=20, weight=weight, canary=canary,
-                                  canary_ttft_scale=ttft_scale)
-        self.calls: list[tuple[str, float, float]] = []
-
-    async def arm(self, version: str, metrics: Sequence[CanaryMetricSpec], *, since: float, now: float,
-                  with_drift: bool) -> ArmData:
-        self.calls.append((version, since, now))
-        stream = self.step.canary if version == "canary" else self.step.baseline
-        return stream.window(max(0, int(since)), int(now))
 
 
 def _service(source: Any, *, now: float = 1800.0, text: str = CONFIG) -> CanaryService:

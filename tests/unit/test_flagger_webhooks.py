@@ -24,10 +24,12 @@ class Provider:
         self.outcome, self.reason = outcome, reason or f"{outcome} because"
         self.asked: list[tuple[str | None, str | None, str | None]] = []
         self.since: list[float | None] = []
+        self.steps: list[float | None] = []
 
     async def verdict_for(self, canary: str | None, baseline: str | None, *, since: float | None,
-                          weight: str | None) -> Verdict:
+                          weight: str | None, step_seconds: float | None = None) -> Verdict:
         self.asked.append((canary, baseline, weight))
+        self.steps.append(step_seconds)
         self.since.append(since)
         return Verdict(canary=canary or "", baseline=baseline or "", verdict=self.outcome, score=0.0,
                        critical_failed=False, n_canary=0, n_baseline=0, split_ok=True, canary_share=None,

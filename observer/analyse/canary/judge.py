@@ -12,7 +12,7 @@ from typing import assert_never
 import numpy as np
 
 from observer.analyse import histogram
-from observer.analyse.canary import sequential, stats
+from observer.analyse.canary import planned, sequential, stats
 from observer.analyse.canary.results import (
     GAUGE_VALUE,
     ROUTED_NOTE,
@@ -105,7 +105,8 @@ def _shown(m: CanaryMetricSpec, bound: stats.BoundTest) -> str:
 
 def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm: np.ndarray, *,
                    alpha: float, power: float, detail: str = "", shift: sequential.ShiftTest | None = None,
-                   pooled: bool = False) -> MetricResult:
+                   shift_end: planned.FinalTest | None = None, pooled: bool = False,
+                   plan: planned.PlannedEnd | None = None) -> MetricResult:
     n_c, n_b = round(float(n.sum())), round(float(mm.sum()))
     if n_c <= 0 or n_b <= 0:
         arm = "canary" if n_c <= 0 else "baseline"
@@ -114,36 +115,72 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
     rate_c, rate_b = bad_c / n_c, bad_b / n_b
     min_n = stats.ratio_sample_size(base_rate=max(rate_b, m.base_rate), effect_ratio=m.effect_ratio,
                                     alpha=alpha, power=power, allocation=n_b / n_c)
-    t = stats.slice_test(x, n, y, mm, alpha=alpha, pooled=pooled)
+    # With a planned end, the anytime-valid tests keep a share of α and of 1 − power; the rest is the final test's.
+    a_any, a_end = (alpha, 0.0) if plan is None else plan.split(alpha)
+    b_any, b_end = (1.0 - power, 0.0) if plan is None else plan.split_pass(1.0 - power)
+    t = stats.slice_test(x, n, y, mm, alpha=a_any, pooled=pooled)
     deff = t.design_effect or 1.0
     # The sample size grows with the design effect, shrunk towards 1 while few slices measure it.
     needed = math.ceil(min_n * (1.0 + (deff - 1.0) * t.slices / (t.slices + DEFF_PRIOR_SLICES)))
-    p_value = t.p_value if shift is None else min(1.0, 2.0 * min(t.p_value, shift.p_value))
     # The pass side: the data show the canary less than effect_ratio× worse, at 1 − power (a canary that
     # bad passes at most that often, at any number of looks). `needed` is only shown: the planned sample.
-    bound = stats.noninferior(bad_c, n_c, bad_b, n_b, effect_ratio=m.effect_ratio, alpha=1.0 - power,
+    bound = stats.noninferior(bad_c, n_c, bad_b, n_b, effect_ratio=m.effect_ratio, alpha=b_any,
                               design_effect=deff, base_rate=m.base_rate)
-    if t.reject or (shift is not None and shift.reject):
+    end_fail = end_pass = None
+    if plan is not None and plan.reached:
+        end_fail, end_pass = _final(m, x[:plan.slices], n[:plan.slices], y[:plan.slices], mm[:plan.slices],
+                                    alpha=a_end, beta=b_end, pooled=pooled)
+    shares = [(t.p_value, a_any / alpha)]
+    if end_fail is not None:
+        shares.append((end_fail.p_value, a_end / alpha))
+    p_value = min(1.0, min(p / share for p, share in shares))
+    if shift is not None:
+        shift_p = min(1.0, min(shift.p_value / (a_any / alpha),
+                               math.inf if shift_end is None else shift_end.p_value / (a_end / alpha)))
+        p_value = min(1.0, 2.0 * min(p_value, shift_p))
+    failed = t.reject or bool(end_fail and end_fail.reject)
+    shifted = shift is not None and (shift.reject or bool(shift_end and shift_end.reject))
+    if failed or shifted:
         outcome = Outcome.FAIL
-    elif bound.accept and t.slices >= MIN_SLICES_TO_PASS:
+    elif (bound.accept or bool(end_pass and end_pass.reject)) and t.slices >= MIN_SLICES_TO_PASS:
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
     parts = [p for p in (detail, f"{t.slices} slices, design effect {deff:.3g}") if p]
     if outcome is not Outcome.FAIL:
         parts.append(_shown(m, bound))
+    if end_fail is not None and end_pass is not None:
+        parts.append(f"final test on the first {plan.slices if plan else 0} slices: worse p={end_fail.p_value:.2g}, "
+                     f"less than {m.effect_ratio:g}× worse p={end_pass.p_value:.2g}")
     if outcome is Outcome.INCONCLUSIVE and t.slices < MIN_SLICES_TO_PASS:
         parts.append(f"a pass needs {MIN_SLICES_TO_PASS} slices")
     if t.reject and t.start_slice > 0:
         parts.append(f"worse since slice {t.start_slice}")
     if shift is not None:
-        parts.append(f"distribution shift {shift.shift:+.3f}" + (" (fail)" if shift.reject else ""))
+        parts.append(f"distribution shift {shift.shift:+.3f}" + (" (fail)" if shifted else ""))
         if shift.reject and shift.start_slice > 0:
             parts.append(f"shifted since slice {shift.start_slice}")
     return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=needed, canary=rate_c, baseline=rate_b,
                  ratio=rate_c / rate_b if rate_b > 0 else None, p_value=p_value, detail="; ".join(parts),
                  design_effect=t.design_effect, slices=t.slices,
                  worse_since=t.start_slice if t.reject and t.start_slice > 0 else None)
+
+
+def _final(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm: np.ndarray, *, alpha: float,
+           beta: float, pooled: bool) -> tuple[planned.FinalTest, planned.FinalTest]:
+    """(worse, less than effect_ratio× worse) fixed-horizon tests on the planned step's slices."""
+    t = stats.slice_test(x, n, y, mm, alpha=alpha, pooled=True)  # pooled: its design effect, no t-sequence
+    deff = t.design_effect or 1.0
+    sums = (float(x.sum()), float(n.sum()), float(y.sum()), float(mm.sum()))
+    if not pooled:
+        worse = planned.final_slices(x, n, y, mm, alpha=alpha)
+    elif t.design_effect is not None and t.slices >= stats.POOLED_MIN_SLICES:
+        worse = planned.final_ratio(*sums, deff=deff, alpha=alpha)
+    else:
+        worse = planned.FinalTest(1.0, False)
+    better = planned.final_noninferior(*sums, effect_ratio=m.effect_ratio, alpha=beta, deff=deff,
+                                       base_rate=m.base_rate)
+    return worse, better
 
 
 def _sliced(c: ArmData, b: ArmData) -> list[tuple[ArmData, ArmData]] | None:
@@ -191,7 +228,8 @@ def _checked(a: ArmData, check: str) -> tuple[float, float]:
     return float(failures), float(total)
 
 
-def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
+def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float,
+                 plan: planned.PlannedEnd | None) -> MetricResult:
     if m.live_check is not None:
         cc, bc = c.live_checks.get(m.live_check), b.live_checks.get(m.live_check)
         if cc is None or bc is None:
@@ -205,7 +243,7 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
             counts = np.array([(*_checked(sc, m.live_check), *_checked(sb, m.live_check)) for sc, sb in pairs]
                               ).reshape(-1, 4)
             return _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], alpha=alpha,
-                                  power=power, pooled=False, detail="sampled requests")
+                                  power=power, pooled=False, detail="sampled requests", plan=plan)
         return _ratio_outcome(m, cc[0], cc[1], bc[0], bc[1], alpha=alpha, power=power,
                               detail="samples assumed independent (no slices)")
     if m.spec_decode and (c.spec_decode is None or b.spec_decode is None):
@@ -222,13 +260,13 @@ def _judge_ratio(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, p
     if pairs is not None:
         counts = np.array([(*bad_and_total(m, sc), *bad_and_total(m, sb)) for sc, sb in pairs]).reshape(-1, 4)
         return _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3], alpha=alpha,
-                              power=power, pooled=True)
+                              power=power, pooled=True, plan=plan)
     (bad_c, n_c), (bad_b, n_b) = bad_and_total(m, c), bad_and_total(m, b)
     return _ratio_outcome(m, round(bad_c), round(n_c), round(bad_b), round(n_b), alpha=alpha, power=power)
 
 
-def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float
-                   ) -> MetricResult:
+def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float,
+                   plan: planned.PlannedEnd | None) -> MetricResult:
     assert m.family is not None
     hc, hb = c.histograms.get(m.family), b.histograms.get(m.family)
     if hc is None or hb is None or hc.count <= 0 or hb.count <= 0:
@@ -249,10 +287,17 @@ def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
         counts = np.array([(*_above(sc, m.family, le), *_above(sb, m.family, le)) for sc, sb in pairs]
                           ).reshape(-1, 4)
         bins = _bins(pairs, m.family, hb.bounds)
-        shift = None if bins is None else sequential.shift_test(bins[0], bins[1], alpha=alpha / 2.0)
+        a_any, a_end = (alpha / 2.0, 0.0) if plan is None else plan.split(alpha / 2.0)
+        shift = None if bins is None else sequential.shift_test(bins[0], bins[1], alpha=a_any)
+        shift_end = None
+        if shift is not None and plan is not None and plan.reached:
+            end_bins = _bins(pairs[:plan.slices], m.family, hb.bounds)
+            if end_bins is not None:
+                z, h, _ = sequential.shift_values(*end_bins)
+                shift_end = planned.final_t(z, h, alpha=a_end)
         res = _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3],
                              alpha=alpha if shift is None else alpha / 2.0, power=power,
-                             detail=f"share above le={le}", shift=shift)
+                             detail=f"share above le={le}", shift=shift, shift_end=shift_end, plan=plan)
     else:
         extra: dict[str, object] = {"detail": f"share above le={le}; requests assumed independent"}
         res = _ratio_outcome(m, round(above_c), round(n_c), round(above_b), round(n_b), alpha=alpha,
@@ -397,25 +442,27 @@ def _judge_paired(m: CanaryMetricSpec, c: ArmData, *, alpha: float) -> MetricRes
                  evidence=counts.evidence())
 
 
-def judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
+def judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float,
+                 plan: planned.PlannedEnd | None = None) -> MetricResult:
     """Judge one metric of the canary against the baseline; a nodata metric of an arm read from its router
-    (ArmData.routed_requests) says so."""
-    r = _judge_metric(m, c, b, alpha=alpha, power=power)
+    (ArmData.routed_requests) says so. `plan`: the step's planned end, for the sliced tests (planned.py)."""
+    r = _judge_metric(m, c, b, alpha=alpha, power=power, plan=plan)
     if r.outcome is Outcome.NODATA and (c.routed_requests or b.routed_requests):
         return replace(r, detail=f"{r.detail}: {ROUTED_NOTE}" if r.detail else ROUTED_NOTE)
     return r
 
 
-def _judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float) -> MetricResult:
+def _judge_metric(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float, power: float,
+                  plan: planned.PlannedEnd | None) -> MetricResult:
     match m.kind:
         case MetricKind.PAIRED:
             return _judge_paired(m, c, alpha=alpha)
         case MetricKind.COST:
             return _judge_cost(m, c, b)
         case MetricKind.RATIO:
-            return _judge_ratio(m, c, b, alpha=alpha, power=power)
+            return _judge_ratio(m, c, b, alpha=alpha, power=power, plan=plan)
         case MetricKind.LATENCY:
-            return _judge_latency(m, c, b, alpha=alpha, power=power)
+            return _judge_latency(m, c, b, alpha=alpha, power=power, plan=plan)
         case MetricKind.QUALITY:
             return _judge_quality(m, c, b, alpha=alpha, power=power)
         case MetricKind.DRIFT:

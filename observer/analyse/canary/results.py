@@ -190,6 +190,8 @@ class Verdict:
     """The LLM judge's identity (model, prompt hash, rubric hash) behind the quality metrics, if any."""
     undecided_seconds: float = 0.0
     """How long the pair has been undecided (inconclusive, nodata, idle) as of this look; 0 once decided."""
+    looks: str = ""
+    """How the sliced tests spend α over the looks: at a planned end, or anytime-valid and why (planned.py)."""
 
     def metric(self, name: str) -> MetricResult:
         """The result of metric `name`; KeyError if it was not judged."""

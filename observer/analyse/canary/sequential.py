@@ -89,6 +89,57 @@ def start_alpha(k: int, alpha: float) -> float:
     return alpha / (2.0 * MAX_RESTARTS) if k <= MAX_RESTARTS else 0.0
 
 
+MAX_BLOCK_SLICES = 6
+"""Most slices merged into one unit when the slices' excesses are correlated from one to the next."""
+
+
+def block_size(xs: np.ndarray, sizes: np.ndarray, *, split: int = 0) -> int:
+    """Slices per dependence block: b ≈ (1 + ρ)/(1 − ρ), the variance inflation of a mean of AR(1) values with
+    lag-1 correlation ρ, so that blocks of b consecutive slices are close to independent (a pod busy for
+    minutes slows every slice of them). ρ is the lag-1 correlation of the residuals of all the window's slices
+    around their fitted excess, fitted apart before and after `split` (a change at a fresh start is a shift of
+    the mean, which fitted as one would read as correlation), bias-corrected and taken one standard error
+    high: a block too short is what inflates the false fails, one too long only costs power. 1 below 8 slices."""
+    x, h = np.asarray(xs, dtype=float), np.asarray(sizes, dtype=float)
+    if x.size < 8:
+        return 1
+    hn = h / h.mean()
+    r = np.empty_like(x)
+    for lo, hi in ((0, split), (split, x.size)):
+        if hi > lo:
+            theta = float(x[lo:hi].sum()) / float(hn[lo:hi].sum())
+            r[lo:hi] = (x[lo:hi] - theta * hn[lo:hi]) / np.sqrt(hn[lo:hi])
+    ss = float(np.sum(r * r))
+    lag = r[1:] * r[:-1]
+    if 0 < split < x.size:
+        lag[split - 1] = 0.0  # the pair across the split is not a lag of one process
+    rho = float(lag.sum()) / ss if ss > 0 else 0.0
+    # Kendall's bias of the lag-1 estimate, about −(1 + 3ρ)/K, and one standard error (1/√K) of margin.
+    rho = min(max(rho + (1.0 + 3.0 * rho) / x.size + RHO_MARGIN / math.sqrt(x.size), 0.0), 0.9)
+    return max(1, min(MAX_BLOCK_SLICES, math.ceil((1.0 + rho) / (1.0 - rho) - 0.25)))
+
+
+RHO_MARGIN = 1.0
+"""Standard errors added to the estimated lag-1 correlation before the block size is taken from it."""
+
+
+def blocked(xs: np.ndarray, sizes: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, sizes) summed over consecutive blocks of `b` slices (the last may be shorter: its size says)."""
+    x, h = np.asarray(xs, dtype=float), np.asarray(sizes, dtype=float)
+    if b <= 1 or x.size == 0:
+        return x, h
+    edges = np.arange(0, x.size, b)
+    return np.add.reduceat(x, edges), np.add.reduceat(h, edges)
+
+
+def dependence_blocks(xs: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(block values, block sizes, slices per block) of a whole window (block_size, blocked). It narrows the
+    excess of a t-test on correlated slices, it does not remove it (tests/unit/test_canary_planned.py);
+    the share of α no test spends (planned.END_SHARE) is the margin for it."""
+    b = block_size(xs, sizes)
+    return (*blocked(xs, sizes, b), b)
+
+
 def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVERY_SLICES,
                planned: int = PLANNED_SLICES, sizes: np.ndarray | None = None) -> tuple[float, int, bool]:
     """(p-value, start slice, reject) of the anytime-valid t-test of "mean ≤ 0" on slice values `xs`,
@@ -101,28 +152,26 @@ def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVE
     slices are common: a step's first slice, a weight change, a scrape that lands between two slices; a
     mean test on them reads a real excess, larger in the larger slices, as noise and fails to fail."""
     xs = np.asarray(xs, dtype=float)
-    if sizes is None:
-        z, a2 = xs, np.ones_like(xs)
-    else:
-        h = np.asarray(sizes, dtype=float)
-        if h.shape != xs.shape or np.any(h <= 0):
-            raise ValueError("slice sizes must be positive, one per slice")
+    h = np.ones_like(xs) if sizes is None else np.asarray(sizes, dtype=float)
+    if h.shape != xs.shape or np.any(h <= 0):
+        raise ValueError("slice sizes must be positive, one per slice")
+    if xs.size:
         h = h / h.mean()  # a² averages 1: g keeps its meaning, the standardised effect of a typical slice
-        z, a2 = xs / np.sqrt(h), h
     gs = tuple(f * slice_g(alpha, planned) for f in G_FACTORS)
-    cs = np.concatenate(([0.0], np.cumsum(np.sqrt(a2) * z)))
-    cv = np.concatenate(([0.0], np.cumsum(z * z)))
-    ca = np.concatenate(([0.0], np.cumsum(a2)))
     best_p, best_start, reject = 1.0, 0, False
     for i, start in enumerate(range(0, max(len(xs) - 1, 1), max(restart_every, 1))):
         if i > MAX_RESTARTS:
             break
-        # Every slice end since `start` is a look a continuous monitor could have made: the window's
+        # The data since `start` in dependence blocks, their size measured on the whole window (a late start
+        # has too few slices of its own to measure it), fitted apart on either side of `start`.
+        bx, bh = blocked(xs[start:], h[start:], block_size(xs, h, split=start))
+        z, a2 = bx / np.sqrt(bh), bh
+        # Every block end since `start` is a look a continuous monitor could have made: the window's
         # verdict is the running maximum (valid by Ville's inequality), so one more slice cannot undo a fail.
-        s_all = cs[start + 2:] - cs[start]
-        v_all = cv[start + 2:] - cv[start]
-        a_all = ca[start + 2:] - ca[start]
-        j_all = np.arange(2, len(xs) - start + 1, dtype=float)
+        s_all = np.cumsum(np.sqrt(a2) * z)[1:]
+        v_all = np.cumsum(z * z)[1:]
+        a_all = np.cumsum(a2)[1:]
+        j_all = np.arange(2, z.size + 1, dtype=float)
         if s_all.size == 0:
             continue
         logs = np.stack([log_t_evalues(s_all, v_all, j_all, g, a_all) for g in gs])
@@ -151,12 +200,10 @@ class ShiftTest:
     reject: bool
 
 
-def shift_test(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, alpha: float,
-               restart_every: int = RESTART_EVERY_SLICES, planned: int = PLANNED_SLICES) -> ShiftTest:
-    """Per slice j, X_j = Σ over the canary's requests of (ridit against the slice's baseline − ½), ridits
-    from non-cumulative bucket counts (ties count ½: both arms share the buckets). X_j has mean 0 when
-    the arms' latencies are alike and is positive when the canary is slower everywhere; tested with
-    t_sequence under the same assumption as slice_test."""
+def shift_values(canary_bins: np.ndarray, baseline_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, sizes, canary requests) of the slices with both arms: per slice j, X_j = Σ over the canary's
+    requests of (ridit against the slice's baseline − ½), ridits from non-cumulative bucket counts (ties count
+    ½: both arms share the buckets), as the t-tests read it (X_j·h_j/n_j with sizes h_j)."""
     c = np.asarray(canary_bins, dtype=float)
     b = np.asarray(baseline_bins, dtype=float)
     if c.shape != b.shape or c.ndim != 2:
@@ -170,7 +217,23 @@ def shift_test(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, alpha: flo
     # X_j's mean grows with nc (a shift θ per canary request), its null variance with nc·(nc + nb)/nb (the
     # canary's ridits, plus the baseline's estimate of the scale): X_j·h/nc has mean h·θ and variance ∝ h.
     h = nc * nb / (nc + nb)
-    p, start, reject = t_sequence(xs * h / nc, alpha=alpha, restart_every=restart_every, planned=planned,
-                                  sizes=h) if xs.size else (1.0, 0, False)
-    shift = float(xs.sum() / nc.sum()) if nc.size else 0.0
-    return ShiftTest(slices=int(used.sum()), shift=shift, p_value=p, start_slice=start, reject=reject)
+    return xs * h / nc, h, nc
+
+
+def shift_test(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, alpha: float,
+               restart_every: int = RESTART_EVERY_SLICES, planned: int = PLANNED_SLICES) -> ShiftTest:
+    """Is the canary slower everywhere? shift_values' X_j have mean 0 when the arms' latencies are alike and
+    are positive when the canary is slower; tested with t_sequence under the same assumption as slice_test."""
+    z, h, nc = shift_values(canary_bins, baseline_bins)
+    p, start, reject = t_sequence(z, alpha=alpha, restart_every=restart_every, planned=planned,
+                                  sizes=h) if z.size else (1.0, 0, False)
+    shift = float(np.sum(z * nc / h) / nc.sum()) if nc.size else 0.0
+    return ShiftTest(slices=int(z.size), shift=shift, p_value=p, start_slice=start, reject=reject)
+
+
+def slice_excess(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(X_j, h_j) of the slices with requests in both arms: the canary's bad events above its share of the
+    slice's, X_j = x_j − p0_j·(x_j + y_j), and the slice's information h_j = n_j·m_j/(n_j + m_j)."""
+    used = (n > 0) & (m > 0)
+    x, n, y, m = x[used], n[used], y[used], m[used]
+    return x - n / (n + m) * (x + y), n * m / (n + m)

@@ -20,6 +20,10 @@ from observer.fleetview import FleetView, LiveFleet
 Clock = Callable[[], float]
 log = logging.getLogger("observer.canary")
 
+STEP_FORGET_SECONDS = 300.0
+"""A step start taken from a gate's first ask (no `since`) is forgotten after this long without an ask of the
+same step: the gate asks every interval while its analysis runs, so a silence this long ends the step."""
+
 
 class CanaryService:
     """Judges pairs on demand and on a schedule; keeps the latest verdict per pair (bounded by the fleet)."""
@@ -45,6 +49,10 @@ class CanaryService:
         self._analysis_start: dict[Pair, float] = {}
         # When each pair's current run of undecided looks began (canary.end: a canary that never decides ends).
         self._undecided_since: dict[Pair, float] = {}
+        # The planned step length the gate last asked with, and the start of that step when the gate gave no
+        # `since` (Argo's web metric cannot): its first ask, kept while it asks again (key: weight, length).
+        self._asked_step: dict[Pair, float] = {}
+        self._step_start: dict[Pair, tuple[tuple[str, float], float, float]] = {}
         self.evaluations: Counter[tuple[str, str, str]] = Counter()
         self.source_errors: Counter[tuple[str, str]] = Counter()
         self.events = events
@@ -63,6 +71,8 @@ class CanaryService:
                 self._asked_share.pop(gone, None)
                 self._analysis_start.pop(gone, None)
                 self._undecided_since.pop(gone, None)
+                self._asked_step.pop(gone, None)
+                self._step_start.pop(gone, None)
         return pairs
 
     def latest(self, canary: str, baseline: str) -> Verdict | None:
@@ -86,8 +96,10 @@ class CanaryService:
         return [self._latest[p] for p in sorted(self._latest, key=lambda p: (p.canary, p.baseline))]
 
     async def evaluate(self, canary: str, baseline: str, *, since: float | None = None,
-                       weight: float | None = None, check_split: bool = True) -> Verdict:
-        """Judge `canary` against `baseline` over the window ending now."""
+                       weight: float | None = None, check_split: bool = True,
+                       step_seconds: float | None = None) -> Verdict:
+        """Judge `canary` against `baseline` over the window ending now; with `since` and `step_seconds`, a step
+        that started at `since` and is planned to end `step_seconds` later (planned.py)."""
         now = self.clock()
         start = now - self.spec.window_seconds
         if since is not None:
@@ -101,8 +113,11 @@ class CanaryService:
         share = weight if weight is not None else expected_share(self.fleet.version, canary, baseline)
         if not check_split:
             share = None
+        planned = step_seconds if since is not None else None
         v = self._ended(Pair(canary, baseline), judge(self.spec, canary=canary, baseline=baseline, canary_data=c,
-                                                      baseline_data=b, expected_share=share, now=now), now)
+                                                      baseline_data=b, expected_share=share, now=now,
+                                                      planned_seconds=planned,
+                                                      elapsed_seconds=0.0 if since is None else now - since), now)
         self._latest[Pair(canary, baseline)] = v
         self._arms[Pair(canary, baseline)] = (c, b)
         if self.events is not None:
@@ -130,12 +145,14 @@ class CanaryService:
                               f"look: {v.reason}")
 
     async def verdict_for(self, canary: str | None, baseline: str | None, *, since: float | None,
-                          weight: str | None) -> Verdict:
+                          weight: str | None, step_seconds: float | None = None) -> Verdict:
         """The API's answer: a fresh verdict, nodata (with the reason) for unknown or missing names.
 
         `weight`: the canary's expected traffic share as a fraction (0.05) or an Argo percentage (5);
         empty or absent: from the versions' expected_traffic_weight (configured, or the Rollout's step);
-        `any`: no split check. `canary`/`baseline` may be a role (`canary`, `stable`, `GROUP:ROLE`)."""
+        `any`: no split check. `canary`/`baseline` may be a role (`canary`, `stable`, `GROUP:ROLE`).
+        `step_seconds`: the step's planned length from `since` (else from the gate's first ask of this step);
+        absent: canary.step_seconds."""
         versions = self.fleet.versions()
         canary = None if canary is None else resolve_alias(canary, versions)
         baseline = None if baseline is None else resolve_alias(baseline, versions)
@@ -149,11 +166,19 @@ class CanaryService:
             return self._nodata(canary[:63], baseline[:63], f"{UNKNOWN_VERSIONS}: {', '.join(unknown)}")
         if canary == baseline:
             return self._nodata(canary, baseline, "canary and baseline are the same version")
-        if since is not None and since > self._analysis_start.get(Pair(canary, baseline), -math.inf):
-            self._analysis_start[Pair(canary, baseline)] = min(since, self.clock())
         text = (weight or "").strip().lower()
+        pair = Pair(canary, baseline)
+        step = step_seconds if step_seconds is not None else self.spec.step_seconds
+        if step is None:
+            self._asked_step.pop(pair, None)
+        else:
+            self._asked_step[pair] = step
+            if since is None:
+                since = self._step_started(pair, (text, step))
+        if since is not None and since > self._analysis_start.get(pair, -math.inf):
+            self._analysis_start[pair] = min(since, self.clock())
         if text == "any":
-            return await self.evaluate(canary, baseline, since=since, check_split=False)
+            return await self.evaluate(canary, baseline, since=since, check_split=False, step_seconds=step)
         if not text:
             self._asked_share.pop(Pair(canary, baseline), None)
         share: float | None = None
@@ -167,7 +192,17 @@ class CanaryService:
                 return self._nodata(canary, baseline, f"weight {text[:20]!r} is not a share in (0, 1), "
                                                       "a percentage in [1, 100), or 'any'")
             self._asked_share[Pair(canary, baseline)] = share
-        return await self.evaluate(canary, baseline, since=since, weight=share)
+        return await self.evaluate(canary, baseline, since=since, weight=share, step_seconds=step)
+
+    def _step_started(self, pair: Pair, key: tuple[str, float]) -> float:
+        """When the gate's current step began: its first ask with this weight and length, unless the gate went
+        quiet for STEP_FORGET_SECONDS or asked for another step since (then now). After a restart of this
+        process the step starts again, which holds the gate longer and never passes it sooner."""
+        now = self.clock()
+        seen = self._step_start.get(pair)
+        start = seen[1] if seen is not None and seen[0] == key and now - seen[2] <= STEP_FORGET_SECONDS else now
+        self._step_start[pair] = (key, start, now)
+        return start
 
     def _nodata(self, canary: str, baseline: str, reason: str) -> Verdict:
         return judge(self.spec, canary=canary, baseline=baseline, canary_data=ArmData(note=reason),
@@ -177,6 +212,6 @@ class CanaryService:
         """Judge every configured pair (the periodic job)."""
         for p in self.pairs:
             v = await self.evaluate(p.canary, p.baseline, since=self._analysis_start.get(p),
-                                    weight=self._asked_share.get(p))
+                                    weight=self._asked_share.get(p), step_seconds=self._asked_step.get(p))
             if v.verdict is Outcome.FAIL:
                 log.warning("canary %s vs %s: fail: %s", p.canary, p.baseline, v.reason)

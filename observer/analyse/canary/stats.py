@@ -25,7 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from observer.analyse import histogram
-from observer.analyse.canary.sequential import PLANNED_SLICES, RESTART_EVERY_SLICES, SliceTest, t_sequence
+from observer.analyse.canary.sequential import (
+    PLANNED_SLICES,
+    RESTART_EVERY_SLICES,
+    SliceTest,
+    slice_excess,
+    t_sequence,
+)
 from observer.collect.model import Histogram
 from observer.conventions import vllm
 
@@ -381,16 +387,14 @@ def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.nd
         raise ValueError("slice arrays must have the same length")
     if np.any((x < 0) | (y < 0) | (x > n) | (y > m)):
         raise ValueError("bad events must be within 0..requests in every slice")
+    xs, h = slice_excess(x, n, y, m)
     used = (n > 0) & (m > 0)
     x, n, y, m = x[used], n[used], y[used], m[used]
-    p0 = n / (n + m)
     k = x + y
-    xs = x - p0 * k
     j = len(xs)
     total_s = float(xs.sum())
     # The spread around the fitted excess θ̂·h_j (h_j ∝ the slice's information): a larger slice carries a
     # larger excess on a worse canary, which is not dependence. Equal slices: the spread around the mean.
-    h = n * m / (n + m)
     hn = h / h.mean() if j else h
     theta = total_s / float(hn.sum()) if j else 0.0
     centred = float(np.sum((xs - theta * hn) ** 2 / hn)) if j else 0.0

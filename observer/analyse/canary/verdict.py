@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from observer.analyse.canary import sequential, stats
+from observer.analyse.canary import planned, sequential, stats
 from observer.analyse.canary.fairness import (
     all_asleep,
     engine_trouble,
@@ -57,9 +57,14 @@ def _describe(r: MetricResult) -> str:
 
 
 def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData, baseline_data: ArmData,
-          expected_share: float | None, now: float) -> Verdict:
-    """Judge the canary against the baseline over one window of data."""
+          expected_share: float | None, now: float, planned_seconds: float | None = None,
+          elapsed_seconds: float = 0.0) -> Verdict:
+    """Judge the canary against the baseline over one window of data. `planned_seconds`: the step's planned
+    length from the analysis start, `elapsed_seconds` since that start (the window's first slice): with both,
+    the sliced tests spend most of their α at the planned end (planned.py)."""
     power = spec.power
+    plan, looks = planned.plan(planned_seconds=planned_seconds, elapsed_seconds=elapsed_seconds,
+                               slice_seconds=spec.slice_seconds, window_seconds=spec.window_seconds)
     n_c, n_b = canary_data.total_requests, baseline_data.total_requests
 
     def verdict(outcome: Outcome, results: Sequence[MetricResult], reason: str, *, score_value: float = 0.0,
@@ -68,9 +73,9 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
                        critical_failed=critical_failed, n_canary=n_c or 0, n_baseline=n_b or 0,
                        split_ok=split_ok, canary_share=share, expected_share=expected_share,
                        metrics=tuple(results), reason=reason, evaluated_at=now,
-                       window_seconds=spec.window_seconds, judge=canary_data.judge_identity)
+                       window_seconds=spec.window_seconds, judge=canary_data.judge_identity, looks=looks)
 
-    results = [judge_metric(m, canary_data, baseline_data, alpha=metric_alpha(spec, m), power=power)
+    results = [judge_metric(m, canary_data, baseline_data, alpha=metric_alpha(spec, m), power=power, plan=plan)
                for m in spec.metrics]
     unfair = environment_mismatch(spec, canary_data, baseline_data)
     results = mute_unfair_latency(spec, results, canary_data, baseline_data)
