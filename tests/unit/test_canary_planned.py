@@ -83,6 +83,33 @@ def test_the_final_t_test_keeps_its_size_on_independent_and_on_correlated_slices
     assert blocked / (trials // 2) < min(0.13, 0.6 * naive / (trials // 2))
 
 
+def test_the_slice_pass_bound_passes_a_canary_at_the_effect_at_most_its_share() -> None:
+    # A canary exactly 2× worse (the effect) must pass at most 1 − power of the time. The final bound's t-test
+    # on slices is near its level on binomial slices and liberal on overdispersed ones (right skew), which is
+    # why it spends SLICES_PASS_SHARE of its share: at the level it is given, it stays under the whole share.
+    rng = np.random.default_rng(2)
+    share = 0.1
+    level = share * planned.SLICES_PASS_SHARE
+
+    def passes(*, overdispersed: bool, alpha: float, trials: int = 2000) -> float:
+        hits = 0
+        for _ in range(trials):
+            n, m = rng.poisson(60, 30).astype(float), rng.poisson(1140, 30).astype(float)
+            q = rng.gamma(1.0, 0.1, 30) if overdispersed else np.full(30, 0.1)
+            x, y = rng.binomial(n.astype(int), np.clip(q, 0, 1)), rng.binomial(m.astype(int), 0.05)
+            hits += planned.final_noninferior_slices(x, n, y, m, effect_ratio=2.0, alpha=alpha, base_rate=0.0).reject
+        return hits / trials
+
+    assert passes(overdispersed=False, alpha=share) < share + 0.02
+    assert passes(overdispersed=True, alpha=share) > share + 0.02  # the reason for the margin
+    assert passes(overdispersed=True, alpha=level) < share
+    # A canary no worse than the baseline passes (a design effect in the thousands would leave counts no pass).
+    n, m = np.full(30, 60.0), np.full(30, 1140.0)
+    x, y = rng.binomial(60, 0.05, 30) * 400.0, rng.binomial(1140, 0.05, 30) * 400.0  # tokens of a request together
+    assert planned.final_noninferior_slices(x, n * 400, y, m * 400, effect_ratio=2.0, alpha=level,
+                                            base_rate=0.0).reject
+
+
 def test_dependence_blocks_leave_independent_slices_alone_and_merge_correlated_ones() -> None:
     x = np.array([1.0, -1.0] * 10)
     assert sequential.dependence_blocks(x, np.ones(20))[2] == 1

@@ -178,8 +178,12 @@ def _final(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm:
         worse = planned.final_ratio(*sums, deff=deff, alpha=alpha)
     else:
         worse = planned.FinalTest(1.0, False)
-    better = planned.final_noninferior(*sums, effect_ratio=m.effect_ratio, alpha=beta, deff=deff,
-                                       base_rate=m.base_rate)
+    if pooled:
+        better = planned.final_noninferior(*sums, effect_ratio=m.effect_ratio, alpha=beta, deff=deff,
+                                           base_rate=m.base_rate)
+    else:
+        better = planned.final_noninferior_slices(x, n, y, mm, effect_ratio=m.effect_ratio,
+                                                  alpha=beta * planned.SLICES_PASS_SHARE, base_rate=m.base_rate)
     return worse, better
 
 

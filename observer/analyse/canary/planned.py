@@ -40,6 +40,11 @@ a pass is wanted as early as the data show it (a healthy canary promoted in minu
 half for the early looks. The union bound holds the power promise: a canary worse by the effect passes at
 most 1 − power of the time."""
 
+SLICES_PASS_SHARE = 0.5
+"""Share of the final pass bound's 1 − power that its slice t-test spends (final_noninferior_slices): the lower
+tail of a t-test on right-skewed slice counts is liberal, and at its full share a canary exactly at the effect
+passed 14% of the time at a nominal 10% on overdispersed slices (tests/unit/test_canary_planned.py)."""
+
 END_SHARE = 0.5
 """Share of each sliced test's α spent by the fixed-horizon test at the planned end. The remaining 0.4 is a
 margin for what that test assumes and cannot check at 3 a.m.: a design effect estimated from the step's own
@@ -179,3 +184,27 @@ def final_noninferior(bad_c: float, n_c: float, bad_b: float, n_b: float, *, eff
     pr = p0 * effect_ratio / (p0 * effect_ratio + 1.0 - p0)
     p = _binom_cdf(xc, xc + xb, pr)
     return FinalTest(p, p <= alpha)
+
+
+def final_noninferior_slices(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray, *, effect_ratio: float,
+                             alpha: float, base_rate: float) -> FinalTest:
+    """The pass bound read once on slices, for the metrics whose fail test is the slices' t-test (latency
+    shares, live checks): "at least `effect_ratio`× worse" rejected when the slices' excess over that is shown
+    negative. Per slice, D_j = x_j − p_R,j·(x_j + y_j), p_R the canary's share of the bad events of a canary
+    `effect_ratio`× worse (or, below `base_rate`, D_j = x_j − effect_ratio·base_rate·n_j), is ≥ 0 on average
+    for a canary at least that bad; −D_j is tested as final_t tests an excess. Its spread comes from the
+    slices, as the fail test's does: a design effect in the thousands (inter-token latencies, one observation
+    per token of requests that share a pod's busy minutes) then says what the slices say, where deflated
+    counts would leave a handful of units and no pass."""
+    x, n, y, m = (np.asarray(a, dtype=float) for a in (x, n, y, m))
+    used = (n > 0) & (m > 0)
+    x, n, y, m = x[used], n[used], y[used], m[used]
+    if x.size < 5:
+        return FinalTest(1.0, False)
+    if float(y.sum()) / float(m.sum()) < base_rate:
+        d, h = x - min(effect_ratio * base_rate, 0.999) * n, n
+    else:
+        p0 = n / (n + m)
+        pr = p0 * effect_ratio / (p0 * effect_ratio + 1.0 - p0)
+        d, h = x - pr * (x + y), n * m / (n + m)
+    return final_t(-d, h, alpha=alpha)
