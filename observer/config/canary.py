@@ -286,6 +286,11 @@ class CanarySpec(Spec):
     argo_namespace: str = Field("llm-serving", description="Namespace of the rendered AnalysisTemplates.")
     argo_interval: str = Field("1m", description="Argo measurement interval of the rendered templates.")
     argo_count: int = Field(15, ge=2, le=1000, description="Measurements of the web gate in one analysis step.")
+    planned_end: bool = Field(
+        True, description="The rendered gates give the verdict their step's planned end (Argo's web gate: "
+                          "(argo_count − 1) × argo_interval; Flagger's example webhooks: metadata.step_seconds), "
+                          "where the sliced tests spend most of their α. false: anytime-valid tests at every look "
+                          "(a gate whose steps do not end when the template says).")
     report: ReportSpec = Field(default_factory=ReportSpec, description="The canary report pages.")
     end: CanaryEndSpec = Field(default_factory=CanaryEndSpec,
                                description="The end of a canary that never decides: hold and page, or fail.")

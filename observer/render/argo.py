@@ -187,7 +187,8 @@ def gate_spec(config: ObserverConfig) -> dict[str, Any]:
         "inconclusiveLimit": spec.argo_count - 1,
         "consecutiveErrorLimit": 2,
         "provider": {"web": {"url": verdict_url(config, weight="{{args." + WEIGHT_ARG + "}}",
-                                                step_seconds=planned_step_seconds(config)),
+                                                step_seconds=planned_step_seconds(config)
+                                                if spec.planned_end else None),
                              "jsonPath": GATE_PATH, "timeoutSeconds": 10}},
     }
     verdict = prometheus_metrics(config)[0]

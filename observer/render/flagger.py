@@ -67,7 +67,8 @@ def canary(config: ObserverConfig) -> dict[str, Any]:
     base = spec.observer_url.rstrip("/")
     # The analysis reaches maxWeight after maxWeight ÷ stepWeight intervals, where confirm-promotion decides: the
     # verdict's planned end (10 one-minute slices, the least a planned end needs).
-    step = {"step_seconds": str(ANALYSIS["interval_seconds"] * ANALYSIS["maxWeight"] // ANALYSIS["stepWeight"])}
+    step = {"step_seconds": str(ANALYSIS["interval_seconds"] * ANALYSIS["maxWeight"] // ANALYSIS["stepWeight"])
+            } if spec.planned_end else {}
     webhooks = [{"name": f"observer-{hook}", "type": hook, "url": f"{base}/api/v1/flagger/{hook}", "timeout": "15s",
                  "metadata": {**variables, **step}} for hook in HOOKS]
     return {

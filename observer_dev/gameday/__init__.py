@@ -147,6 +147,9 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         # per slice, as one minute of real traffic is one slice in production.
         "canary": {"interval_seconds": plan.scrape_interval, "window_seconds": 3600, "metrics": metrics,
                    "slice_seconds": 2.0 * plan.scrape_interval,
+                   # The rendered gates' planned ends are in real minutes; a compressed step never reaches
+                   # them, and its gate looks once, at the end: the anytime-valid tests, as the rounds use.
+                   "planned_end": False,
                    # Four stable pods and one canary pod at an 80/20 split: the same load per pod.
                    "fairness": {"per_pod_load_tolerance": 1.0},
                    "observer_url": f"http://127.0.0.1:{ports['observer']}",

@@ -211,7 +211,9 @@ async def test_live_checks_are_read_per_slice(rig: tuple[Exporter, str]) -> None
     window; a canary refusing 5× as often fails `refusals` on its slices."""
     exp, url = rig
     since = time.time()
-    for _ in range(24):
+    # 28 two-second slices: the slice t-test takes runs of slices as one unit unless they are shown
+    # uncorrelated, so it needs more slices than the 10 a pass needs.
+    for _ in range(56):
         exp.traffic("stable", 600, error_rate=0.01, ttft_median=0.3)
         exp.traffic("canary", 200, error_rate=0.01, ttft_median=0.3, refusal_rate=0.25)
         time.sleep(1.0)
