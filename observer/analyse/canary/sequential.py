@@ -89,6 +89,12 @@ def start_alpha(k: int, alpha: float) -> float:
     return alpha / (2.0 * MAX_RESTARTS) if k <= MAX_RESTARTS else 0.0
 
 
+def worse_share(p0: np.ndarray | float, ratio: np.ndarray | float) -> np.ndarray | float:
+    """The share of the bad events that lands in the canary when it takes `p0` of the requests and its bad-event
+    rate is `ratio` × the baseline's: p0·r / (p0·r + 1 − p0). Under "no worse" (r = 1) it is p0."""
+    return p0 * ratio / (p0 * ratio + 1.0 - p0)
+
+
 MAX_BLOCK_SLICES = 6
 """Most slices merged into one unit when the slices' excesses are correlated from one to the next."""
 

@@ -31,6 +31,7 @@ from observer.analyse.canary.sequential import (
     SliceTest,
     slice_excess,
     t_sequence,
+    worse_share,
 )
 from observer.collect.model import Histogram
 from observer.conventions import vllm
@@ -77,7 +78,7 @@ def _log_mixture_lr(bad_canary: float, bad_baseline: float, p0: float, grid: Seq
     """log of the mean over worse-by ratios r of the likelihood ratio "a bad event is in the canary with
     probability p0·r/(p0·r + 1 − p0)" against p0."""
     r = np.asarray(grid, dtype=float)
-    p1 = p0 * r / (p0 * r + 1.0 - p0)
+    p1 = worse_share(p0, r)
     log_lr = bad_canary * np.log(p1 / p0) + bad_baseline * np.log((1.0 - p1) / (1.0 - p0))
     return _logsumexp(log_lr) - math.log(len(r))
 
@@ -359,7 +360,7 @@ def noninferior(bad_canary: float, n_canary: float, bad_baseline: float, n_basel
     if xc + xb <= 0:
         return BoundTest(1.0, False)
     p0 = n_canary / (n_canary + n_baseline)
-    pr = p0 * effect_ratio / (p0 * effect_ratio + 1.0 - p0)
+    pr = float(worse_share(p0, effect_ratio))
     # p(effect_ratio·f) is p(effect_ratio) with its odds scaled by f: the fail test's mixture, centred on pr.
     return BoundTest(*_always_valid(_log_mixture_lr(xc, xb, pr, NONINFERIOR_FRACTIONS), alpha))
 
