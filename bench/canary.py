@@ -205,7 +205,7 @@ class VerdictRun:
 
     model: str
     weight: float
-    kind: str  # aa | decode
+    kind: str  # aa | decode | slow
     first_fail: int | None
     first_pass: int | None
     failed_metrics: tuple[str, ...]
@@ -230,7 +230,8 @@ def verdict_simulate(task: tuple[str, float, str, int, int, float]) -> VerdictRu
     stop = int(stop_rng.uniform(seconds / 3, seconds) if stop_rng.random() < 0.5
                else stop_rng.uniform(seconds, 1.5 * seconds)) // LOOK_SECONDS * LOOK_SECONDS
     step = any_step(seed=seed, model=latency, seconds=max(seconds, stop), total_rps=rps, weight=weight,
-                    canary_itl_scale=1.5 if kind == "decode" else 1.0)
+                    canary_itl_scale=1.5 if kind == "decode" else 1.0,
+                    canary_ttft_scale=1.5 if kind == "slow" else 1.0)
     q = quality_step(step, seed=seed, model="session" if model == "session" else "iid")
     first_fail = first_pass = None
     failed: tuple[str, ...] = ()
@@ -302,8 +303,8 @@ def main() -> None:
                  for m in MODELS for w in WEIGHTS for i in range(args.errors_runs)]
     verdict_tasks = [(m, w, "aa", 50_000 + i, args.step_min * 60, args.rps)
                      for m in VERDICT_MODELS for w in WEIGHTS for i in range(args.aa_runs)]
-    verdict_tasks += [(m, w, "decode", 3000 + i, args.step_min * 60, args.rps)
-                      for m in VERDICT_MODELS for w in WEIGHTS for i in range(args.runs)]
+    verdict_tasks += [(m, w, k, 3000 + i, args.step_min * 60, args.rps)
+                      for k in ("decode", "slow") for m in VERDICT_MODELS for w in WEIGHTS for i in range(args.runs)]
     with mp.Pool(args.workers) as pool:
         aa_runs = pool.map(simulate, aa_tasks, chunksize=8)
         reg_runs = pool.map(simulate, reg_tasks, chunksize=2)
@@ -397,6 +398,7 @@ def main() -> None:
     to_pass_anytime: dict[str, dict[str, dict[str, float | None]]] = {}
     goodput_aa: dict[str, dict[str, float]] = {}
     decode_power: dict[str, dict[str, float]] = {}
+    slow_passed: dict[str, dict[str, dict[str, float]]] = {}
     alone_session: dict[str, float] = {}
 
     def passing(ts: list[int | None], n: int) -> dict[str, float | None]:
@@ -405,7 +407,7 @@ def main() -> None:
 
     for m in VERDICT_MODELS:
         verdict_aa[m], verdict_failed_by[m], to_pass[m], goodput_aa[m], decode_power[m] = {}, {}, {}, {}, {}
-        verdict_aa_anytime[m], verdict_aa_stopped[m], to_pass_anytime[m] = {}, {}, {}
+        verdict_aa_anytime[m], verdict_aa_stopped[m], to_pass_anytime[m], slow_passed[m] = {}, {}, {}, {}
         for w in WEIGHTS:
             key = f"{int(w * 100)}pct"
             runs = [r for r in verdict_runs if r.model == m and r.weight == w and r.kind == "aa"]
@@ -422,6 +424,10 @@ def main() -> None:
             goodput_aa[m][key] = sum(r.alone["goodput"] for r in runs) / len(runs)
             dec = [r for r in verdict_runs if r.model == m and r.weight == w and r.kind == "decode"]
             decode_power[m][key] = sum(r.planned_fail is not None for r in dec) / len(dec)
+            slow = [r for r in verdict_runs if r.model == m and r.weight == w and r.kind == "slow"]
+            # A pass at any look of a TTFT ×1.5 canary, before or after a fail: the look a gate may promote at.
+            slow_passed[m][key] = {"planned": sum(r.planned_pass is not None for r in slow) / len(slow),
+                                   "anytime": sum(r.first_pass is not None for r in slow) / len(slow)}
             if m == "session":
                 for k in ("live_sliced", "live_flat", "golden"):
                     alone_session[f"{k}@{key}"] = sum(r.alone[k] for r in runs) / len(runs)
@@ -465,7 +471,7 @@ def main() -> None:
             for k, p in errors_power[m].items()))
     print("\nverdict with every kind on, planned end at the step's end: A/A false-fail rate (anytime; stopped "
           "early or extended at random) | healthy canary passed within the step (median minutes; anytime) | "
-          "decode ×1.5 failed within the step")
+          "decode ×1.5 failed within the step | TTFT ×1.5 passed at a look (anytime)")
     for m in VERDICT_MODELS:
         cells = []
         for k in ("5pct", "25pct"):
@@ -473,8 +479,9 @@ def main() -> None:
             cells.append(f"{verdict_aa[m][k]:.1%} ({verdict_aa_anytime[m][k]:.1%}; {verdict_aa_stopped[m][k]:.1%}) | "
                          f"{to_pass[m][k]['passed_within_step']:.0%} ({'—' if med is None else round(med)}; "
                          f"{to_pass_anytime[m][k]['passed_within_step']:.0%}, "
-                         f"{'—' if med_any is None else round(med_any)}) | {decode_power[m][k]:.0%}")
-        print(f"  {m:<14} 5%: {cells[0]:<44} 25%: {cells[1]}")
+                         f"{'—' if med_any is None else round(med_any)}) | {decode_power[m][k]:.0%} | "
+                         f"{slow_passed[m][k]['planned']:.0%} ({slow_passed[m][k]['anytime']:.0%})")
+        print(f"  {m:<14} 5%: {cells[0]:<52} 25%: {cells[1]}")
     print(f"\nsession traffic, each alone at α {ALONE_ALPHA}: "
           + ", ".join(f"{k} {v:.1%}" for k, v in alone_session.items()))
     print("goodput alone at α 0.01: " + ", ".join(f"{m} {max(goodput_aa[m].values()):.1%}" for m in VERDICT_MODELS))
@@ -505,6 +512,7 @@ def main() -> None:
         "planned_end_seconds": args.step_min * 60,
         "errors_runs": args.errors_runs,
         "decode_itl_1.5x_failed_within_step": decode_power,
+        "ttft_1.5x_passed_within_step": slow_passed,
         "matched_wins": wins,
         "matched_scenarios": len(scen),
         "runs": args.runs,

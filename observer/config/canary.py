@@ -90,6 +90,11 @@ class CanaryMetricSpec(Spec):
     effect_ratio: float = Field(
         2.0, gt=1, le=100, description="ratio/latency: increase of the bad-event rate (canary ÷ baseline) the "
                                        "judge must detect with `power`; sets the minimum sample size.")
+    shift_margin: float = Field(
+        0.1, gt=0, lt=0.5, description="latency: the distribution shift (P(a canary request is slower than a "
+                                        "baseline one) − ½) a pass must rule out with `power`, beside the "
+                                        "share above the edge: a canary slower everywhere, under the SLO edge "
+                                        "or not, does not pass.")
     base_rate: float = Field(
         0.01, gt=0, lt=1, description="ratio/latency: baseline bad-event rate assumed for the sample size when "
                                       "the observed one is lower (zero baseline errors).")

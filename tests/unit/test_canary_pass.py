@@ -9,7 +9,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from observer.analyse.canary import stats
+from observer.analyse.canary import sequential, stats
 from observer.analyse.canary.judge import MIN_SLICES_TO_PASS, ArmData, Outcome, judge_metric
 from observer.analyse.canary.sources import OwnSource
 from observer.analyse.canary.verdict import WAIT_SLICES, judge
@@ -122,6 +122,45 @@ def test_a_decode_speed_regression_fails_the_default_verdict(model: str) -> None
     failed = [v for v in verdicts if v.verdict is Outcome.FAIL]
     assert failed and failed[0].critical_failed and failed[0].metric("itl").outcome is Outcome.FAIL
     assert failed[0].metric("ttft").outcome is not Outcome.FAIL
+
+
+def _shifted_bins(shift: float, *, seed: int, slices: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    """Per-slice bucket counts, baseline uniform over 10 buckets; the canary a mixture of it and the top bucket
+    whose ridit shift (ties ½) is exactly `shift`: the baseline part's mean ridit is ½, the top's 0.95."""
+    rng = np.random.default_rng(seed)
+    pb = np.full(10, 0.1)
+    lam = shift / 0.45
+    pc = (1.0 - lam) * pb + lam * np.eye(10)[-1]
+    return (np.stack([rng.multinomial(rng.poisson(50), pc) for _ in range(slices)]),
+            np.stack([rng.multinomial(rng.poisson(150), pb) for _ in range(slices)]))
+
+
+def test_the_shift_bound_passes_a_canary_at_the_margin_at_most_beta_over_all_looks() -> None:
+    """t_sequence keeps the running maximum: one call on 30 slices is every look up to 30."""
+    at_margin = sum(sequential.shift_bound(*_shifted_bins(0.1, seed=s), margin=0.1, alpha=0.2)[1]
+                    for s in range(300))
+    assert at_margin / 300 <= 0.2 + 0.05  # β, plus binomial noise on 300 trials
+    healthy = sum(sequential.shift_bound(*_shifted_bins(0.0, seed=s), margin=0.1, alpha=0.2)[1]
+                  for s in range(100))
+    assert healthy >= 95
+
+
+def test_a_canary_slower_everywhere_does_not_pass_on_its_share_above_the_edge() -> None:
+    """TTFT ×1.5 at 5% weight on per-pod queues: its share above the default edge stays under what the share
+    bound tolerates (base_rate × effect_ratio) for long stretches while the shift's fail test has not yet
+    rejected, so the share bound alone passes most steps at some look. The shift bound (the pass must rule
+    out a shift of `shift_margin`) holds them; with the bound out of any shift's reach they pass again."""
+    ttft = next(m for m in CanarySpec().metrics if m.name == "ttft")
+    unbounded = ttft.model_copy(update={"shift_margin": 0.49})
+    passed = {"default": 0, "unbounded": 0}
+    for seed in range(8):
+        st = any_step(seed=seed, model="pod_queues", seconds=1800, total_rps=20, weight=0.05, canary_ttft_scale=1.5)
+        looks = [(c, b) for _, c, b in st.looks(60)]
+        for name, m in (("default", ttft), ("unbounded", unbounded)):
+            passed[name] += any(judge_metric(m, c, b, alpha=0.0025, power=0.8).outcome is Outcome.PASS
+                                for c, b in looks)
+    assert passed["unbounded"] >= 6, passed  # the scenario does reach the share bound's pass
+    assert passed["default"] <= 2, passed
 
 
 class _Slices:

@@ -146,10 +146,11 @@ def dependence_blocks(xs: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np
     return (*blocked(xs, sizes, b), b)
 
 
-def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVERY_SLICES,
+def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int | None = RESTART_EVERY_SLICES,
                planned: int = PLANNED_SLICES, sizes: np.ndarray | None = None) -> tuple[float, int, bool]:
     """(p-value, start slice, reject) of the anytime-valid t-test of "mean ≤ 0" on slice values `xs`,
-    from the step start (α/2) and from every `restart_every`-th slice (the other α/2, see start_alpha).
+    from the step start (α/2) and from every `restart_every`-th slice (the other α/2, see start_alpha);
+    `restart_every` None: from the step start only, at the whole α (a pass bound speaks for the whole step).
 
     `sizes`: each slice's weight h_j, with X_j's mean h_j·θ and its variance under the null σ²·h_j (an
     excess of bad events over a slice's expected count: both grow with its requests). Slices then differ
@@ -165,7 +166,8 @@ def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVE
         h = h / h.mean()  # a² averages 1: g keeps its meaning, the standardised effect of a typical slice
     gs = tuple(f * slice_g(alpha, planned) for f in G_FACTORS)
     best_p, best_start, reject = 1.0, 0, False
-    for i, start in enumerate(range(0, max(len(xs) - 1, 1), max(restart_every, 1))):
+    every = max(len(xs), 1) if restart_every is None else max(restart_every, 1)
+    for i, start in enumerate(range(0, max(len(xs) - 1, 1), every)):
         if i > MAX_RESTARTS:
             break
         # The data since `start` in dependence blocks, their size measured on the whole window (a late start
@@ -186,7 +188,7 @@ def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int = RESTART_EVE
         log_e = float(mixed.max())
         if log_e <= 0:
             continue
-        a_k = start_alpha(i, alpha)
+        a_k = alpha if restart_every is None else start_alpha(i, alpha)
         p = min(1.0, math.exp(-log_e) * alpha / a_k)
         if p < best_p:
             best_p, best_start = p, start
@@ -235,6 +237,18 @@ def shift_test(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, alpha: flo
                                   sizes=h) if z.size else (1.0, 0, False)
     shift = float(np.sum(z * nc / h) / nc.sum()) if nc.size else 0.0
     return ShiftTest(slices=int(z.size), shift=shift, p_value=p, start_slice=start, reject=reject)
+
+
+def shift_bound(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, margin: float,
+                alpha: float) -> tuple[float, bool]:
+    """(p-value, accept) of the pass side of the shift: "the shift is at least `margin`" rejected, anytime-valid,
+    by t_sequence on margin·h_j − X_j (mean h_j·(margin − θ)), from the step start only. A canary slower
+    everywhere by that much passes at most `alpha` of its steps, whatever its share above the SLO edge."""
+    z, h, _ = shift_values(canary_bins, baseline_bins)
+    if z.size == 0:
+        return 1.0, False
+    p, _, accept = t_sequence(margin * h - z, alpha=alpha, restart_every=None, sizes=h)
+    return p, accept
 
 
 def slice_excess(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
