@@ -9,9 +9,11 @@ cluster runs, and each must end in the same verdict class.
 - **Two `observer serve` replicas** (child processes) sharing one **PostgreSQL** store (Debian's package, a
   fresh database per scenario), scraped by a real **Prometheus**; the judge reads Prometheus
   (`canary.source: prometheus`, `replica_labels: [instance]`).
-- **Flagger's loop** (observer_dev.gameday.flagger) on every verdict scenario's last look, its webhooks
+- **Flagger's loop** (observer_dev.gameday.flagger) beside every verdict scenario's looks, its webhooks
   answered by the surviving replica and its MetricTemplates read from Prometheus: it must end where the
-  single-process game day's does (promoted on pass, rolled back on fail, held otherwise).
+  single-process game day's does (promoted on pass, rolled back on fail, held otherwise). A decided scenario
+  plays on until Flagger's loop has ended too: the survivor's window started at its first webhook, after
+  the kill, later than the gate's.
 - **Faults in every scenario**: the replica the gate asks is SIGKILLed after the first look and the gate asks
   the other one (as a Service would); two looks later the survivor is partitioned from PostgreSQL (a TCP relay
   that is cut) for `PARTITION_LOOKS` looks, then reconnected. In `restart` the survivor is then restarted too.
@@ -187,7 +189,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                          api: Any = None) -> ClusterRow:
     """One scenario on two fresh replicas and a fresh database, with the kill and the partition."""
     from observer_dev.gameday import FLAGGER_EXPECT, FLAGGER_INTERVALS, _ingest, _prepare_drift, _profile
-    from observer_dev.gameday.flagger import FlaggerLoop
+    from observer_dev.gameday.flagger import FAILED, SUCCEEDED, FlaggerLoop
     from observer_dev.gameday.looks import FLAGGER_END, alert_exprs, alert_problems, alert_round, decided
     from observer_dev.relay import relay
 
@@ -297,6 +299,11 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 f.write(json.dumps({"look": look, "replica": asked.name, "body": body}) + "\n")
             done = look > faults_over and decided(s.expect, row.verdicts[-1], body)
             if s.change_after is not None and look <= s.change_after + 2:
+                done = False
+            # Traffic flows while Flagger analyses: its window on the replica asked after the kill started
+            # looks later than the gate's `since`, so a decided look does not end the scenario until Flagger's
+            # loop has ended too (its intervals after the last look read frozen data).
+            if done and loop is not None and loop.phase not in (FAILED, SUCCEEDED):
                 done = False
             if done or (s.expect in ("nodata", "not-pass", "inconclusive") and look + 1 >= plan.max_rounds // 2
                         and look > faults_over):
