@@ -113,6 +113,13 @@ def test_an_observer_that_is_down_costs_litellm_nothing_and_is_told_later(tmp_pa
     with start_litellm(tmp_path, fleet, port, OBSERVER_RETRY_SECONDS="1", OBSERVER_QUEUE_SIZE="5") as litellm:
         down = [ask(litellm.url, i, stream=False) for i in range(30)]
         assert all(code == 200 for code, _ in down)  # LiteLLM answers as if nothing were wrong
+        # LiteLLM runs success callbacks in a logging worker behind its answers; on a busy machine they can run
+        # after the observer is back, with nothing dropped. The outage is the premise: wait until the callback
+        # met it (its once-a-minute warning says it dropped).
+        log = litellm.log
+        assert log is not None
+        wait_until(lambda: "observer callback: dropped" in log.read_text(errors="replace"), timeout=30,
+                   message=lambda: f"the callback never met the outage; LiteLLM's log:\n{litellm.log_tail()}")
         with run_observer(observer_config(tmp_path / "samples.db"), areas=["sample"], port=port) as obs:
             up = [ask(litellm.url, 100 + i, stream=False) for i in range(10)]
             assert all(code == 200 for code, _ in up)
