@@ -137,11 +137,12 @@ def _shifted_bins(shift: float, *, seed: int, slices: int = 30) -> tuple[np.ndar
 
 def test_the_shift_bound_passes_a_canary_at_the_margin_at_most_beta_over_all_looks() -> None:
     """t_sequence keeps the running maximum: one call on 30 slices is every look up to 30."""
-    at_margin = sum(sequential.shift_bound(*_shifted_bins(0.1, seed=s), margin=0.1, alpha=0.2)[1]
-                    for s in range(300))
+    def below(shift: float, seed: int) -> bool:
+        return sequential.shift_test(*_shifted_bins(shift, seed=seed), alpha=0.01, margin=0.1, pass_alpha=0.2).below
+
+    at_margin = sum(below(0.1, s) for s in range(300))
     assert at_margin / 300 <= 0.2 + 0.05  # β, plus binomial noise on 300 trials
-    healthy = sum(sequential.shift_bound(*_shifted_bins(0.0, seed=s), margin=0.1, alpha=0.2)[1]
-                  for s in range(100))
+    healthy = sum(below(0.0, s) for s in range(100))
     assert healthy >= 95
 
 

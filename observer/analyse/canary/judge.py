@@ -105,7 +105,7 @@ def _shown(m: CanaryMetricSpec, bound: stats.BoundTest) -> str:
 
 def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm: np.ndarray, *,
                    alpha: float, power: float, detail: str = "", shift: sequential.ShiftTest | None = None,
-                   shift_end: planned.FinalTest | None = None, shift_pass: planned.FinalTest | None = None,
+                   shift_end: planned.FinalTest | None = None, shift_below_end: planned.FinalTest | None = None,
                    pooled: bool = False, plan: planned.PlannedEnd | None = None) -> MetricResult:
     n_c, n_b = round(float(n.sum())), round(float(mm.sum()))
     if n_c <= 0 or n_b <= 0:
@@ -140,10 +140,12 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
         p_value = min(1.0, 2.0 * min(p_value, shift_p))
     failed = t.reject or bool(end_fail and end_fail.reject)
     shifted = shift is not None and (shift.reject or bool(shift_end and shift_end.reject))
+    # The pass side of the shift, as its fail side: the anytime bound, or the final one at the planned end.
+    below = shift is None or shift.below or bool(shift_below_end and shift_below_end.reject)
     if failed or shifted:
         outcome = Outcome.FAIL
     elif ((bound.accept or bool(end_pass and end_pass.reject)) and t.slices >= MIN_SLICES_TO_PASS
-          and (shift_pass is None or shift_pass.reject)):
+          and below):
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
@@ -159,9 +161,10 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
         parts.append(f"worse since slice {t.start_slice}")
     if shift is not None:
         parts.append(f"distribution shift {shift.shift:+.3f}" + (" (fail)" if shifted else ""))
-        if shift_pass is not None and outcome is not Outcome.FAIL:
-            parts.append(("shown" if shift_pass.reject else "not yet shown")
-                         + f" under {m.shift_margin:+g} (p={shift_pass.p_value:.2g})")
+        if outcome is not Outcome.FAIL:
+            by_end = shift_below_end is not None and shift_below_end.reject and not shift.below
+            below_p = shift_below_end.p_value if by_end and shift_below_end else shift.below_p_value
+            parts.append(("shown" if below else "not yet shown") + f" under {m.shift_margin:+g} (p={below_p:.2g})")
         if shift.reject and shift.start_slice > 0:
             parts.append(f"shifted since slice {shift.start_slice}")
     return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=needed, canary=rate_c, baseline=rate_b,
@@ -296,26 +299,23 @@ def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
                           ).reshape(-1, 4)
         bins = _bins(pairs, m.family, hb.bounds)
         a_any, a_end = (alpha / 2.0, 0.0) if plan is None else plan.split(alpha / 2.0)
-        shift = None if bins is None else sequential.shift_test(bins[0], bins[1], alpha=a_any)
-        shift_end = shift_pass = None
-        if shift is not None and bins is not None:
-            # A pass also rules out a shift of `shift_margin`, at the pass bound's 1 − power (no split: both
-            # views must pass, so a canary that bad passes at most as often as either allows).
-            b_any, b_end = (1.0 - power, 0.0) if plan is None else plan.split_pass(1.0 - power)
-            shift_pass = planned.FinalTest(*sequential.shift_bound(bins[0], bins[1], margin=m.shift_margin,
-                                                                   alpha=b_any))
+        # A pass also rules out a shift of `shift_margin`, at the pass bound's 1 − power (no split: both views
+        # must pass, so a canary that bad passes at most as often as either allows).
+        b_any, b_end = (1.0 - power, 0.0) if plan is None else plan.split_pass(1.0 - power)
+        shift = None if bins is None else sequential.shift_test(bins[0], bins[1], alpha=a_any,
+                                                                margin=m.shift_margin, pass_alpha=b_any)
+        shift_end = shift_below_end = None
         if shift is not None and plan is not None and plan.reached:
             end_bins = _bins(pairs[:plan.slices], m.family, hb.bounds)
             if end_bins is not None:
                 z, h, _ = sequential.shift_values(*end_bins)
                 shift_end = planned.final_t(z, h, alpha=a_end)
-                below = planned.final_t(m.shift_margin * h - z, h, alpha=b_end * planned.SLICES_PASS_SHARE)
-                if shift_pass is not None and below.reject and not shift_pass.reject:
-                    shift_pass = below
+                shift_below_end = planned.final_t(m.shift_margin * h - z, h,
+                                                  alpha=b_end * planned.SLICES_PASS_SHARE)
         res = _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3],
                              alpha=alpha if shift is None else alpha / 2.0, power=power,
                              detail=f"share above le={le}", shift=shift, shift_end=shift_end,
-                             shift_pass=shift_pass, plan=plan)
+                             shift_below_end=shift_below_end, plan=plan)
     else:
         extra: dict[str, object] = {"detail": f"share above le={le}; requests assumed independent"}
         res = _ratio_outcome(m, round(above_c), round(n_c), round(above_b), round(n_b), alpha=alpha,

@@ -206,6 +206,10 @@ class ShiftTest:
     p_value: float
     start_slice: int
     reject: bool
+    below_p_value: float = 1.0
+    """The pass side (shift_test's `margin`): always-valid p-value of "the shift is at least the margin"."""
+    below: bool = False
+    """That hypothesis rejected: the shift is shown below the margin."""
 
 
 def shift_values(canary_bins: np.ndarray, baseline_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -229,26 +233,23 @@ def shift_values(canary_bins: np.ndarray, baseline_bins: np.ndarray) -> tuple[np
 
 
 def shift_test(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, alpha: float,
-               restart_every: int = RESTART_EVERY_SLICES, planned: int = PLANNED_SLICES) -> ShiftTest:
+               restart_every: int = RESTART_EVERY_SLICES, planned: int = PLANNED_SLICES,
+               margin: float | None = None, pass_alpha: float = 0.0) -> ShiftTest:
     """Is the canary slower everywhere? shift_values' X_j have mean 0 when the arms' latencies are alike and
-    are positive when the canary is slower; tested with t_sequence under the same assumption as slice_test."""
+    are positive when the canary is slower; tested with t_sequence under the same assumption as slice_test.
+
+    With `margin`, also the pass side at `pass_alpha`: "the shift is at least `margin`" rejected, anytime-valid,
+    by t_sequence on margin·h_j − X_j (mean h_j·(margin − θ)), from the step start only. A canary slower
+    everywhere by that much is shown below it in at most `pass_alpha` of its steps, whatever its share above
+    the SLO edge."""
     z, h, nc = shift_values(canary_bins, baseline_bins)
     p, start, reject = t_sequence(z, alpha=alpha, restart_every=restart_every, planned=planned,
                                   sizes=h) if z.size else (1.0, 0, False)
+    below_p, _, below = t_sequence(margin * h - z, alpha=pass_alpha, restart_every=None, planned=planned,
+                                   sizes=h) if z.size and margin is not None else (1.0, 0, False)
     shift = float(np.sum(z * nc / h) / nc.sum()) if nc.size else 0.0
-    return ShiftTest(slices=int(z.size), shift=shift, p_value=p, start_slice=start, reject=reject)
-
-
-def shift_bound(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, margin: float,
-                alpha: float) -> tuple[float, bool]:
-    """(p-value, accept) of the pass side of the shift: "the shift is at least `margin`" rejected, anytime-valid,
-    by t_sequence on margin·h_j − X_j (mean h_j·(margin − θ)), from the step start only. A canary slower
-    everywhere by that much passes at most `alpha` of its steps, whatever its share above the SLO edge."""
-    z, h, _ = shift_values(canary_bins, baseline_bins)
-    if z.size == 0:
-        return 1.0, False
-    p, _, accept = t_sequence(margin * h - z, alpha=alpha, restart_every=None, sizes=h)
-    return p, accept
+    return ShiftTest(slices=int(z.size), shift=shift, p_value=p, start_slice=start, reject=reject,
+                     below_p_value=below_p, below=below)
 
 
 def slice_excess(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
