@@ -42,6 +42,7 @@ from observer_dev.gameday.looks import (
     check_row,
     firing,
     must_fail_streak,
+    report_badge,
     settled,
     verdict_body,
     web_phase,
@@ -416,10 +417,14 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 _wait(drift_exported, timeout=15, what="Prometheus to scrape the drift gauge", every=0.25)
         except GamedayError as e:
             row.detail = str(e)
+        looked = len(row.verdicts)
         for look in range(ARGO_FAIL_LOOKS if s.expect == "fail" else 1):
             if look:
                 time.sleep(plan.scrape_interval)
             row.web_gate, row.guardrail, row.prometheus, body = argo_checks(config, prom_url, obs.url)
+            row.reads["Argo"] = (f"measurement {look + 1} after look {looked} ({time.monotonic() - t0:.0f} s): "
+                                 f"web gate {row.web_gate} on verdict {body.get('verdict')}, guardrail "
+                                 f"{row.guardrail}, Prometheus {row.prometheus}")
             # A gate run can fail on another dimension while the verdict read with it sits at its boundary
             # (inconclusive): that look does not settle a `fail` scenario; the next measurement does.
             if row.web_gate.startswith("Failed") and (s.expect != "fail" or body.get("verdict") == "fail"):
@@ -428,8 +433,10 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
             row.verdicts[-1] = str(body["verdict"])
         if loop is not None:  # Flagger's intervals after the last look, to its end or FLAGGER_INTERVALS more
             row.flagger = loop.run(prom_url, intervals=FLAGGER_INTERVALS)
+            row.reads["Flagger"] = f"after look {looked} ({time.monotonic() - t0:.0f} s): {row.flagger}"
         page = httpx.get(obs.url + "/report/canary/canary", params={"baseline": "stable"}, timeout=10)
         row.report = page.text if page.status_code == 200 else f"HTTP {page.status_code}: {page.text[:300]}"
+        row.reads["report"] = f"after look {looked} ({time.monotonic() - t0:.0f} s): {report_badge(row.report)}"
         ok, detail = check_row(s, row, body)
         for alert in s.alerts:  # alerts a verdict scenario must also fire, as Prometheus evaluates them now
             if not firing(prom_url, exprs[alert], s.alert_labels):

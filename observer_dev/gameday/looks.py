@@ -4,6 +4,7 @@ Prometheus-template metric, the alerts), and the rules that say when a scenario 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -93,6 +94,12 @@ def verdict_body(observer_url: str) -> dict[str, Any]:
         raise GamedayError(f"verdict endpoint answered HTTP {r.status_code}: {r.text[:200]}")
     out: dict[str, Any] = r.json()
     return out
+
+
+def report_badge(page: str) -> str:
+    """The verdict badge of a report page ("verdict fail"), or what the page was instead."""
+    m = re.search(r'class="badge verdict ([a-z]+)"', page)
+    return f"verdict {m.group(1)}" if m else f"no verdict badge ({page[:80]!r})"
 
 
 def decided(expect: str, verdict: str, body: Mapping[str, Any]) -> bool:

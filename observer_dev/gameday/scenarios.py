@@ -130,6 +130,11 @@ class Row:
     evidence: Any = None  # what else the scenario measured (the real game day: quality and drift evidence)
     report: str = ""  # the pair's report page (HTML) at the scenario's last look
     flagger: str = ""  # where Flagger's analysis loop (observer_dev/gameday/flagger.py) ended on the last look
+    reads: dict[str, str] = field(default_factory=dict)  # per reader (web gate, twin, Flagger, report): when, what
+
+    def readers(self) -> str:
+        """When each reader read and what it read, for a failure message."""
+        return "; ".join(f"{k}: {v}" for k, v in self.reads.items()) or "no reader read"
 
 
 @dataclass

@@ -19,7 +19,7 @@ def test_short_gameday_every_scenario_matches() -> None:
     names = [r.scenario for r in report.rows]
     assert names == [s.name for s in SCENARIOS if s.needs != "drift" and not s.pending_pods]
     for row in report.rows:
-        assert row.ok, f"{row.scenario}: {row.detail} (verdicts {row.verdicts}, prometheus {row.prometheus})"
+        assert row.ok, f"{row.scenario}: {row.detail} (verdicts per look {row.verdicts}; {row.readers()})"
     by_name = {r.scenario: r for r in report.rows}
     assert by_name["healthy"].web_gate == "Successful"
     assert by_name["slow"].prometheus["latency"] == "Failed"
@@ -43,7 +43,7 @@ def _check_failing_reports(rows: list[Any]) -> None:
     failing = [r for r in rows if r.expected == "fail"]
     assert failing
     for row in failing:
-        assert 'class="badge verdict fail"' in row.report, (row.scenario, row.report[:300])
+        assert 'class="badge verdict fail"' in row.report, (row.scenario, row.verdicts, row.readers())
         if row.scenario == "starved":  # no metric failed: the page names the policy that ended it, and its runbook
             assert "canary.end.then: fail" in row.report and "canary-undecided.md" in row.report, row.scenario
             continue

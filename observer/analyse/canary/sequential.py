@@ -107,7 +107,7 @@ def block_size(xs: np.ndarray, sizes: np.ndarray, *, split: int = 0) -> int:
     the mean, which fitted as one would read as correlation), bias-corrected and taken one standard error
     high: a block too short is what inflates the false fails, one too long only costs power. 1 below 8 slices."""
     x, h = np.asarray(xs, dtype=float), np.asarray(sizes, dtype=float)
-    if x.size < 8:
+    if x.size < MIN_SLICES_TO_BLOCK:
         return 1
     hn = h / h.mean()
     r = np.empty_like(x)
@@ -119,10 +119,63 @@ def block_size(xs: np.ndarray, sizes: np.ndarray, *, split: int = 0) -> int:
     lag = r[1:] * r[:-1]
     if 0 < split < x.size:
         lag[split - 1] = 0.0  # the pair across the split is not a lag of one process
-    rho = float(lag.sum()) / ss if ss > 0 else 0.0
+    rho = float(lag.sum()) / ss if ss > FLAT * float(np.sum(x * x / hn)) else 0.0
+    return int(_blocks_of(np.array([rho]), np.array([float(x.size)]))[0])
+
+
+MIN_SLICES_TO_BLOCK = 8
+"""Slices before the lag-1 correlation is measured at all (fewer: blocks of one)."""
+
+
+def _blocks_of(rho: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Block sizes from lag-1 correlations `rho` measured on `n` slices each."""
     # Kendall's bias of the lag-1 estimate, about −(1 + 3ρ)/K, and one standard error (1/√K) of margin.
-    rho = min(max(rho + (1.0 + 3.0 * rho) / x.size + RHO_MARGIN / math.sqrt(x.size), 0.0), 0.9)
-    return max(1, min(MAX_BLOCK_SLICES, math.ceil((1.0 + rho) / (1.0 - rho) - 0.25)))
+    r = np.clip(rho + (1.0 + 3.0 * rho) / n + RHO_MARGIN / np.sqrt(n), 0.0, 0.9)
+    out: np.ndarray = np.clip(np.ceil((1.0 + r) / (1.0 - r) - 0.25), 1, MAX_BLOCK_SLICES).astype(np.int64)
+    return out
+
+
+def look_block_sizes(xs: np.ndarray, sizes: np.ndarray, splits: np.ndarray) -> np.ndarray:
+    """block_size at every look and split at once: element [s, k − 1] is block_size(xs[:k], sizes[:k],
+    split=splits[s]), what the look at the end of slice k measured for the start at splits[s].
+
+    From running sums: each part's residual sum of squares Σx²/h − (Σx)²/Σh and lag sum
+    Σ (x_i − θh_i)(x_i+1 − θh_i+1)/√(h_i·h_i+1) expanded in θ (ρ does not depend on the scale of the sizes,
+    so block_size's normalisation drops out)."""
+    x, h = np.asarray(xs, dtype=float), np.asarray(sizes, dtype=float)
+    sp = np.asarray(splits, dtype=np.int64)[:, None]
+    size = x.size
+    out = np.ones((sp.size, size), dtype=np.int64)
+    if size < MIN_SLICES_TO_BLOCK or sp.size == 0:
+        return out
+
+    def run(v: np.ndarray) -> np.ndarray:
+        return np.concatenate(([0.0], np.cumsum(v)))
+
+    cx, ch, cq = run(x), run(h), run(x * x / h)
+    g = np.sqrt(h[1:] * h[:-1])
+    # Pair sums, one longer (a part with no pair may start at the last slice).
+    cp, cm, cr = (np.append(run(v), 0.0) for v in (x[1:] * x[:-1] / g, (x[:-1] * h[1:] + h[:-1] * x[1:]) / g,
+                                                      h[1:] * h[:-1] / g))
+    k = np.arange(1, size + 1)[None, :]
+    ss = np.zeros((sp.size, size))
+    lag = np.zeros((sp.size, size))
+    # The part before the split (all of a look that ends before it), then the part from the split on.
+    for lo, hi in ((np.zeros_like(sp), np.minimum(sp, k)), (np.minimum(sp, k), k)):
+        sx, sh, pairs = cx[hi] - cx[lo], ch[hi] - ch[lo], np.maximum(hi - lo - 1, 0)
+        theta = np.divide(sx, sh, out=np.zeros(ss.shape), where=sh > 0)
+        ss += cq[hi] - cq[lo] - theta * sx
+        end = lo + pairs
+        lag += (cp[end] - cp[lo]) - theta * (cm[end] - cm[lo]) + theta * theta * (cr[end] - cr[lo])
+    # Residuals at rounding level (bad events exactly in proportion): no correlation to read.
+    rho = np.divide(lag, ss, out=np.zeros(ss.shape), where=ss > FLAT * (cq[k] + 1e-300))
+    long = k[0] >= MIN_SLICES_TO_BLOCK
+    out[:, long] = _blocks_of(rho[:, long], k[0, long].astype(float)[None, :])
+    return out
+
+
+FLAT = 1e-9
+"""Residual sum of squares, relative to Σx²/h, under which the slices read as exactly proportional."""
 
 
 RHO_MARGIN = 1.0
@@ -147,7 +200,8 @@ def dependence_blocks(xs: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np
 
 
 def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int | None = RESTART_EVERY_SLICES,
-               planned: int = PLANNED_SLICES, sizes: np.ndarray | None = None) -> tuple[float, int, bool]:
+               planned: int = PLANNED_SLICES, sizes: np.ndarray | None = None, earlier_looks: bool = True
+               ) -> tuple[float, int, bool]:
     """(p-value, start slice, reject) of the anytime-valid t-test of "mean ≤ 0" on slice values `xs`,
     from the step start (α/2) and from every `restart_every`-th slice (the other α/2, see start_alpha);
     `restart_every` None: from the step start only, at the whole α (a pass bound speaks for the whole step).
@@ -157,11 +211,80 @@ def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int | None = REST
     in size without that difference reading as spread: the test is the regression of X_j/√h_j on √h_j
     (log_t_evalues' `a`). Without sizes every slice weighs the same (the mean of X_j is tested). Unequal
     slices are common: a step's first slice, a weight change, a scrape that lands between two slices; a
-    mean test on them reads a real excess, larger in the larger slices, as noise and fails to fail."""
+    mean test on them reads a real excess, larger in the larger slices, as noise and fails to fail.
+
+    `earlier_looks` (a fail side): the test is also made as it stood at the end of every earlier slice,
+    each with the dependence blocks measured on the data it had, and a reject at any of them stands. The
+    block size is re-estimated as slices come in (8 slices of blocks of one can become 3 blocks of three),
+    so without this one more slice could undo a fail that a gate looking every slice has already acted on,
+    and the verdict would depend on when it is read. A gate looking every slice has this error rate anyway
+    (what bench/canary.py measures); a gate looking less often gets the same, not less."""
     xs = np.asarray(xs, dtype=float)
     h = np.ones_like(xs) if sizes is None else np.asarray(sizes, dtype=float)
     if h.shape != xs.shape or np.any(h <= 0):
         raise ValueError("slice sizes must be positive, one per slice")
+    if not earlier_looks:
+        return _t_look(xs, h, alpha=alpha, restart_every=restart_every, planned=planned)
+    return _t_every_look(xs, h, alpha=alpha, restart_every=restart_every, planned=planned)
+
+
+MAX_LOOKS = 120
+"""Most earlier looks a t-test is made at (a window of more slices: every 2nd, 4th, … slice's look): the
+work grows with looks × slices."""
+
+
+def _t_every_look(xs: np.ndarray, h: np.ndarray, *, alpha: float, restart_every: int | None, planned: int
+                  ) -> tuple[float, int, bool]:
+    """_t_look at the end of every slice of the window (slice k's look: the first k slices, their sizes'
+    mean, their blocks), the most significant look kept. Vectorised over (start, look) rows and block ends
+    (the same as calling _t_look on each prefix, tested so)."""
+    size = xs.size
+    every = max(size, 1) if restart_every is None else max(restart_every, 1)
+    starts = np.arange(0, max(size - 1, 1), every)[:MAX_RESTARTS + 1]
+    # Rows: a start and a look that tests it (from the start's second slice on). A long window is looked at
+    # every `stride` slices (a power of two, so the looks of a longer window hold those of a shorter one).
+    stride = 1 << max(0, math.ceil(math.log2(size / MAX_LOOKS))) if size > MAX_LOOKS else 1
+    ks = np.arange(1, size + 1)
+    si, look = np.nonzero((ks[None, :] >= starts[:, None] + 2) & ((ks % stride == 0) | (ks == size))[None, :])
+    if look.size == 0:
+        return 1.0, 0, False
+    look = look + 1
+    start = starts[si]
+    b = look_block_sizes(xs, h, starts)[si, look - 1]
+    cut = look - start  # slices since the start
+    done = cut // b  # complete blocks
+    cx, ch = np.concatenate(([0.0], np.cumsum(xs))), np.concatenate(([0.0], np.cumsum(h)))
+    q = np.arange(1, int(done.max()) + 1)[None, :]  # block ends, by block
+    inside = q <= done[:, None]
+    end = start[:, None] + np.where(inside, q * b[:, None], 0)
+    first = np.where(inside, end - b[:, None], 0)
+    bx, bh = cx[end] - cx[first], ch[end] - ch[first]
+    vc = np.cumsum(np.divide(bx * bx, bh, out=np.zeros(bx.shape), where=inside), axis=1)
+    vc = np.concatenate((np.zeros((vc.shape[0], 1)), vc), axis=1)  # v after 0, 1, 2, … complete blocks
+    # Every complete block end up to the look, and the look itself (the end of a shorter last block).
+    last = start + done * b
+    tail_x, tail_h = cx[look] - cx[last], ch[look] - ch[last]
+    tail_v = vc[np.arange(done.size), done] + np.divide(tail_x * tail_x, tail_h, out=np.zeros(done.size),
+                                                        where=tail_h > 0)
+    s_at = np.column_stack([cx[end] - cx[start][:, None], cx[look] - cx[start]])
+    a_at = np.column_stack([ch[end] - ch[start][:, None], ch[look] - ch[start]])
+    v_at = np.column_stack([vc[:, 1:], tail_v])
+    j_at = np.column_stack([np.broadcast_to(q, inside.shape), done + (cut % b > 0)]).astype(float)
+    seen = np.column_stack([inside, cut % b > 0]) & (j_at >= 2)
+    norm = (ch[look] / look)[:, None]  # each look's sizes over their own mean
+    logs = np.stack([log_t_evalues(s_at, v_at * norm, j_at, f * slice_g(alpha, planned), a_at / norm)
+                     for f in G_FACTORS])
+    top = logs.max(axis=0)
+    log_e = np.where(seen, top + np.log(np.mean(np.exp(logs - top), axis=0)), 0.0).max(axis=1)
+    a_k = np.full(si.size, alpha) if restart_every is None else np.array([start_alpha(int(n), alpha) for n in si])
+    p = np.minimum(1.0, np.exp(-log_e) * alpha / a_k)
+    best = int(np.argmin(p))
+    return float(p[best]), int(start[best]) if p[best] < 1.0 else 0, bool(np.any(log_e >= np.log(1.0 / a_k)))
+
+
+def _t_look(xs: np.ndarray, h: np.ndarray, *, alpha: float, restart_every: int | None, planned: int
+            ) -> tuple[float, int, bool]:
+    """t_sequence at one look: the data of the window as it stands, blocks measured on all of it."""
     if xs.size:
         h = h / h.mean()  # a² averages 1: g keeps its meaning, the standardised effect of a typical slice
     gs = tuple(f * slice_g(alpha, planned) for f in G_FACTORS)
@@ -174,8 +297,8 @@ def t_sequence(xs: np.ndarray, *, alpha: float, restart_every: int | None = REST
         # has too few slices of its own to measure it), fitted apart on either side of `start`.
         bx, bh = blocked(xs[start:], h[start:], block_size(xs, h, split=start))
         z, a2 = bx / np.sqrt(bh), bh
-        # Every block end since `start` is a look a continuous monitor could have made: the window's
-        # verdict is the running maximum (valid by Ville's inequality), so one more slice cannot undo a fail.
+        # Every block end since `start` is a look a continuous monitor could have made with these blocks: the
+        # running maximum is valid by Ville's inequality.
         s_all = np.cumsum(np.sqrt(a2) * z)[1:]
         v_all = np.cumsum(z * z)[1:]
         a_all = np.cumsum(a2)[1:]
@@ -245,8 +368,9 @@ def shift_test(canary_bins: np.ndarray, baseline_bins: np.ndarray, *, alpha: flo
     z, h, nc = shift_values(canary_bins, baseline_bins)
     p, start, reject = t_sequence(z, alpha=alpha, restart_every=restart_every, planned=planned,
                                   sizes=h) if z.size else (1.0, 0, False)
+    # A pass is read on the data as it stands: later slices showing the canary slower must withdraw it.
     below_p, _, below = t_sequence(margin * h - z, alpha=pass_alpha, restart_every=None, planned=planned,
-                                   sizes=h) if z.size and margin is not None else (1.0, 0, False)
+                                   sizes=h, earlier_looks=False) if z.size and margin is not None else (1.0, 0, False)
     shift = float(np.sum(z * nc / h) / nc.sum()) if nc.size else 0.0
     return ShiftTest(slices=int(z.size), shift=shift, p_value=p, start_slice=start, reject=reject,
                      below_p_value=below_p, below=below)

@@ -404,9 +404,15 @@ def slice_test(bad_canary: np.ndarray, n_canary: np.ndarray, bad_baseline: np.nd
     deff = _fitted_deff(x, n, y, m) if j >= 2 and float(k.sum()) > 0 else None
     if pooled:
         best_p, best_start, reject = 1.0, 0, False
-        if deff is not None and j >= POOLED_MIN_SLICES:
-            best_p, reject = _deflated_ratio(float(x.sum()), float(n.sum()), float(y.sum()), float(m.sum()),
-                                             deff=deff, alpha=alpha)
+        # As the t-test's earlier looks: the design effect is re-measured as slices come in, and a fail the
+        # test made at the end of an earlier slice, on the counts and the design effect it had, stands.
+        for i in range(POOLED_MIN_SLICES, j + 1) if deff is not None else ():
+            if float(k[:i].sum()) <= 0:
+                continue
+            p, rej = _deflated_ratio(float(x[:i].sum()), float(n[:i].sum()), float(y[:i].sum()),
+                                     float(m[:i].sum()), deff=_fitted_deff(x[:i], n[:i], y[:i], m[:i]),
+                                     alpha=alpha)
+            best_p, reject = min(best_p, p), reject or rej
     else:
         best_p, best_start, reject = t_sequence(xs, alpha=alpha, restart_every=restart_every, planned=planned,
                                                 sizes=h) if j else (1.0, 0, False)

@@ -12,6 +12,7 @@ object swapped in at the end of each cycle (the /metrics route runs in a worker 
 """
 
 from observer.analyse.signals.model import (
+    MAX_SLICES,
     GpuSignals,
     Quantiles,
     SliceTotals,
@@ -21,4 +22,5 @@ from observer.analyse.signals.model import (
 )
 from observer.analyse.signals.store import SignalStore
 
-__all__ = ["GpuSignals", "Quantiles", "SignalStore", "SliceTotals", "Snapshot", "VersionExport", "VersionSignals"]
+__all__ = ["MAX_SLICES", "GpuSignals", "Quantiles", "SignalStore", "SliceTotals", "Snapshot", "VersionExport",
+           "VersionSignals"]

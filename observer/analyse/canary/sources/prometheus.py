@@ -19,6 +19,7 @@ from observer.analyse.canary.sources.base import (
     needs,
     paired_counts,
 )
+from observer.analyse.signals import MAX_SLICES
 from observer.collect.model import Histogram
 from observer.collect.promql import PromQLClient, PromQLError
 from observer.config.canary import CanaryMetricSpec
@@ -73,6 +74,8 @@ class PrometheusSource:
         dependence where there is none (a TTFT ×1.5 canary stayed inconclusive). A counter reset in a slice
         gives 0 for that series there, not a negative count."""
         step = self.slice_seconds
+        if (now - since) / step > MAX_SLICES:  # a long window: coarser slices, as the signal store cuts them
+            step = float(math.ceil((now - since) / MAX_SLICES))
         first = since + step
         if first > now:
             return ()
