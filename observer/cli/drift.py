@@ -119,8 +119,9 @@ def register(app: typer.Typer) -> None:
                              note=note)
         except ObserverError as e:
             fail(str(e))
-        typer.echo(f"pinned baseline {p.hash} for model {p.model} ({p.n} samples of {version})"
+        typer.echo(f"pinned baseline {p.hash} for model {p.model} ({p.n} samples of {version}, {p.units})"
                    + ("; now active" if promote else f"; activate it with `observer baseline promote {p.short}`"))
+        typer.echo(p.calibration)
 
     @baseline_app.command("list")
     def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON."), config: ConfigOption = None) -> None:
@@ -157,8 +158,14 @@ def register(app: typer.Typer) -> None:
             active = repo.active_map().get(b.meta.model) == b.hash
         except ObserverError as e:
             fail(str(e))
+        from observer.analyse.drift.calibrate import Calibration
+        from observer.analyse.drift.pinning import describe
+
+        calibration = Calibration.from_json(b.meta.calibration)
         _dump({"hash": b.hash, "active": active, "verified": True, **_meta(b.meta),
-               "fields": sorted(b.embeddings), "features": sorted(b.features)})
+               "fields": sorted(b.embeddings), "features": sorted(b.features),
+               "own_false_alarms": describe(calibration) if calibration is not None else
+               "not measured: pinned before baselines measured their own noise; pin it again"})
 
     @baseline_app.command("promote")
     def promote_(ref: str = typer.Argument(..., help="Baseline hash or unique prefix."),

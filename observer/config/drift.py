@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -73,9 +74,24 @@ class DriftSpec(Spec):
     )
     permutations: int = Field(1000, ge=99, le=100_000, description="Permutations of the MMD test.")
     alpha: float = Field(0.01, gt=0, lt=1, description="A window is 'shifted' when its p-value is below this.")
-    consecutive: int = Field(
-        2, ge=1, le=100, description="Drift is flagged after this many consecutive shifted windows (persistence)."
-    )
+    consecutive: int | None = Field(
+        None, ge=1, le=1000, description="Drift is flagged after this many consecutive shifted windows "
+                                         "(persistence). null: sized to false_alarms_per_30_days from the "
+                                         "windows' overlap and the baseline's own false-alarm rate (docs/drift.md).")
+    false_alarms_per_30_days: float = Field(
+        1.0, gt=0, le=100, description="The false ObserverDriftDetected a version may raise in 30 days, all fields "
+                                       "together: what the persistence rule is sized to (consecutive: null).")
+    min_effect: float = Field(
+        1.0, ge=0, description="A field is flagged only when its effect size reaches this: its statistic ÷ the 95th "
+                               "percentile of the baseline's own windows against the rest (1: as far as the "
+                               "baseline's own hours wander). A smaller shift, however significant, stays `shifted`.")
+    min_baseline_units: int = Field(
+        50, ge=2, le=100_000, description="Independent units (conversations, time slices) a pinned baseline needs; "
+                                          "a pin over fewer is refused, naming how much more traffic it needs.")
+    slice_seconds: float = Field(
+        600.0, ge=10, le=86_400, description="Samples without a conversation key are grouped into time slices this "
+                                             "long: the drift tests' independent units where no key says which "
+                                             "conversation a sample belongs to.")
     feature_alpha: float = Field(0.01, gt=0, lt=1, description="BH-adjusted level of the scalar feature tests.")
     fields: list[DriftField] = Field(default_factory=_all_fields, description="Embedding fields tested.")
     sources: list[Literal["proxy", "ingest", "otel", "golden"]] = Field(
@@ -105,4 +121,13 @@ class DriftSpec(Spec):
             unknown = sorted(set(self.features) - set(SCALAR_FEATURES))
             if unknown:
                 raise ValueError(f"unknown drift feature(s) {unknown}; known: {list(SCALAR_FEATURES)}")
+        # A relabelling p-value is at least 1 / (permutations + 1); BH across the features needs the smallest
+        # below feature_alpha / features for one moved feature to be flagged at all.
+        features = len(self.features if self.features is not None else SCALAR_FEATURES)
+        for what, level, k in (("alpha", self.alpha, 1), ("feature_alpha", self.feature_alpha, features)):
+            if (self.permutations + 1) * level < k:
+                raise ValueError(f"permutations ({self.permutations}) cannot reach {what} {level:g}"
+                                 + (f" across {k} features (Benjamini-Hochberg)" if k > 1 else "")
+                                 + f": a p-value is at least 1/(permutations + 1); set permutations to at least "
+                                   f"{math.ceil(k / level) - 1}")
         return self

@@ -209,6 +209,22 @@ class EngineSpanSpec(Spec):
                                          "given up beyond this.")
 
 
+class ConversationSpec(Spec):
+    """Which conversation a sample belongs to: the drift tests' independent unit (docs/sampling.md)."""
+
+    secret_env: str | None = Field(
+        "OBSERVER_CONVERSATION_SECRET", description="Environment variable holding the HMAC key conversation keys "
+                                                    "are hashed with (never stored raw). Unset or empty: keys are "
+                                                    "not kept (counted), and drift falls back to time slices.")
+    header: str | None = Field(
+        "x-session-id", max_length=100, description="Request header the sampling proxy reads a conversation key "
+                                                     "from (null: none).")
+    openai_user: bool = Field(True, description="Without the header, the proxy keys by the request's OpenAI "
+                                                "`user` field (one user's traffic as one unit: coarser, never "
+                                                "finer than a conversation).")
+    max_key_chars: int = Field(256, ge=1, le=4096, description="A longer key is dropped (counted too_long).")
+
+
 class SamplingSpec(Spec):
     """Live output sampling, mirror ingest, sample store and redaction."""
 
@@ -234,6 +250,8 @@ class SamplingSpec(Spec):
                                          description="vLLM's OTLP request spans joined to proxied requests.")
     otel_genai: OtelGenAiSpec = Field(default_factory=OtelGenAiSpec,
                                       description="Applications' OpenTelemetry GenAI spans with content, as samples.")
+    conversations: ConversationSpec = Field(default_factory=ConversationSpec,
+                                            description="Conversation keys on samples (hashed): drift's units.")
 
     def fraction_for(self, version: str) -> float:
         """The sampling fraction of `version`."""

@@ -110,6 +110,7 @@ PROBE_REQUESTS = "observer_probe_requests"  # counter {version, code}: the synth
 PROBE_TTFT = "observer_probe_ttft_seconds"  # histogram {version}: the probe's time to first token
 PROXY_SHADOW_REQUESTS = "observer_proxy_shadow_requests"  # counter {version, code}: shadow replays, kept apart
 SAMPLE_QUEUE_DEPTH = "observer_sample_queue_depth"
+CONVERSATION_KEYS = "observer_conversation_keys"  # counter {outcome}: conversation keys sources gave, what became
 # Engine spans: vLLM's OTLP `llm_request` spans joined by trace id to the requests the proxy forwarded.
 OTLP_EXPORTS = "observer_otlp_exports"  # counter {code}: OTLP/HTTP export requests received, by answer
 OTLP_SPANS = "observer_otlp_spans"  # counter {outcome}: joined | unmatched | rejected | other
@@ -161,6 +162,9 @@ DRIFT_SHIFTED = "observer_drift_window_shifted"  # {version,field} 0/1: this win
 DRIFT_STREAK = "observer_drift_consecutive_shifted_windows"  # {version,field}
 DRIFT_EFFECT_SIZE = "observer_drift_effect_size"  # {version,field} scalar features: KS D or Cramér's V
 DRIFT_STATUS = "observer_drift_status"  # {version,field,status} 1 for the current status
+DRIFT_RELATIVE_EFFECT = "observer_drift_relative_effect"  # {version,field}: statistic ÷ the baseline's own spread
+DRIFT_NEEDED = "observer_drift_persistence_windows"  # {version}: shifted windows in a row that flag drift
+DRIFT_BASELINE_FALSE_ALARM = "observer_drift_baseline_false_alarm_ratio"  # {version,field}: its own windows flagged
 DRIFT_CHECK_ERRORS = "observer_drift_check_errors"  # counter {version,reason}
 DRIFT_EMBED_CACHE_ENTRIES = "observer_drift_embedding_cache_entries"  # gauge: cached vectors
 

@@ -236,6 +236,11 @@ def sample_of(kwargs: Mapping[str, Any], response: Any) -> dict[str, Any] | None
     traceparent = _traceparent(params, metadata)
     if traceparent is not None:
         sample["traceparent"] = traceparent
+    # LiteLLM's session (`litellm_session_id` in the request): the observer keeps it only as a keyed hash.
+    session = next((s for s in (params.get("litellm_session_id"), metadata.get("litellm_session_id"),
+                                metadata.get("session_id")) if isinstance(s, str) and s.strip()), None)
+    if session is not None:
+        sample["conversation"] = session[:4096]
     return sample
 
 

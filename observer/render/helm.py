@@ -72,6 +72,12 @@ def values_schema() -> dict[str, Any]:
         "auth": _SECRET | {"description": "The bearer token of the private routes (ingest, admin, the report's "
                                           "private route): a Secret key, never a value."},
         "postgres": _SECRET | {"description": "central: the sample store's URL (postgresql://…) from a Secret."},
+        "conversations": _obj({"existingSecret": _str("Secret holding the HMAC key of conversation keys (empty: "
+                                                      "none; drift then tests time slices)."),
+                               "key": _str("Key in the Secret.", minLength=1)},
+                              description="The conversation-key secret (OBSERVER_CONVERSATION_SECRET) of the "
+                                          "observer and the sidecars alike, so one conversation gets one key "
+                                          "everywhere (docs/sampling.md, \"Conversation keys\")."),
         "persistence": _obj({"enabled": _bool("A PersistentVolumeClaim at /data (baselines; SQLite in single "
                                               "mode); off: an emptyDir."),
                              "size": _str("Requested size.", minLength=1),

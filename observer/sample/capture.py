@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -38,6 +38,7 @@ class Capture:
     latency_s: float
     content_encoding: str = ""
     traceparent: str = ""  # what went upstream: the client's, or the one the proxy made
+    conversation: str = ""  # the conversation key header's value, raw (the pipeline keeps only its keyed hash)
 
 
 def render_messages(messages: Any) -> str:
@@ -173,8 +174,10 @@ def _decoded(capture: Capture) -> bytes:
     raise CaptureError(f"reply content encoding {encoding!r} is not supported for sampling")
 
 
-def to_record(capture: Capture) -> SampleRecord:
-    """Parse a capture into a SampleRecord (source `proxy`); CaptureError when it cannot be read."""
+def to_record(capture: Capture, *, key: Callable[[object], str | None] | None = None, openai_user: bool = False
+              ) -> SampleRecord:
+    """Parse a capture into a SampleRecord (source `proxy`); CaptureError when it cannot be read. `key` turns the
+    conversation key (the header's, else with `openai_user` the request's `user`) into what is stored."""
     response = _decoded(capture)
     try:
         request = json.loads(capture.request)
@@ -209,7 +212,9 @@ def to_record(capture: Capture) -> SampleRecord:
         finish_reason=finish if isinstance(finish, str) else None,
         prompt_tokens=_int(usage.get("prompt_tokens")), output_tokens=_int(usage.get("completion_tokens")),
         latency_s=capture.latency_s, ttft_s=capture.ttft_s, source="proxy", template_hash=template,
-        sampling_hash=sampling, traceparent=capture.traceparent or None)
+        sampling_hash=sampling, traceparent=capture.traceparent or None,
+        conversation=None if key is None else key(capture.conversation or (
+            request.get("user") if openai_user and isinstance(request.get("user"), str) else None)))
 
 
 def _int(value: Any) -> int | None:

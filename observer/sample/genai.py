@@ -24,6 +24,7 @@ from observer import conventions as names
 from observer.collect.otlp import GenAiSpan, TraceExport, Value
 from observer.conventions import fingerprint
 from observer.sample.capture import CaptureError, render_messages
+from observer.sample.conversation import Keyer
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.pipeline import redact_records
 from observer.sample.redact import Redactor
@@ -67,8 +68,9 @@ def _text(message: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def to_record(span: GenAiSpan, version: str) -> SampleRecord:
-    """The sample of one GenAI span with content; GenAiUnreadable when its messages cannot be read."""
+def to_record(span: GenAiSpan, version: str, keyer: Keyer | None = None) -> SampleRecord:
+    """The sample of one GenAI span with content; GenAiUnreadable when its messages cannot be read. Its
+    `gen_ai.conversation.id` (span or resource) is the conversation, kept as `keyer` keys it."""
     a = span.attributes
     inputs = _messages(a.get("gen_ai.input.messages"), "gen_ai.input.messages")
     outputs = _messages(a.get("gen_ai.output.messages"), "gen_ai.output.messages")
@@ -92,7 +94,9 @@ def to_record(span: GenAiSpan, version: str) -> SampleRecord:
         output_tokens=_tokens(a.get("gen_ai.usage.output_tokens")),
         latency_s=latency if 0 <= latency <= 86_400 else None, ttft_s=None, source="otel",
         template_hash=fingerprint.messages_template_hash(messages) if messages else None,
-        sampling_hash=fingerprint.sampling_hash(sampling) if sampling else None, traceparent=span.traceparent)
+        sampling_hash=fingerprint.sampling_hash(sampling) if sampling else None, traceparent=span.traceparent,
+        conversation=None if keyer is None else keyer.key(
+            a.get("gen_ai.conversation.id", span.resource.get("gen_ai.conversation.id"))))
 
 
 def _tokens(value: Value) -> int | None:
@@ -104,8 +108,9 @@ class GenAiSource:
 
     def __init__(self, *, store: SampleStore, metrics: SamplingMetrics, redactor: Redactor | None,
                  versions: Collection[str], fraction: Callable[[str], float], models: Mapping[str, str],
-                 version_attribute: str | None, seed: int | None = None) -> None:
+                 version_attribute: str | None, seed: int | None = None, keyer: Keyer | None = None) -> None:
         self.store = store
+        self.keyer = keyer
         self.metrics = metrics
         self.redactor = redactor
         self.versions = versions
@@ -141,7 +146,7 @@ class GenAiSource:
                 self.outcomes["not_sampled"] += 1
                 continue
             try:
-                record = to_record(span, version)
+                record = to_record(span, version, self.keyer)
             except CaptureError:
                 self.outcomes["unreadable"] += 1
                 continue

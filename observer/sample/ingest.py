@@ -24,6 +24,7 @@ from observer.conventions import fingerprint
 from observer.export import contract
 from observer.export.contract import inline_schema
 from observer.sample.capture import CaptureError, render_messages
+from observer.sample.conversation import KEY_HEX, Keyer
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.pipeline import redact_records
 from observer.sample.proxy import valid_traceparent
@@ -66,6 +67,10 @@ class IngestSample(BaseModel):
                                             "top_p, ...), hashed into sampling_hash and not stored.")
     traceparent: str | None = Field(None, max_length=55, description="The W3C traceparent the request carried "
                                     "(version 00): the sample's scores are linked to its trace.")
+    conversation: str | None = Field(None, max_length=4096, description="The user's conversation (a session id, "
+                                     "a chat id): stored only as a keyed hash; drift tests conversations as units.")
+    conversation_key: str | None = Field(None, pattern=f"^[0-9a-f]{{{KEY_HEX}}}$", description="A conversation "
+                                         "key already keyed with the shared conversation secret (the sidecar's).")
 
     @field_validator("traceparent")
     @classmethod
@@ -79,6 +84,8 @@ class IngestSample(BaseModel):
     def _one_prompt(self) -> IngestSample:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("give exactly one of prompt or messages")
+        if self.conversation is not None and self.conversation_key is not None:
+            raise ValueError("give at most one of conversation (raw) or conversation_key (already keyed)")
         return self
 
 
@@ -108,7 +115,7 @@ def _reject_constant(name: str) -> Any:
 
 def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Redactor | None,
                   versions: Collection[str], guard: Callable[..., None], max_request_bytes: int,
-                  max_batch_samples: int, clock: Callable[[], float]) -> APIRouter:
+                  max_batch_samples: int, clock: Callable[[], float], keyer: Keyer | None = None) -> APIRouter:
     """The ingest and admin routes of this area."""
     router = APIRouter(prefix="/api/v1", tags=["samples"], dependencies=[Depends(guard)])
 
@@ -171,7 +178,9 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
                 version=s.version, prompt=prompt, output=s.output, ts=s.ts if s.ts is not None else now,
                 model=s.model, finish_reason=s.finish_reason, prompt_tokens=s.prompt_tokens,
                 output_tokens=s.output_tokens, latency_s=s.latency_s, ttft_s=s.ttft_s,
-                tenant_tier=s.tenant_tier, source=s.source, traceparent=s.traceparent, **_observed(s)))
+                tenant_tier=s.tenant_tier, source=s.source, traceparent=s.traceparent,
+                conversation=s.conversation_key or (keyer.key(s.conversation) if keyer is not None else None),
+                **_observed(s)))
         for r in records:
             metrics.seen[(r.version, r.source)] += 1
             metrics.sampled[(r.version, r.source)] += 1
@@ -222,7 +231,7 @@ def _public(sample: Any) -> dict[str, Any]:
     out = {k: getattr(sample, k) for k in (
         "id", "version", "ts", "source", "model", "prompt", "output", "finish_reason", "prompt_tokens",
         "output_tokens", "latency_s", "ttft_s", "tenant_tier", "content_hash", "template_hash", "sampling_hash",
-        "traceparent")}
+        "traceparent", "conversation")}
     out["scores"] = {name: {"passed": s.passed, "score": None if s.score is None or math.isnan(s.score)
                             else s.score, "reason": s.reason} for name, s in sample.scores.items()}
     return out

@@ -30,6 +30,8 @@ DROP_REASONS: tuple[str, ...] = (
     "rejected",  # the remote ingest refused this sample (HTTP 400/422), alone
     "shutdown",  # still queued when the process stopped
 )
+CONVERSATION_OUTCOMES = ("kept", "no_secret", "too_long")
+"""What became of a conversation key a source gave (observer.sample.conversation)."""
 CLIENTS = ("litellm", "otel", "other")
 """Ingest clients that report what they dropped before it reached the observer (`X-Observer-Client`)."""
 CLIENT_DROP_REASONS = ("queue_full", "unknown_version", "rejected", "observer_down", "unreadable", "other")
@@ -52,6 +54,7 @@ class SamplingMetrics:
     shadow: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, code): X-Observer-Shadow
     uncapped: Counter[str] = field(default_factory=Counter)  # version: generation requests without max_tokens
     client_dropped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (client, reason)
+    conversation_keys: Counter[str] = field(default_factory=Counter)  # outcome (sample.conversation.OUTCOMES)
     added: dict[str, Hist] = field(default_factory=dict)
     ttft: dict[str, Hist] = field(default_factory=dict)
     e2e: dict[str, Hist] = field(default_factory=dict)
@@ -117,6 +120,9 @@ class SamplingCollector(Collector):
         yield _counter(names.INGEST_CLIENT_DROPPED, "Samples an ingest client (the LiteLLM callback) dropped before "
                        "they reached the observer, as it reported them, by reason.", [names.CLIENT, names.REASON],
                        m.client_dropped.items())
+        yield _counter(names.CONVERSATION_KEYS, "Conversation keys the sources gave, by what became of them: kept "
+                       "(as a keyed hash), no_secret (no conversation secret set), too_long.", [names.OUTCOME],
+                       [((k,), m.conversation_keys.get(k, 0)) for k in CONVERSATION_OUTCOMES])
         redactions = {(k,): float(m.redactions.get(k, 0)) for k in self._kinds}
         redactions.update({(k,): float(v) for k, v in m.redactions.items()})
         yield _counter(names.REDACTIONS, "Matches replaced by a placeholder before storage, by kind.",

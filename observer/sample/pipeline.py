@@ -21,6 +21,7 @@ from typing import Protocol
 import httpx
 
 from observer.sample.capture import Capture, CaptureError, to_record
+from observer.sample.conversation import Keyer
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.redact import Redactor
 from observer.sample.reservoir import WindowReservoir
@@ -100,7 +101,9 @@ class RemoteSink:
 
     def write(self, records: Sequence[SampleRecord]) -> Rejected | None:
         # json, not observer.jsonsafe: a sample must arrive as it was taken, never with a value coerced.
-        encoded = [json.dumps({k: v for k, v in dataclasses.asdict(r).items() if v is not None},
+        # A conversation key is already keyed here: it travels as `conversation_key`, never hashed again.
+        encoded = [json.dumps({("conversation_key" if k == "conversation" else k): v
+                               for k, v in dataclasses.asdict(r).items() if v is not None},
                               ensure_ascii=False, allow_nan=False).encode("utf-8") for r in records]
         rejected: list[tuple[int, str]] = []
         chunk: list[int] = []
@@ -206,8 +209,11 @@ class SamplePipeline:
     def __init__(self, *, sink: Sink, metrics: SamplingMetrics, redactor: Redactor | None,
                  fraction: Callable[[str], float], capacity: int, window_seconds: float, seed: int = 0,
                  queue_size: int = 10_000, batch_size: int = 200,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, keyer: Keyer | None = None,
+                 openai_user: bool = False) -> None:
         self.sink = sink
+        self.keyer = keyer  # conversation keys: kept as keyed hashes, or not at all
+        self.openai_user = openai_user
         self.metrics = metrics
         self.redactor = redactor
         self._fraction = fraction
@@ -327,7 +333,8 @@ class SamplePipeline:
         dropped: list[tuple[str, str]] = []
         for c in batch:
             try:
-                record = to_record(c)
+                record = to_record(c, key=None if self.keyer is None else self.keyer.key,
+                                   openai_user=self.openai_user)
             except CaptureError:
                 dropped.append((c.version, "unparseable"))
                 continue

@@ -33,6 +33,7 @@ class InProcessProxies:
     pipeline: SamplePipeline
     spans: SpanJoin | None
     by_model: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # version → {model: other version}
+    conversation_header: str | None = None  # the request header naming the user's conversation
     _servers: list[RunningServer] = field(default_factory=list, init=False)
     _apps: list[ProxyApp] = field(default_factory=list, init=False)
     _client: httpx.AsyncClient | None = field(default=None, init=False)
@@ -45,7 +46,7 @@ class InProcessProxies:
             host, _, port = listen.rpartition(":")
             app = app_for(self.spec, version=version, upstream=self.upstreams[version], client=self._client,
                           metrics=self.metrics, pipeline=self.pipeline, spans=self.spans,
-                          by_model=self.by_model.get(version))
+                          by_model=self.by_model.get(version), conversation_header=self.conversation_header)
             self._apps.append(app)
             try:
                 self._servers.append(await start_server(app, host=host, port=int(port), guard=self.guards[version]))

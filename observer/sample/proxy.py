@@ -82,8 +82,10 @@ class ProxyApp:
                  max_request_bytes: int = 64 * 1024 * 1024, ready_path: str = "/v1/models",
                  registry: CollectorRegistry | None = None, wall: Callable[[], float] = time.time,
                  max_idle_connections: int = 1000, spans: SpanJoin | None = None,
-                 gateway_timeout: float | None = None, by_model: Mapping[str, str] | None = None) -> None:
+                 gateway_timeout: float | None = None, by_model: Mapping[str, str] | None = None,
+                 conversation_header: str | None = None) -> None:
         self.version = version
+        self.conversation_header = conversation_header.lower().encode("latin-1") if conversation_header else None
         # Other versions served at the same upstream under their own model names (LoRA adapters on shared
         # pods): a request naming one is that version's, in the counters and the samples.
         self.by_model = dict(by_model or {})
@@ -205,6 +207,7 @@ class _Forward:
         "chunks",
         "content_encoding",
         "content_type",
+        "conversation",
         "exchange",
         "kind",
         "last_byte",
@@ -230,6 +233,7 @@ class _Forward:
         self.capture = False
         self.shadow = False
         self.traceparent = ""
+        self.conversation = ""
         self.exchange: Exchange | None = None
         self.t_sent = 0.0
         self.added = 0.0
@@ -251,6 +255,8 @@ class _Forward:
                 traceparent = v.decode("latin-1")
             elif k == SHADOW_HEADER:
                 self.shadow = True
+            elif k == app.conversation_header:
+                self.conversation = v.decode("latin-1")
         if not valid_traceparent(traceparent):
             headers = [(k, v) for k, v in headers if k not in (b"traceparent", b"tracestate")]
             traceparent = new_traceparent()
@@ -319,7 +325,7 @@ class _Forward:
                 version=self.version, kind=self.kind, request=self.request.body, response=b"".join(self.chunks),
                 content_type=self.content_type.decode("latin-1"), ts=app._wall() - e2e, ttft_s=self.ttft,
                 latency_s=e2e, content_encoding=self.content_encoding.decode("latin-1"),
-                traceparent=self.traceparent))
+                traceparent=self.traceparent, conversation=self.conversation))
 
     def flush(self) -> None:
         self.responder.flush()
@@ -385,11 +391,12 @@ def client_for(spec: ProxySpec) -> httpx.AsyncClient:
 
 def app_for(spec: ProxySpec, *, version: str, upstream: str, client: httpx.AsyncClient, metrics: SamplingMetrics,
             pipeline: SamplePipeline, spans: SpanJoin | None, registry: CollectorRegistry | None = None,
-            by_model: Mapping[str, str] | None = None) -> ProxyApp:
+            by_model: Mapping[str, str] | None = None, conversation_header: str | None = None) -> ProxyApp:
     """The proxy of one version with `sampling.proxy`'s limits (in the observer, or as the sidecar); `by_model`:
     the other versions served at the same upstream, by model name."""
     return ProxyApp(version=version, upstream=upstream, client=client, metrics=metrics, pipeline=pipeline,
                     max_capture_bytes=spec.max_capture_bytes, ready_path=spec.ready_path, registry=registry,
                     max_idle_connections=spec.max_connections, max_request_bytes=spec.max_request_bytes, spans=spans,
-                    gateway_timeout=spec.gateway_timeout_seconds, by_model=by_model)
+                    gateway_timeout=spec.gateway_timeout_seconds, by_model=by_model,
+                    conversation_header=conversation_header)
 

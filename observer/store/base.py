@@ -98,12 +98,13 @@ class ManagedStore(SampleStore, SharedWork, PairStore, Protocol):
 def stored_sample(row: Sequence[Any], scores: Mapping[str, Score]) -> StoredSample:
     """A StoredSample from a row of the stores' common column order (id, version, ts, source, model, prompt,
     output, finish_reason, prompt_tokens, output_tokens, latency_s, ttft_s, tenant_tier, content_hash,
-    template_hash, sampling_hash, traceparent)."""
+    template_hash, sampling_hash, traceparent, conversation)."""
     (sid, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, latency_s,
-     ttft_s, tenant_tier, chash, template, sampling, traceparent) = row
+     ttft_s, tenant_tier, chash, template, sampling, traceparent, conversation) = row
     return StoredSample(version=version, prompt=prompt, output=output, ts=ts, model=model,
                         finish_reason=finish_reason, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                         latency_s=latency_s, ttft_s=ttft_s, tenant_tier=tenant_tier, source=source,
-                        template_hash=template, sampling_hash=sampling, traceparent=traceparent, id=int(sid),
+                        template_hash=template, sampling_hash=sampling, traceparent=traceparent,
+                        conversation=conversation, id=int(sid),
                         content_hash=chash,
                         scores=MappingProxyType(dict(scores)))

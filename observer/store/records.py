@@ -36,6 +36,7 @@ class SampleRecord:
     template_hash: str | None = None  # observed identity (conventions.fingerprint); None: not known
     sampling_hash: str | None = None
     traceparent: str | None = None  # the W3C traceparent the request carried (its scores link to its trace)
+    conversation: str | None = None  # keyed hash of the user's conversation (observer.sample.conversation)
 
 
 @dataclass(frozen=True)

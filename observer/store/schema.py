@@ -121,6 +121,10 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE samples ADD COLUMN traceparent TEXT;
     """,
+    # 8: the keyed hash of the user's conversation: the drift tests' independent unit.
+    """
+    ALTER TABLE samples ADD COLUMN conversation TEXT;
+    """,
 )
 
 
@@ -234,5 +238,9 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     # 8: the W3C traceparent the sampled request carried, so its scores link to its trace.
     """
     ALTER TABLE samples ADD COLUMN traceparent TEXT;
+    """,
+    # 9: the keyed hash of the user's conversation: the drift tests' independent unit.
+    """
+    ALTER TABLE samples ADD COLUMN conversation TEXT;
     """,
 )

@@ -15,7 +15,7 @@ from observer.store.pairs import PairRecord
 INGEST_KEY_SECONDS = 3600.0  # an idempotency key dedupes retries for this long, then it is pruned
 
 COLUMNS = ("id, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
-           "latency_s, ttft_s, tenant_tier, content_hash, template_hash, sampling_hash, traceparent")
+           "latency_s, ttft_s, tenant_tier, content_hash, template_hash, sampling_hash, traceparent, conversation")
 
 
 def samples_query(version: str, *, since: float | None, until: float | None, limit: int | None,
@@ -51,19 +51,20 @@ def content_hash(prompt: str, output: str) -> str:
     return h.hexdigest()
 
 INSERT_COLUMNS = ("version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
-                  "latency_s, ttft_s, tenant_tier, content_hash, template_hash, sampling_hash, traceparent")
+                  "latency_s, ttft_s, tenant_tier, content_hash, template_hash, sampling_hash, traceparent, "
+                  "conversation")
 
 
 def insert_sql(mark: str) -> str:
     """INSERT of one sample row (the values of `insert_rows`)."""
-    return f"INSERT INTO samples ({INSERT_COLUMNS}) VALUES ({', '.join([mark] * 16)})"
+    return f"INSERT INTO samples ({INSERT_COLUMNS}) VALUES ({', '.join([mark] * 17)})"
 
 
 def insert_rows(samples: Sequence[SampleRecord]) -> list[tuple[Any, ...]]:
     """The rows of `samples` in INSERT_COLUMNS order, each with its content hash."""
     return [(s.version, s.ts, s.source, s.model, s.prompt, s.output, s.finish_reason, s.prompt_tokens,
              s.output_tokens, s.latency_s, s.ttft_s, s.tenant_tier, content_hash(s.prompt, s.output),
-             s.template_hash, s.sampling_hash, s.traceparent)
+             s.template_hash, s.sampling_hash, s.traceparent, s.conversation)
             for s in samples]
 
 

@@ -12,9 +12,10 @@ from observer.analyse.drift.collector import DriftCollector
 from observer.analyse.drift.embedder import make_embedder
 from observer.analyse.drift.jobs import DRIFT_JOB, DRIFT_LOOK_SECONDS, DriftSync, SharedDrift
 from observer.analyse.drift.runner import DriftRunner
-from observer.analyse.drift.state import DriftState
+from observer.analyse.drift.state import DriftState, Persistence
 from observer.analyse.embed import Embedder
 from observer.analyse.rounds import Rounds
+from observer.config.drift import DriftSpec
 from observer.export import drift_api
 from observer.store.base import ManagedStore
 from observer.store.work import Worker
@@ -66,6 +67,13 @@ class DriftComponent(BaseComponent):
         await self.runner.close()
 
 
+def persistence(spec: DriftSpec) -> Persistence:
+    """The persistence rule of the drift config."""
+    return Persistence(interval_seconds=spec.interval_seconds, window_seconds=spec.window_seconds, alpha=spec.alpha,
+                       feature_alpha=spec.feature_alpha, budget=spec.false_alarms_per_30_days,
+                       fixed=spec.consecutive, min_effect=spec.min_effect)
+
+
 def build(ctx: Context, *, store: ManagedStore | None,
           embedder_factory: Callable[[], Embedder] | None = None) -> DriftComponent | None:
     """Return the drift component (its `state` is the drift service), or None when drift is disabled."""
@@ -74,7 +82,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
         return None
     runner = DriftRunner(config=ctx.config, fleet=ctx.fleet, store=store,
                          embedder_factory=embedder_factory or (lambda: make_embedder(spec.embedder)),
-                         clock=ctx.clock, state=DriftState(consecutive=spec.consecutive))
+                         clock=ctx.clock, state=DriftState(persistence=persistence(spec)))
     guard = ctx.private_guard()
     if store is None:
         return DriftComponent(runner=runner, interval_seconds=spec.interval_seconds, guard=guard)

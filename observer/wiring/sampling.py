@@ -16,6 +16,7 @@ from observer.config.sampling import SamplingSpec
 from observer.fleetview import VersionNames
 from observer.httpserve import ConnectionGuard
 from observer.sample.checks import proxy_upstream, shared_upstream, validate
+from observer.sample.conversation import Keyer
 from observer.sample.genai import GenAiSource
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
@@ -46,7 +47,9 @@ def build_pipeline(spec: SamplingSpec, sink: Sink, metrics: SamplingMetrics, *, 
     return SamplePipeline(
         sink=sink, metrics=metrics, redactor=build_redactor(spec), fraction=spec.fraction_for,
         capacity=spec.reservoir.max_per_window, window_seconds=spec.reservoir.window_seconds,
-        seed=spec.reservoir.seed, queue_size=spec.queue_size, batch_size=spec.batch_size, clock=clock)
+        seed=spec.reservoir.seed, queue_size=spec.queue_size, batch_size=spec.batch_size, clock=clock,
+        keyer=Keyer.from_spec(spec.conversations, metrics.conversation_keys),
+        openai_user=spec.conversations.openai_user)
 
 
 def build_span_join(spec: SamplingSpec, versions: Sequence[str]) -> SpanJoin | None:
@@ -102,6 +105,7 @@ class SamplingComponent(BaseComponent):
     def routers(self) -> Sequence[APIRouter]:
         config = self.ctx.config
         return (ingest_router(store=self.store, metrics=self.metrics, redactor=self.pipeline.redactor,
+                              keyer=self.pipeline.keyer,
                               versions=VersionNames(self.ctx.fleet),
                               guard=self.ctx.private_guard(),
                               max_request_bytes=config.server.max_request_bytes,
@@ -153,11 +157,12 @@ def build(ctx: Context) -> SamplingComponent | None:
     listeners = {name: o.listen for name, o in spec.versions.items() if o.listen}
     upstreams = {v: proxy_upstream(ctx.config, v) for v in listeners}
     proxies = InProcessProxies(spec.proxy, listeners, upstreams, guards, metrics, pipeline, spans,
-                               by_model={v: shared_upstream(ctx.config, v) for v in listeners})
+                               by_model={v: shared_upstream(ctx.config, v) for v in listeners},
+                               conversation_header=spec.conversations.header)
     og = spec.otel_genai
     genai = GenAiSource(store=store, metrics=metrics, redactor=pipeline.redactor, versions=VersionNames(ctx.fleet),
                         fraction=spec.fraction_for, models=og.models, version_attribute=og.version_attribute,
-                        seed=spec.reservoir.seed) if og.enabled else None
+                        seed=spec.reservoir.seed, keyer=pipeline.keyer) if og.enabled else None
     return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics,
                              upkeep=StoreUpkeep(store, spec.store), proxies=proxies, fingerprints=watch, spans=spans,
                              genai=genai, guards=tuple(guards.values()), leader=leader)

@@ -59,7 +59,7 @@ async def run_proxy(config: ObserverConfig, *, version: str | None = None, liste
         registry.register(spans)
     client = client_for(spec.proxy)
     app = app_for(spec.proxy, version=version, upstream=target, client=client, metrics=metrics, pipeline=pipeline,
-                  spans=spans, registry=registry)
+                  spans=spans, registry=registry, conversation_header=spec.conversations.header)
     log.info("sampling proxy for %s on %s → %s (fraction %.3g, samples to %s)", version, address, target,
              spec.fraction_for(version), remote or spec.store.path)
     guard = proxy_guard(spec, version)

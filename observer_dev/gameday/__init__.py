@@ -12,6 +12,7 @@ load at once), so a scenario takes seconds, not the minutes of a real canary ste
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 import time
@@ -192,7 +193,7 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         # Samples reach the store through mirror ingest; the baseline is pinned from stable's samples.
         data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")}}
         data["drift"].update({"interval_seconds": 10, "window_seconds": 3600, "min_samples": 200,
-                              "consecutive": 1, "permutations": 500, "baseline_dir": str(work / "baselines"),
+                              "consecutive": 1, "permutations": 999, "baseline_dir": str(work / "baselines"),
                               "models": {"stable": "llm", "canary": "llm"}})
         data["quality"] = {"enabled": False}
     return yaml.safe_dump(data)
@@ -222,7 +223,10 @@ def _ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: 
             if key in seen or not x.output:
                 continue
             seen.add(key)
+            # Each simulated request is a conversation of its own (a keyed id, as a sidecar sends it).
+            conversation = hashlib.sha256(f"{version}:{x.ts}:{x.prompt}".encode()).hexdigest()[:32]
             batch.append({"version": version, "prompt": x.prompt, "output": x.output, "ts": x.ts,
+                          "conversation_key": conversation,
                           "model": "llm", "finish_reason": x.finish_reason, "prompt_tokens": x.prompt_tokens,
                           "output_tokens": x.output_tokens, "latency_s": x.latency_s, "ttft_s": x.ttft_s})
     for i in range(0, len(batch), 1000):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -98,7 +99,7 @@ def drive(urls: Mapping[str, str], *, requests: int, concurrency: int, max_token
                         try:
                             r = await client.post(url + "/v1/completions", json={
                                 "model": "llm", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                                "ignore_eos": True})
+                                "ignore_eos": True, "user": f"{name}-{i}"})  # a user of its own: a unit of drift
                         except httpx.TimeoutException as e:
                             unanswered.append(f"{name} request {i} ({words} words) to {url}: {type(e).__name__} "
                                               f"after {time.monotonic() - t0:.0f} s")
@@ -209,8 +210,10 @@ def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int, workdir: 
                    "metrics": metrics, "observer_url": f"http://127.0.0.1:{port}"},
     }
     if proxies:
+        os.environ.setdefault(CONVERSATION_SECRET_ENV, "gameday-real")  # the proxy keys conversations with it
         data["sampling"] = {"enabled": True, "fraction": 1.0, "store": {"path": str(workdir / "samples.db")},
                             "reservoir": {"window_seconds": 0.2},
+                            "conversations": {"secret_env": CONVERSATION_SECRET_ENV},
                             "versions": {v: {"listen": f"127.0.0.1:{p}"} for v, p in proxies.items()}}
     if proxies or golden:
         data["quality"] = {
@@ -221,13 +224,15 @@ def config_for(stable: RunningVllm, canary: RunningVllm, *, port: int, workdir: 
     if proxies and embedder is not None:
         data["drift"] = {
             "enabled": True, "interval_seconds": 10, "window_seconds": 3600, "min_samples": 20,
-            "max_window_samples": 300, "permutations": 200, "consecutive": 1,
+            "max_window_samples": 300, "permutations": 200, "feature_alpha": 0.05, "consecutive": 1,
+            "min_baseline_units": 10,
             "baseline_dir": str(workdir / "baselines"), "models": {"stable": "llm", "canary": "llm"},
             "embedder": {"kind": "remote", "url": embedder.url + "/v1", "model": "minilm", "cache_dir": None,
                          "timeout_seconds": 60, "truncate_tokens": -1}}
     return ObserverConfig.model_validate(data)
 
 
+CONVERSATION_SECRET_ENV = "OBSERVER_GAMEDAY_CONVERSATION_SECRET"
 PIN_SAMPLES = 20
 """Stable samples a drift baseline is pinned from: the drift check's `min_samples`. A slower engine's smaller
 rounds reach it after the second round instead of the first."""

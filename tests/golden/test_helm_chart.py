@@ -198,3 +198,19 @@ def test_the_image_and_the_chart_name_the_packages_version_and_source() -> None:
     assert SLOSpec().runbook_base_url.startswith(labels["org.opencontainers.image.source"] + "/")
     chart = yaml.safe_load((helmchart.CHART / "Chart.yaml").read_text())
     assert chart["appVersion"] == version
+
+
+@pytest.mark.parametrize("profile", ["central", "sidecar"])
+def test_the_conversation_secret_reaches_the_observer_and_the_sidecar_alike(profile: str) -> None:
+    """Conversation keys are HMACs with one secret: the observer and every sidecar read the same Secret key, and
+    without it neither gets the variable (drift then tests time slices, and says so)."""
+    def envs(values: dict[str, Any]) -> list[dict[str, Any]]:
+        return [e for o in helmchart.render(values) if o["kind"] == "Deployment"
+                for c in o["spec"]["template"]["spec"]["containers"] for e in c.get("env", ())
+                if e["name"] == "OBSERVER_CONVERSATION_SECRET"]
+
+    values = helmchart.profile(profile)
+    assert envs(values) == []
+    found = envs({**values, "conversations": {"existingSecret": "observer-conversations", "key": "hmac"}})
+    assert found and all(e["valueFrom"]["secretKeyRef"] == {"name": "observer-conversations", "key": "hmac"}
+                         for e in found)

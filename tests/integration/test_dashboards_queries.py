@@ -15,6 +15,7 @@ test, naming the panel.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import shutil
@@ -75,7 +76,9 @@ def _sample(version: str, i: int, ts: float | None = None) -> dict[str, Any]:
     out = {"version": version, "prompt": f"Question {i} on topic {i % 7}?",
            "output": "I'm sorry, I can't help with that." if refusal else f"Answer {i} about topic {i % 7}.",
            "finish_reason": "stop", "prompt_tokens": 6, "output_tokens": 8, "latency_s": 0.5, "ttft_s": 0.1,
-           "template_hash": TEMPLATE, "sampling_hash": SAMPLING}  # what the proxy computes from each request
+           "template_hash": TEMPLATE, "sampling_hash": SAMPLING,  # what the proxy computes from each request
+           # a user of its own, keyed as a sidecar keys it: drift's unit
+           "conversation_key": hashlib.sha256(f"{version}:{i}:{ts}".encode()).hexdigest()[:32]}
     if ts is not None:
         out["ts"] = ts
     return out
@@ -140,6 +143,7 @@ drift:
   interval_seconds: 10
   min_samples: 10
   permutations: 99
+  feature_alpha: 0.1
   baseline_dir: {tmp}/baselines
   models: {{stable: shared, canary: shared}}
   embedder: {{kind: remote, url: "{embed_url}", model: hashing, dim: 64, cache_dir: null}}

@@ -38,6 +38,7 @@ drift:
   window_seconds: 3600
   min_samples: 100
   permutations: 199
+  feature_alpha: 0.05
   alpha: 0.01
   consecutive: 2
   baseline_dir: {tmp_path / 'baselines'}
@@ -47,7 +48,8 @@ drift:
 
 def _post(url: str, version: str, texts: list[str], ts: float) -> None:
     samples = [{"version": version, "prompt": t, "output": f"Answer: {t}", "ts": ts + i * 0.01, "model": "llama",
-                "finish_reason": "stop", "output_tokens": len(t.split())} for i, t in enumerate(texts)]
+                "finish_reason": "stop", "output_tokens": len(t.split()), "conversation": f"{version}-{ts}-{i}"}
+               for i, t in enumerate(texts)]
     for start in range(0, len(samples), 500):
         r = httpx.post(f"{url}/api/v1/samples", json={"samples": samples[start:start + 500]},
                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
@@ -56,6 +58,7 @@ def _post(url: str, version: str, texts: list[str], ts: float) -> None:
 
 def test_drifted_canary_detected_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OBSERVER_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("OBSERVER_CONVERSATION_SECRET", "drift-service-test")  # ingest keys each conversation
     text = _config_text(tmp_path)
     (tmp_path / "observer.yaml").write_text(text)
     config = parse_config(text, environ={})

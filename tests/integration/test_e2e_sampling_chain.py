@@ -36,6 +36,8 @@ pytestmark = pytest.mark.integration
 
 VERSIONS = ("stable", "canary")
 REQUESTS = 90  # per version; every third one streamed
+TURNS = 3  # turns of a user's conversation (its x-session-id), the drift tests' unit
+SECRET = "e2e-conversation-secret"
 TOKEN = "e2e-token"
 PROFILES = {"stable": {"preset": "healthy", "load_rps": 0.0, "time_scale": 0.2},
             "canary": {"preset": "worse", "refusal_rate": 0.35, "load_rps": 0.0, "time_scale": 0.2}}
@@ -54,7 +56,8 @@ def observer_config(tmp: Path, embed_url: str) -> dict[str, Any]:
     data["sampling"] = {"store": {"path": str(tmp / "samples.db")}}
     data["quality"] = {"golden_dirs": [str(tmp / "golden")], "run_at_start": False,
                        "live": {"interval_seconds": 0.5, "window_seconds": 600}}
-    data["drift"] = {"min_samples": 50, "permutations": 99, "baseline_dir": str(tmp / "baselines"),
+    data["drift"] = {"min_samples": 50, "permutations": 999, "min_baseline_units": REQUESTS // TURNS,
+                     "baseline_dir": str(tmp / "baselines"),
                      "models": {"stable": "shared", "canary": "shared"},
                      "embedder": {"kind": "remote", "url": embed_url, "model": "hashing", "dim": 64,
                                   "cache_dir": None}}
@@ -77,15 +80,16 @@ async def send_traffic(url: str, version: str) -> None:
     async def one(c: httpx.AsyncClient, model: str, i: int) -> None:
         body: dict[str, Any] = {"model": model, "max_tokens": 16,
                                 "messages": [{"role": "user", "content": f"{version} question {i} on topic {i % 7}?"}]}
+        session = {"x-session-id": f"{version}-user-{i // TURNS}"}
         async with limit:
             if i % 3 == 0:
                 body |= {"stream": True, "stream_options": {"include_usage": True}}
-                async with c.stream("POST", "/v1/chat/completions", json=body) as resp:
+                async with c.stream("POST", "/v1/chat/completions", json=body, headers=session) as resp:
                     assert resp.status_code == 200
                     chunks = [line async for line in resp.aiter_lines() if line.startswith("data: ")]
                 assert chunks[-1] == "data: [DONE]"
             else:
-                resp = await c.post("/v1/chat/completions", json=body)
+                resp = await c.post("/v1/chat/completions", json=body, headers=session)
                 assert resp.status_code == 200 and resp.json()["choices"][0]["message"]["content"]
 
     async with httpx.AsyncClient(base_url=url, timeout=30) as c:
@@ -113,7 +117,7 @@ def test_proxied_traffic_is_stored_scored_exported_and_drift_checked(tmp_path: P
             for v in VERSIONS:
                 sidecars[v] = stack.enter_context(run_proxy(
                     sidecar_config(data, tmp_path, v), "--version", v, "--ingest-url", obs.url,
-                    env={"OBSERVER_AUTH_TOKEN": TOKEN}))
+                    env={"OBSERVER_AUTH_TOKEN": TOKEN, "OBSERVER_CONVERSATION_SECRET": SECRET}))
             for sidecar in sidecars.values():
                 wait_http(sidecar.url + "/readyz", timeout=30)
 
@@ -132,6 +136,11 @@ def test_proxied_traffic_is_stored_scored_exported_and_drift_checked(tmp_path: P
             assert {s.source for s in stored[v]} == {"proxy"}
             assert all(s.prompt.startswith(f"{v} question ") and s.output for s in stored[v])
         assert not any((tmp_path / f"unused-{v}.db").exists() for v in VERSIONS)  # remote sink only
+        # The sidecar keyed each x-session-id with the secret; the store holds the keys, never the ids.
+        for v in VERSIONS:
+            keys = {s.conversation for s in stored[v]}
+            assert len(keys) == REQUESTS // TURNS and all(k and len(k) == 32 and "user" not in k for k in keys)
+        assert not {s.conversation for s in stored["stable"]} & {s.conversation for s in stored["canary"]}
 
         checks = names.LIVE_CHECKS + "_total"
         failures = names.LIVE_CHECK_FAILURES + "_total"
@@ -154,7 +163,7 @@ def test_proxied_traffic_is_stored_scored_exported_and_drift_checked(tmp_path: P
         pinned = runner.invoke(app, ["baseline", "pin", "--version", "stable", "--promote", "--by", "e2e",
                                      "--config", str(config_path)])
         assert pinned.exit_code == 0, pinned.output
-        assert f"({REQUESTS} samples of stable)" in pinned.output
+        assert f"({REQUESTS} samples of stable, {REQUESTS // TURNS} conversations)" in pinned.output
         checked = runner.invoke(app, ["drift", "check", "--version", "canary", "--json",
                                       "--config", str(config_path)])
         assert checked.exit_code == 0, checked.output
@@ -165,5 +174,7 @@ def test_proxied_traffic_is_stored_scored_exported_and_drift_checked(tmp_path: P
             assert result["status"] == "ok", result
             assert (result["n_current"], result["n_baseline"]) == (REQUESTS, REQUESTS), result
             assert 0 < result["p_value"] <= 1
+            assert result["units"] == (f"window: {REQUESTS // TURNS} conversations; baseline: "
+                                       f"{REQUESTS // TURNS} conversations"), result
         # the drift area's own refusal feature sees the same shift the live checks exported
         assert report["results"]["refusal"]["status"] == "ok" and report["results"]["refusal"]["p_value"] < 0.01

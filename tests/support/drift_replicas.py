@@ -46,6 +46,7 @@ drift:
   baseline_dir: {tmp_path / 'baselines'}
   min_samples: 100
   permutations: 199
+  feature_alpha: 0.05
   alpha: 0.01
   consecutive: 2
   interval_seconds: 600
@@ -54,8 +55,10 @@ drift:
 
 
 def records(version: str, texts: list[str], t0: float) -> list[SampleRecord]:
+    """Independent draws: each sample a conversation of its own."""
     return [SampleRecord(version=version, prompt=t, output=f"Reply: {t}", ts=t0 + i * 0.01, model="llama",
-                         finish_reason="stop", output_tokens=len(t.split()), latency_s=1.0)
+                         finish_reason="stop", output_tokens=len(t.split()), latency_s=1.0,
+                         conversation=f"{version}-{t0:.0f}-{i}")
             for i, t in enumerate(texts)]
 
 
@@ -74,7 +77,8 @@ def seed_baseline(cfg: Any, store: ManagedStore, emb: HashingEmbedder) -> Any:
     store.add(records("stable", ref, NOW - 30 * 86400))
     repo = bl.BaselineRepo(cfg.drift.baseline_dir)
     b = bl.build(store.samples("stable", until=NOW - 86400), emb, model="llama", source_version="stable",
-                 since=None, until=NOW - 86400, created_by="test", created_at=NOW, max_samples=5000)
+                 since=None, until=NOW - 86400, created_by="test", created_at=NOW, max_samples=5000,
+                 slice_seconds=600.0)
     repo.save(b)
     repo.promote(b.hash, by="test", at=NOW)
     return corpus, rng

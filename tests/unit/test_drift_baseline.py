@@ -27,7 +27,7 @@ def _store(tmp_path: Path, n: int = 60, version: str = "stable") -> SqliteStore:
 
 def _pin(samples: list[StoredSample], emb: HashingEmbedder, **kw: object) -> bl.Baseline:
     args: dict = dict(model="llama", source_version="stable", since=1000.0, until=2000.0, created_by="test",
-                      created_at=5000.0, max_samples=1000)
+                      created_at=5000.0, max_samples=1000, slice_seconds=1.0, min_units=1)
     args.update(kw)
     return bl.build(samples, emb, **args)
 

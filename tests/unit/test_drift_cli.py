@@ -77,7 +77,7 @@ sampling:
 drift:
   baseline_dir: {tmp_path / 'baselines'}
   min_samples: 30
-  permutations: 199
+  permutations: 999
   window_seconds: 3600
   embedder: {{cache_dir: {tmp_path / 'cache'}, max_cache_entries: 1000}}
 """)
@@ -90,10 +90,12 @@ drift:
     _, cur = corpus.draw("none", 60, rng)
     store = SqliteStore(tmp_path / "samples.db")
     store.add([SampleRecord(version="stable", prompt=t, output="ok: " + t, ts=now - 86400 * 2 + i, model="llama",
-                            output_tokens=len(t), finish_reason="stop") for i, t in enumerate(ref)])
+                            output_tokens=len(t), finish_reason="stop", conversation=f"s{i}")
+               for i, t in enumerate(ref)])
     foreign = list(corpus.pools["foreign"][:40])
     store.add([SampleRecord(version="canary", prompt=t, output="ok: " + t, ts=now - 600 + i, model="llama",
-                            output_tokens=len(t), finish_reason="length" if i % 3 == 0 else "stop")
+                            output_tokens=len(t), finish_reason="length" if i % 3 == 0 else "stop",
+                            conversation=f"c{i}")
                for i, t in enumerate(cur[:40] + foreign)])
     store.close()
 

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from observer import conventions as names
 from observer.analyse.drift import baseline as bl
-from observer.analyse.drift.state import DriftReport, DriftResult, DriftState
+from observer.analyse.drift.state import DriftReport, DriftResult, DriftState, Persistence
 from observer.analyse.embed import HashingEmbedder
 from observer.config import parse_config
 from observer.export import errors
@@ -41,6 +41,7 @@ drift:
   baseline_dir: {tmp_path / 'baselines'}
   min_samples: 100
   permutations: 199
+  feature_alpha: 0.05
   alpha: 0.01
   consecutive: 2
   embedder: {{cache_dir: null}}{extra}
@@ -64,7 +65,8 @@ def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
     store.add(records("stable", ref, NOW - 30 * 86400))
     repo = bl.BaselineRepo(cfg.drift.baseline_dir)  # type: ignore[attr-defined]
     b = bl.build(store.samples("stable", until=NOW - 86400), emb, model="llama", source_version="stable",
-                 since=None, until=NOW - 86400, created_by="test", created_at=NOW, max_samples=5000)
+                 since=None, until=NOW - 86400, created_by="test", created_at=NOW, max_samples=5000,
+                 slice_seconds=600.0)
     repo.save(b)
     repo.promote(b.hash, by="test", at=NOW)
     yield component, store, clock, corpus, rng, b, repo
@@ -193,7 +195,8 @@ async def test_api_serves_the_latest_report(setup) -> None:  # type: ignore[no-u
 
 
 def test_gating_resets_on_a_quiet_window_and_on_a_new_baseline() -> None:
-    state = DriftState(consecutive=2)
+    state = DriftState(persistence=Persistence(interval_seconds=900, window_seconds=3600, alpha=0.01,
+                                               feature_alpha=0.01, fixed=2))
 
     def report(shifted: bool, baseline: str) -> DriftReport:
         r = DriftResult(field="prompts", statistic=1.0, p_value=0.001 if shifted else 0.5, drift=shifted,
@@ -232,7 +235,7 @@ def test_window_is_bounded_by_max_window_samples(tmp_path: Path) -> None:
     ref, cur = corpus.draw("none", 400, np.random.default_rng(3))
     store.add(records("stable", ref, NOW - 86400))
     b = bl.build(store.samples("stable"), emb, model="llama", source_version="stable", since=None, until=None,
-                 created_by="t", created_at=NOW, max_samples=5000)
+                 created_by="t", created_at=NOW, max_samples=5000, slice_seconds=600.0)
     repo = bl.BaselineRepo(cfg.drift.baseline_dir)  # type: ignore[attr-defined]
     repo.save(b)
     repo.promote(b.hash, by="t", at=NOW)

@@ -1,4 +1,4 @@
-"""Scalar features of samples and their KS / chi-square tests with Benjamini-Hochberg."""
+"""Scalar features of samples and their unit-relabelling tests (mean rank, chi-square) with Benjamini-Hochberg."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from observer.analyse.drift.features import FEATURES, extract, is_refusal
-from observer.analyse.drift.scalar import compare_features
+from observer.analyse.drift.scalar import FeatureResult
+from observer.analyse.drift.scalar import compare_features as compare_units
+from observer.analyse.drift.units import Units, assign
 from observer.config.drift import SCALAR_FEATURES
 from observer.store.base import SampleRecord
 
@@ -50,6 +52,17 @@ def test_extract_columns_with_missing_values() -> None:
         extract(samples, names=["colour"])
 
 
+def _singles(n: int) -> Units:
+    return assign([f"k{i}" for i in range(n)], [0.0] * n, slice_seconds=60.0)
+
+
+def compare_features(base: dict, cur: dict, *, alpha: float, min_samples: int) -> list[FeatureResult]:
+    """Every sample its own unit: the relabelling test is the plain permutation test."""
+    nb, nc = len(next(iter(base.values()))), len(next(iter(cur.values())))
+    return compare_units(base, _singles(nb), cur, _singles(nc), alpha=alpha, min_samples=min_samples,
+                         permutations=999, seed=0)
+
+
 def _cols(rng: np.random.Generator, n: int, *, shift: float = 0.0, length_rate: float = 0.05) -> dict:
     return {
         "output_tokens": rng.normal(200 + shift, 40, n),
@@ -63,9 +76,9 @@ def test_only_the_moved_features_are_flagged_with_effect_sizes() -> None:
     base = _cols(rng, 2000)
     cur = _cols(rng, 800, shift=30, length_rate=0.15)
     results = {r.feature: r for r in compare_features(base, cur, alpha=0.01, min_samples=50)}
-    assert results["output_tokens"].drift and results["output_tokens"].method == "ks"
+    assert results["output_tokens"].drift and results["output_tokens"].method == "units_rank"
     assert 0.2 < results["output_tokens"].effect_size < 0.5 and results["output_tokens"].effect == "ks_d"
-    assert results["finish_reason"].drift and results["finish_reason"].method == "chi2"
+    assert results["finish_reason"].drift and results["finish_reason"].method == "units_chi2"
     assert results["finish_reason"].effect == "cramers_v" and results["finish_reason"].effect_size > 0.1
     assert results["finish_reason"].current_summary["length"] == pytest.approx(0.15, abs=0.04)
     assert not results["latency_s"].drift
@@ -102,3 +115,18 @@ def test_insufficient_data_and_single_category() -> None:
     assert results["ttft_s"].status == "insufficient_data" and not results["ttft_s"].drift
     assert results["ttft_s"].n_baseline == 0
     assert results["refusal"].status == "ok" and results["refusal"].p_value == 1.0
+
+
+def test_a_conversations_alike_turns_are_not_taken_for_drift() -> None:
+    """Token counts alike within a conversation (five turns each): the same populations, tested with the
+    conversations as units, stay quiet; tested sample by sample they are flagged most of the time."""
+    flagged = {"units": 0, "samples": 0}
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        cols = [{"output_tokens": np.repeat(rng.normal(200, 60, n), 5) + rng.normal(0, 5, 5 * n)} for n in (80, 60)]
+        units = [assign([f"c{i // 5}" for i in range(5 * n)], [0.0] * 5 * n, slice_seconds=60.0) for n in (80, 60)]
+        r = compare_units(cols[0], units[0], cols[1], units[1], alpha=0.05, min_samples=50, permutations=499,
+                          seed=seed)
+        flagged["units"] += r[0].drift
+        flagged["samples"] += compare_features(cols[0], cols[1], alpha=0.05, min_samples=50)[0].drift
+    assert flagged["units"] <= 4 and flagged["samples"] >= 10, flagged

@@ -39,8 +39,8 @@ class ArmsResult:
 
 def novelty(points: npt.NDArray[np.float32], slices: npt.NDArray[np.int64], ref: npt.NDArray[np.float32],
             ref_slices: npt.NDArray[np.int64], k: int = NEIGHBOURS) -> npt.NDArray[np.float64]:
-    """Each point's mean cosine distance to its k nearest reference points outside its own slice (rows are
-    L2-normalised, so the dot product is the cosine similarity)."""
+    """Each point's mean cosine distance to its k nearest reference points outside its own slice (or group: a
+    conversation; rows are L2-normalised, so the dot product is the cosine similarity)."""
     sim = (points @ ref.T).astype(np.float64)
     sim[slices[:, None] == ref_slices[None, :]] = -np.inf
     k = max(1, min(k, int(np.isfinite(sim).sum(axis=1).min(initial=k))))
@@ -50,9 +50,13 @@ def novelty(points: npt.NDArray[np.float32], slices: npt.NDArray[np.int64], ref:
 
 
 def arms_test(baseline: npt.ArrayLike, baseline_slices: npt.ArrayLike, canary: npt.ArrayLike,
-              canary_slices: npt.ArrayLike, *, flips: int = 999, seed: int = 0) -> ArmsResult | None:
+              canary_slices: npt.ArrayLike, *, flips: int = 999, seed: int = 0,
+              baseline_groups: npt.ArrayLike | None = None, canary_groups: npt.ArrayLike | None = None
+              ) -> ArmsResult | None:
     """Test "the canary's texts come from the baseline's distribution" slice by slice; None with fewer than
-    MIN_SLICES slices served by both arms."""
+    MIN_SLICES slices served by both arms. `*_groups`: what a text's nearest baseline texts must be outside of
+    for its novelty (default its slice; a conversation where samples carry one: numbered apart from the slices,
+    so a group never equals a slice id)."""
     ref = np.ascontiguousarray(baseline, dtype=np.float32)
     cur = np.ascontiguousarray(canary, dtype=np.float32)
     rs, cs = np.asarray(baseline_slices, dtype=np.int64), np.asarray(canary_slices, dtype=np.int64)
@@ -61,7 +65,9 @@ def arms_test(baseline: npt.ArrayLike, baseline_slices: npt.ArrayLike, canary: n
     common = sorted(set(rs.tolist()) & set(cs.tolist()))
     if len(common) < MIN_SLICES:
         return None
-    n_ref, n_cur = novelty(ref, rs, ref, rs), novelty(cur, cs, ref, rs)
+    gr = rs if baseline_groups is None else np.asarray(baseline_groups, dtype=np.int64)
+    gc = cs if canary_groups is None else np.asarray(canary_groups, dtype=np.int64)
+    n_ref, n_cur = novelty(ref, gr, ref, gr), novelty(cur, gc, ref, gr)
     centre = np.stack([cur[cs == s].mean(0) - ref[rs == s].mean(0) for s in common]).astype(np.float64)
     novel = np.array([n_cur[cs == s].mean() - n_ref[rs == s].mean() for s in common])
     w = np.array([(cs == s).sum() for s in common], dtype=np.float64)

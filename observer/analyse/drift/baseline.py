@@ -17,7 +17,7 @@ import re
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from observer.analyse.drift.features import extract
+from observer.analyse.drift.units import Units, assign
 from observer.analyse.embed import Embedder
 from observer.errors import BaselineError
 from observer.store.base import StoredSample
@@ -33,6 +34,7 @@ log = logging.getLogger("observer.drift.baseline")
 
 FORMAT = "observer-baseline/1"
 FIELDS: tuple[str, ...] = ("prompts", "outputs")
+KEY_CHARS = 32  # a stored conversation key's length (observer.sample.conversation.KEY_HEX)
 HASH = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -53,20 +55,40 @@ class BaselineMeta:
     source: str | None = None
     quality: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     note: str = ""
+    units: str = ""
+    """What the baseline's independent units are (conversations, slices, mixed); empty: pinned before units."""
+    unit_count: int = 0
+    calibration: Mapping[str, Any] = field(default_factory=dict)
+    """The baseline's own A/A (observer.analyse.drift.calibrate.Calibration.as_json); empty: not measured."""
 
 
 @dataclass(frozen=True)
 class Baseline:
-    """A pinned snapshot: embeddings per field, scalar feature columns, metadata, and its content hash."""
+    """A pinned snapshot: embeddings per field, scalar feature columns, each sample's conversation key and time
+    (its unit), metadata, and its content hash."""
 
     meta: BaselineMeta
     embeddings: Mapping[str, npt.NDArray[np.float32]]
     features: Mapping[str, npt.NDArray[Any]]
     hash: str = ""
+    keys: npt.NDArray[np.str_] | None = None
+    """Each sample's conversation key ("" without one); None: pinned before units were kept."""
+    ts: npt.NDArray[np.float64] | None = None
 
     def short(self) -> str:
         """The first 12 hex digits of the hash (what the CLI shows)."""
         return self.hash[:12]
+
+    def units(self, slice_seconds: float) -> Units:
+        """The baseline's units: conversations, and time slices of `slice_seconds` for samples without a key.
+        BaselineError for a baseline pinned before units were kept: it cannot be tested fairly."""
+        if self.keys is None or self.ts is None:
+            raise BaselineError(
+                f"baseline {self.short()} of model {self.meta.model!r} was pinned before drift tests took "
+                "conversations and time slices as their units (it keeps no sample times), and testing it sample "
+                "by sample false-alarms on chat traffic: pin it again (`observer baseline pin --version "
+                f"{self.meta.source_version} --promote`) over the same period")
+        return assign([k or None for k in self.keys.tolist()], self.ts.tolist(), slice_seconds=slice_seconds)
 
 
 def _arrays(b: Baseline) -> dict[str, npt.NDArray[Any]]:
@@ -75,6 +97,9 @@ def _arrays(b: Baseline) -> dict[str, npt.NDArray[Any]]:
     for k, v in b.features.items():
         arr = np.asarray(v)
         out[f"feat.{k}"] = np.ascontiguousarray(arr.astype(np.float64 if arr.dtype.kind == "f" else "<U16"))
+    if b.keys is not None and b.ts is not None:
+        out["unit.key"] = np.ascontiguousarray(np.asarray(b.keys).astype(f"<U{KEY_CHARS}"))
+        out["unit.ts"] = np.ascontiguousarray(np.asarray(b.ts, dtype=np.float64))
     return out
 
 
@@ -98,28 +123,59 @@ def content_hash(meta: BaselineMeta, arrays: Mapping[str, npt.NDArray[Any]]) -> 
 
 def seal(b: Baseline) -> Baseline:
     """Return `b` with its content hash filled in."""
-    return Baseline(meta=b.meta, embeddings=b.embeddings, features=b.features,
-                    hash=content_hash(b.meta, _arrays(b)))
+    return replace(b, hash=content_hash(b.meta, _arrays(b)))
+
+
+MIN_UNITS = 50
+"""Independent units (conversations, time slices) a baseline needs: fewer cannot tell a window's drift from the
+baseline's own luck."""
 
 
 def build(samples: Sequence[StoredSample], embedder: Embedder, *, model: str, source_version: str,
           since: float | None, until: float | None, created_by: str, created_at: float,
-          max_samples: int, seed: int = 0, source: str | None = None, note: str = "") -> Baseline:
-    """Embed `samples` (seeded subsample of at most `max_samples`) into a sealed baseline."""
+          max_samples: int, slice_seconds: float, seed: int = 0, source: str | None = None, note: str = "",
+          min_units: int = MIN_UNITS) -> Baseline:
+    """Embed `samples` (a seeded subsample of whole units, at most `max_samples` samples) into a sealed
+    baseline; BaselineError with the numbers and the fix when they hold fewer than `min_units` units."""
     if not samples:
         raise BaselineError(f"no stored samples for version {source_version!r} in the chosen time range; "
                             "widen --since/--until or check that sampling is on")
-    chosen = list(samples)
-    if len(chosen) > max_samples:
-        idx = np.sort(np.random.default_rng(seed).choice(len(chosen), max_samples, replace=False))
-        chosen = [chosen[i] for i in idx]
+    ordered = sorted(samples, key=lambda s: (s.ts, s.id))
+    units = assign([s.conversation for s in ordered], [s.ts for s in ordered], slice_seconds=slice_seconds)
+    if units.count < min_units:
+        span = (ordered[-1].ts - ordered[0].ts) / 3600.0
+        more = (f"{min_units - units.count} more conversations" if units.kind == "conversations" else
+                f"about {(min_units - units.count) * slice_seconds / 3600.0:.1f} more hours of traffic (time "
+                f"slices of {slice_seconds:g} s: samples carry no conversation key)")
+        raise BaselineError(f"{len(ordered)} samples of {source_version!r} over {span:.1f} h hold "
+                            f"{units.describe()}; a baseline needs {min_units} independent units: pin over a "
+                            f"longer period ({more})")
+    keep = _whole_units(units, max_samples, seed)
+    chosen = [s for s, k in zip(ordered, keep, strict=True) if k]
     embeddings = {"prompts": embedder.embed([s.prompt for s in chosen]),
                   "outputs": embedder.embed([s.output for s in chosen])}
     meta = BaselineMeta(model=model, source_version=source_version, since=since, until=until, n=len(chosen),
                         created_at=created_at, created_by=created_by, embedder_model=embedder.model_id,
                         embedder_revision=str(getattr(embedder, "revision", "")), dim=embedder.dim,
-                        source=source, quality=_quality(chosen), note=note)
-    return seal(Baseline(meta=meta, embeddings=embeddings, features=extract(chosen)))
+                        source=source, quality=_quality(chosen), note=note, units=units.kind,
+                        unit_count=units.subset(keep).count)
+    return seal(Baseline(meta=meta, embeddings=embeddings, features=extract(chosen),
+                         keys=np.array([s.conversation or "" for s in chosen], dtype=f"<U{KEY_CHARS}"),
+                         ts=np.array([s.ts for s in chosen], dtype=np.float64)))
+
+
+def _whole_units(units: Units, most: int, seed: int) -> npt.NDArray[np.bool_]:
+    """Samples of a seeded choice of whole units holding at most `most` samples (a conversation is kept with
+    all its turns, or left out)."""
+    sizes = units.sizes()
+    keep = np.zeros(units.count, dtype=bool)
+    total = 0.0
+    for u in np.random.default_rng(seed).permutation(units.count):
+        if total + sizes[u] <= most:
+            keep[u] = True
+            total += sizes[u]
+    out: npt.NDArray[np.bool_] = keep[units.index]
+    return out
 
 
 def _quality(samples: Sequence[StoredSample]) -> dict[str, dict[str, float]]:
@@ -218,11 +274,14 @@ class BaselineRepo:
                                 f"≠ name {digest[:12]}); refusing to compare against it — pin a new baseline")
         embeddings = {k[4:]: v for k, v in arrays.items() if k.startswith("emb.")}
         features = {k[5:]: v for k, v in arrays.items() if k.startswith("feat.")}
+        keys, ts = arrays.get("unit.key"), arrays.get("unit.ts")
         for name, emb in embeddings.items():
             if emb.ndim != 2 or emb.shape[1] != meta.dim or len(emb) != meta.n:
                 raise BaselineError(f"baseline {digest[:12]} field {name}: shape {emb.shape} does not match "
                                     f"n={meta.n}, dim={meta.dim}")
-        return Baseline(meta=meta, embeddings=embeddings, features=features, hash=digest)
+        if keys is not None and ts is not None and not (len(keys) == len(ts) == meta.n):
+            raise BaselineError(f"baseline {digest[:12]}: {len(keys)} unit keys and {len(ts)} times for n={meta.n}")
+        return Baseline(meta=meta, embeddings=embeddings, features=features, hash=digest, keys=keys, ts=ts)
 
     def all(self) -> list[Baseline]:
         """Every readable baseline, newest first (damaged files are skipped with a warning)."""

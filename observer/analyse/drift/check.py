@@ -1,7 +1,10 @@
 """One drift check of one version: window samples vs the active baseline of its model, every field.
 
-Synchronous and heavy (embedding, permutation test): the component runs it in a worker thread; the CLI
-calls it directly. The report it returns is ungated (`drift` = this window is shifted); DriftState gates.
+Every test relabels whole units — conversations where samples carry a key, time slices where they do not
+(observer.analyse.drift.units) — and every result names its units and its effect against the baseline's own
+spread (observer.analyse.drift.calibrate). Synchronous and heavy (embedding, relabelling tests): the component
+runs it in a worker thread; the CLI calls it directly. The report it returns is ungated (`drift` = this window
+is shifted); DriftState gates.
 """
 
 from __future__ import annotations
@@ -11,16 +14,22 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+import numpy.typing as npt
+
 from observer.analyse.drift import baseline as bl
 from observer.analyse.drift.arms import arms_test
+from observer.analyse.drift.calibrate import Calibration
 from observer.analyse.drift.explain import ShiftedExample, most_shifted
 from observer.analyse.drift.features import FEATURES, extract
-from observer.analyse.drift.mmd import permutation_test
+from observer.analyse.drift.mmd import median_sq_distance
 from observer.analyse.drift.scalar import compare_features
 from observer.analyse.drift.state import DriftReport, DriftResult, Status
+from observer.analyse.drift.units import MAX_UNITS, MIN_UNITS, Units, assign, cap, kernel_sums, mmd_test
 from observer.analyse.embed import Embedder
 from observer.config.drift import DriftSpec
 from observer.config.spec import ObserverConfig
+from observer.errors import BaselineError
 from observer.store.base import SampleStore, StoredSample
 
 log = logging.getLogger("observer.drift")
@@ -62,6 +71,8 @@ class Checker:
     repo: bl.BaselineRepo
     embedder_factory: Callable[[], Embedder]
     _embedder: Embedder | None = field(default=None, init=False)
+    _references: dict[tuple[str, str], tuple[float, npt.NDArray[np.float64]]] = field(default_factory=dict,
+                                                                                     init=False)
 
     @property
     def spec(self) -> DriftSpec:
@@ -100,33 +111,104 @@ class Checker:
             return _all_status(base, "insufficient_data", f"{len(samples)} samples in the last "
                                f"{spec.window_seconds:g}s, need {spec.min_samples}", spec, baseline.meta.n,
                                n_current=len(samples))
+        try:
+            ref_all = baseline.units(spec.slice_seconds)
+        except BaselineError as e:
+            return _all_status(base, "no_baseline", str(e), spec, baseline.meta.n, n_current=len(samples))
         embedder = self.embedder()
         bl.check_compatible(baseline, embedder)
         base = replace(base, embedder=embedder.model_id)
+        cur_all = assign([s.conversation for s in samples], [s.ts for s in samples], slice_seconds=spec.slice_seconds)
+        keep_r, keep_c = cap(ref_all, MAX_UNITS, spec.seed), cap(cur_all, MAX_UNITS, spec.seed + int(now))
+        ref_units, cur_units = ref_all.subset(keep_r), cur_all.subset(keep_c)
+        calibration = Calibration.from_json(baseline.meta.calibration)
+        seed = spec.seed + int(now) % 1_000_003
         results: dict[str, DriftResult] = {}
         examples: dict[str, tuple[ShiftedExample, ...]] = {}
         for name in spec.fields:
             texts = [s.prompt if name == "prompts" else s.output for s in samples]
             current = embedder.embed(texts)
             ref = baseline.embeddings[name]
-            t = permutation_test(ref, current, permutations=spec.permutations, alpha=spec.alpha,
-                                 seed=spec.seed + int(now) % 1_000_003)
-            results[name] = DriftResult(field=name, statistic=t.statistic, p_value=t.p_value, drift=t.drift,
-                                        shifted=t.drift, n_current=t.n_current, n_baseline=t.n_reference,
-                                        method=t.method, status="ok")
             examples[name] = tuple(most_shifted(ref, current, texts, k=spec.explain_examples))
-        features = compare_features(baseline.features, extract(samples, names=spec.features),
-                                    alpha=spec.feature_alpha, min_samples=spec.min_samples)
+            if ref_units.count < MIN_UNITS or cur_units.count < MIN_UNITS:
+                results[name] = _short(name, f"{cur_units.describe()} in the window, {ref_units.describe()} in the "
+                                             f"baseline: a test needs {MIN_UNITS} a side", len(samples),
+                                       baseline.meta.n)
+                continue
+            bandwidth, k_rr = self._reference(baseline, name, keep_r, ref_units)
+            t = mmd_test(ref[keep_r], ref_units, current[keep_c], cur_units, sq_bandwidth=bandwidth,
+                         permutations=spec.permutations, alpha=spec.alpha, seed=seed, k_rr=k_rr)
+            shifted = t.p_value < spec.alpha
+            results[name] = DriftResult(field=name, statistic=t.statistic, p_value=t.p_value, drift=shifted,
+                                        shifted=shifted, n_current=int(keep_c.sum()), n_baseline=int(keep_r.sum()),
+                                        method=UNIT_MMD, status="ok", units=_units(cur_units, ref_units),
+                                        relative_effect=_relative(t.statistic, calibration, name))
+        features = compare_features(baseline.features, ref_all, extract(samples, names=spec.features), cur_all,
+                                    alpha=spec.feature_alpha, min_samples=spec.min_samples,
+                                    permutations=spec.permutations, seed=seed)
         for f in features:
             results[f.feature] = DriftResult(
                 field=f.feature, statistic=f.statistic, p_value=f.p_value, drift=f.drift, shifted=f.drift,
                 n_current=f.n_current, n_baseline=f.n_baseline, method=f.method, status=f.status,
-                p_adjusted=f.p_adjusted, effect_size=f.effect_size, effect=f.effect)
+                p_adjusted=f.p_adjusted, effect_size=f.effect_size, effect=f.effect,
+                units=_units(cur_all, ref_all),
+                relative_effect=_relative(f.effect_size, calibration, f.feature) if f.status == "ok" else None)
         moved = sorted(k for k, r in results.items() if r.shifted)
         message = f"shifted this window: {', '.join(moved)}" if moved else "no field shifted this window"
+        if cur_all.kind == "mixed":
+            message += f"; units: {cur_all.describe()}"
         return DriftReport(version=version, model=key, checked_at=now, status="ok", message=message, since=since,
                            until=now, embedder=embedder.model_id, baseline_hash=baseline.hash,
                            baseline=baseline.meta, results=results, features=tuple(features), examples=examples)
+
+    def _reference(self, baseline: bl.Baseline, name: str, keep: npt.NDArray[np.bool_], units: Units
+                   ) -> tuple[float, npt.NDArray[np.float64]]:
+        """The baseline's kernel bandwidth and its own unit-pair kernel sums for `name` (they never change: kept
+        for the next check, a few baselines at most)."""
+        got = self._references.get((baseline.hash, name))
+        if got is None:
+            ref = baseline.embeddings[name][keep]
+            bandwidth = median_sq_distance(ref, seed=self.spec.seed)
+            got = bandwidth, kernel_sums(ref, units.index, units.count, ref, units.index, units.count,
+                                         gamma=1.0 / (2.0 * bandwidth))
+            if len(self._references) >= 2 * len(bl.FIELDS) * 2:
+                self._references.clear()
+            self._references[(baseline.hash, name)] = got
+        return got
+
+
+UNIT_MMD = "units_mmd_rbf"
+
+
+def _arm_units(samples: Sequence[StoredSample], since: float, slice_seconds: float) -> tuple[list[int], list[int]]:
+    """(slice, group) of each of an arm's samples for the drift gate. A conversation counts whole in the slice of
+    its first turn (its turns in two slices would tie their differences together) and is its own group, outside
+    which a text's nearest baseline texts are sought; a sample without a key is in its time slice, its group."""
+    first: dict[str, float] = {}
+    for s in samples:
+        if s.conversation:
+            first[s.conversation] = min(first.get(s.conversation, s.ts), s.ts)
+    groups = {key: -1 - i for i, key in enumerate(first)}  # negative: never a slice number
+    slices = [int(((first[s.conversation] if s.conversation else s.ts) - since) // slice_seconds) for s in samples]
+    return slices, [groups[s.conversation] if s.conversation else sl for s, sl in zip(samples, slices, strict=True)]
+
+
+def _units(current: Units, baseline: Units) -> str:
+    return f"window: {current.describe()}; baseline: {baseline.describe()}"
+
+
+def _relative(statistic: float, calibration: Calibration | None, name: str) -> float | None:
+    """`statistic` ÷ the baseline's own spread of it (None: the baseline did not measure it)."""
+    spread = calibration.spread.get(name) if calibration is not None else None
+    if spread is None or not spread > 0:
+        return None
+    return statistic / spread
+
+
+def _short(name: str, why: str, n_current: int, n_baseline: int) -> DriftResult:
+    nan = float("nan")
+    return DriftResult(field=name, statistic=nan, p_value=nan, drift=False, n_current=n_current,
+                       n_baseline=n_baseline, method=UNIT_MMD, status="insufficient_data", units=why)
 
 
 def arms(checker: Checker, canary: str, baseline: str, *, now: float, slice_seconds: float) -> dict[str, DriftResult]:
@@ -143,9 +225,10 @@ def arms(checker: Checker, canary: str, baseline: str, *, now: float, slice_seco
         if len(c) >= spec.min_samples and len(b) >= spec.min_samples:
             emb = checker.embedder()
             texts = [[s.prompt if name == "prompts" else s.output for s in arm] for arm in (c, b)]
-            slices = [[int((s.ts - since) // slice_seconds) for s in arm] for arm in (c, b)]
-            result = arms_test(emb.embed(texts[1]), slices[1], emb.embed(texts[0]), slices[0],
-                               flips=max(spec.permutations, ARMS_FLIPS), seed=spec.seed + int(now) % 1_000_003)
+            (slices_c, groups_c), (slices_b, groups_b) = (_arm_units(arm, since, slice_seconds) for arm in (c, b))
+            result = arms_test(emb.embed(texts[1]), slices_b, emb.embed(texts[0]), slices_c,
+                               flips=max(spec.permutations, ARMS_FLIPS), seed=spec.seed + int(now) % 1_000_003,
+                               baseline_groups=groups_b, canary_groups=groups_c)
         if result is None:  # too few samples, or too few slices both arms served
             out[key] = DriftResult(field=key, statistic=nan, p_value=nan, drift=False, n_current=len(c),
                                    n_baseline=len(b), method=ARMS_METHOD, status="insufficient_data")

@@ -9,6 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
+from observer.analyse.drift.calibrate import Calibration
 from observer.analyse.drift.state import DriftState
 
 STATUSES: tuple[str, ...] = ("ok", "insufficient_data", "no_baseline", "error")
@@ -43,6 +44,15 @@ class DriftCollector(Collector):
                                    labels=[*vf, names.STATUS])
         samples = GaugeMetricFamily(names.DRIFT_SAMPLES, "Samples in the tested window and the baseline.",
                                     labels=[*vf, names.ARM])
+        relative = GaugeMetricFamily(names.DRIFT_RELATIVE_EFFECT, "The field's statistic ÷ the 95th percentile of "
+                                     "the baseline's own windows against the rest (drift needs drift.min_effect).",
+                                     labels=vf)
+        needed = GaugeMetricFamily(names.DRIFT_NEEDED, "Shifted windows in a row that flag drift (sized to "
+                                   "drift.false_alarms_per_30_days unless drift.consecutive is set).",
+                                   labels=[names.VERSION])
+        own = GaugeMetricFamily(names.DRIFT_BASELINE_FALSE_ALARM, "Share of the active baseline's own windows its "
+                                "test flagged against the rest when it was pinned (field `features`: any scalar "
+                                "feature); near alpha on steady traffic.", labels=vf)
         info = GaugeMetricFamily(names.DRIFT_BASELINE_INFO, "Active drift baseline compared against (1).",
                                  labels=[names.VERSION, names.MODEL, names.BASELINE_HASH, names.EMBEDDER])
         last = GaugeMetricFamily(names.DRIFT_LAST_CHECK, "Unix time of the version's last drift check.",
@@ -55,6 +65,13 @@ class DriftCollector(Collector):
                 last.add_metric([version], report.checked_at)
             if report.baseline_hash:
                 info.add_metric([version, report.model, report.baseline_hash, report.embedder], 1.0)
+            calibration = Calibration.from_json(report.baseline.calibration) if report.baseline else None
+            for name in sorted(calibration.flagged) if calibration is not None else ():
+                rate = calibration.rate(name) if calibration is not None else None
+                if rate is not None:
+                    own.add_metric([version, name], rate)
+            if report.results:
+                needed.add_metric([version], max(r.needed for r in report.results.values()))
             for name, r in sorted(report.results.items()):
                 key = [version, name]
                 for s in STATUSES:
@@ -71,11 +88,14 @@ class DriftCollector(Collector):
                 streak.add_metric(key, r.streak)
                 if r.effect_size is not None:
                     effect.add_metric(key, r.effect_size)
+                if r.relative_effect is not None and math.isfinite(r.relative_effect):
+                    relative.add_metric(key, r.relative_effect)
         errors = CounterMetricFamily(names.DRIFT_CHECK_ERRORS, "Drift checks that failed, by reason.",
                                      labels=[names.VERSION, names.REASON])
         for (version, reason), n in sorted(self.errors().items()):
             errors.add_metric([version, reason], n)
-        yield from (stat, pval, detected, shifted, streak, effect, status, samples, info, last, errors)
+        yield from (stat, pval, detected, shifted, streak, effect, relative, needed, own, status, samples, info, last,
+                    errors)
         entries = self.cache_entries()
         if entries is not None:
             yield GaugeMetricFamily(names.DRIFT_EMBED_CACHE_ENTRIES, "Vectors in the embedding cache.",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from observer.analyse.drift import baseline as bl
 from observer.analyse.drift.baseline import BaselineRepo
+from observer.analyse.drift.calibrate import Calibration, calibrate
 from observer.analyse.drift.check import Checker, model_key, select
 from observer.analyse.drift.embedder import make_embedder
 from observer.config.spec import ObserverConfig
@@ -23,6 +24,8 @@ class Pinned:
     model: str
     n: int
     active: bool
+    units: str = ""  # "412 conversations", as the baseline's units were formed
+    calibration: str = ""  # its own false-alarm rate, or why it was not measured
 
 
 def open_checker(cfg: ObserverConfig) -> Checker:
@@ -57,11 +60,27 @@ def pin_baseline(cfg: ObserverConfig, version: str, *, now: float, created_by: s
     samples = select(checker.store, version, since=since, until=until, limit=None,
                      sources=[source] if source else cfg.drift.sources)
     key = model or model_key(cfg, version, samples)
+    spec = cfg.drift
     b = bl.build(samples, checker.embedder(), model=key, source_version=version, since=since, until=until,
-                 created_by=created_by, created_at=now, max_samples=cfg.drift.max_baseline_samples,
-                 seed=cfg.drift.seed, source=source or ",".join(cfg.drift.sources), note=note)
+                 created_by=created_by, created_at=now, max_samples=spec.max_baseline_samples,
+                 slice_seconds=spec.slice_seconds, seed=spec.seed, source=source or ",".join(spec.sources),
+                 note=note, min_units=spec.min_baseline_units)
+    # Its own windows against the rest, as live windows will be tested: its false-alarm rate and spread.
+    measured = calibrate(b, window_seconds=spec.window_seconds, slice_seconds=spec.slice_seconds, alpha=spec.alpha,
+                         feature_alpha=spec.feature_alpha, permutations=spec.permutations,
+                         min_samples=spec.min_samples, seed=spec.seed)
+    b = bl.seal(replace(b, meta=replace(b.meta, calibration=measured.as_json())))
     checker.repo.save(b)
     if promote:
         checker.repo.promote(b.hash, by=created_by, at=now,
                              reason="pinned with --promote" + (f": {note}" if note else ""))
-    return Pinned(hash=b.hash, short=b.short(), model=key, n=b.meta.n, active=promote)
+    return Pinned(hash=b.hash, short=b.short(), model=key, n=b.meta.n, active=promote,
+                  units=f"{b.meta.unit_count} {b.meta.units}", calibration=describe(measured))
+
+
+def describe(c: Calibration) -> str:
+    """One line on a baseline's own noise, for `observer baseline pin` and `show`."""
+    if not c.windows:
+        return f"own false-alarm rate not measured: {c.note}"
+    rates = ", ".join(f"{name} {c.flagged[name]}/{c.windows}" for name in sorted(c.flagged))
+    return f"its own {c.window_seconds / 3600.0:g} h windows against the rest, flagged: {rates}"

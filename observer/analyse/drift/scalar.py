@@ -1,5 +1,7 @@
-"""Per-feature drift tests: KS for continuous features, chi-square for categorical ones, with
-Benjamini-Hochberg across the features tested together, and an effect size beside every p-value."""
+"""Per-feature drift tests, with Benjamini-Hochberg across the features tested together and an effect size (KS D,
+Cramér's V) beside every p-value. The p-values relabel whole units (observer.analyse.drift.units): a mean-rank
+difference for continuous features, chi-square for categorical ones; the token counts of one conversation's
+turns are alike, and a test on single samples takes that for drift."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from observer.analyse.drift.features import FEATURES, Column, Kind
+from observer.analyse.drift.units import MIN_UNITS, Units, column_test
 
 Status = Literal["ok", "insufficient_data"]
 
@@ -35,26 +38,26 @@ class FeatureResult:
     status: Status
 
 
-def _continuous(ref: npt.NDArray[Any], cur: npt.NDArray[Any]) -> tuple[float, float]:
+def ks_d(ref: npt.NDArray[Any], cur: npt.NDArray[Any]) -> float:
+    """The largest gap between the two empirical CDFs (KS D)."""
     from scipy import stats  # lazy: ~60 MB of RSS, only needed when a check runs
-    r = stats.ks_2samp(ref, cur, alternative="two-sided", method="auto")
-    return float(r.statistic), float(r.pvalue)
+    return float(stats.ks_2samp(ref, cur, alternative="two-sided", method="asymp").statistic)
 
 
 def _summary_continuous(x: npt.NDArray[Any]) -> dict[str, float]:
     return {"median": float(np.median(x)), "p90": float(np.quantile(x, 0.9)), "mean": float(np.mean(x))}
 
 
-def _categorical(ref: npt.NDArray[Any], cur: npt.NDArray[Any]) -> tuple[float, float, float]:
-    from scipy import stats  # lazy: ~60 MB of RSS, only needed when a check runs
+def cramers_v(ref: npt.NDArray[Any], cur: npt.NDArray[Any]) -> float:
+    """Cramér's V of the 2 × categories table (0: the same shares)."""
     cats = sorted(set(ref.tolist()) | set(cur.tolist()))
+    if len(cats) < 2:
+        return 0.0  # one category on both sides: nothing moved
     table = np.array([[np.count_nonzero(ref == c) for c in cats], [np.count_nonzero(cur == c) for c in cats]],
                      dtype=np.float64)
-    if len(cats) < 2:
-        return 0.0, 1.0, 0.0  # one category on both sides: nothing moved
-    chi2, p, _, _ = stats.chi2_contingency(table, correction=len(cats) == 2)
-    v = float(np.sqrt(chi2 / (table.sum() * (min(table.shape) - 1))))
-    return float(chi2), float(p), v
+    expected = table.sum(axis=1, keepdims=True) * table.sum(axis=0, keepdims=True) / table.sum()
+    chi2 = float(np.sum((table - expected) ** 2 / expected))
+    return float(np.sqrt(chi2 / table.sum()))
 
 
 def _summary_categorical(x: npt.NDArray[Any]) -> dict[str, float]:
@@ -62,36 +65,40 @@ def _summary_categorical(x: npt.NDArray[Any]) -> dict[str, float]:
     return {str(v): float(c) / len(x) for v, c in zip(values, counts, strict=True)}
 
 
-def compare_features(baseline: Mapping[str, Column], current: Mapping[str, Column], *, alpha: float,
-                  min_samples: int) -> list[FeatureResult]:
-    """Test every feature present on both sides; BH across the features that had enough data."""
+def compare_features(baseline: Mapping[str, Column], baseline_units: Units, current: Mapping[str, Column],
+                     current_units: Units, *, alpha: float, min_samples: int, permutations: int, seed: int
+                     ) -> list[FeatureResult]:
+    """Test every feature present on both sides, relabelling whole units; BH across the features that had
+    enough data (at least `min_samples` values and MIN_UNITS units a side)."""
     from scipy import stats  # lazy: ~60 MB of RSS, only needed when a check runs
     Row = tuple[str, Kind, str, float, float, float, str, dict[str, float], dict[str, float], int, int]
     partial: list[Row] = []
     short: list[FeatureResult] = []
-    for name in sorted(set(baseline) & set(current)):
+    for i, name in enumerate(sorted(set(baseline) & set(current))):
         kind = FEATURES.get(name, "continuous")
         ref, cur = np.asarray(baseline[name]), np.asarray(current[name])
-        if kind == "continuous":
-            ref = ref.astype(np.float64)
-            cur = cur.astype(np.float64)
-            ref, cur = ref[np.isfinite(ref)], cur[np.isfinite(cur)]
-        if len(ref) < min_samples or len(cur) < min_samples:
-            short.append(FeatureResult(name, kind, "ks" if kind == "continuous" else "chi2", float("nan"), 1.0,
-                                       1.0, False, 0.0, "", {}, {}, len(ref), len(cur), "insufficient_data"))
+        ok_r = np.isfinite(ref.astype(np.float64)) if kind == "continuous" else np.ones(len(ref), dtype=bool)
+        ok_c = np.isfinite(cur.astype(np.float64)) if kind == "continuous" else np.ones(len(cur), dtype=bool)
+        units_r, units_c = baseline_units.subset(ok_r), current_units.subset(ok_c)
+        method = "units_rank" if kind == "continuous" else "units_chi2"
+        if (ok_r.sum() < min_samples or ok_c.sum() < min_samples or units_r.count < MIN_UNITS
+                or units_c.count < MIN_UNITS):
+            short.append(FeatureResult(name, kind, method, float("nan"), 1.0, 1.0, False, 0.0, "", {}, {},
+                                       int(ok_r.sum()), int(ok_c.sum()), "insufficient_data"))
             continue
+        t = column_test(ref, baseline_units, cur, current_units, categorical=kind == "categorical",
+                        permutations=permutations, alpha=alpha, seed=seed + i)
+        r, c = ref[ok_r], cur[ok_c]
         if kind == "continuous":
-            d, p = _continuous(ref, cur)
-            partial.append((name, kind, "ks", d, p, d, "ks_d", _summary_continuous(ref), _summary_continuous(cur),
-                            len(ref), len(cur)))
+            r, c = r.astype(np.float64), c.astype(np.float64)
+            partial.append((name, kind, method, t.statistic, t.p_value, ks_d(r, c), "ks_d", _summary_continuous(r),
+                            _summary_continuous(c), len(r), len(c)))
         else:
-            chi2, p, v = _categorical(ref, cur)
-            partial.append((name, kind, "chi2", chi2, p, v, "cramers_v", _summary_categorical(ref),
-                            _summary_categorical(cur), len(ref), len(cur)))
+            partial.append((name, kind, method, t.statistic, t.p_value, cramers_v(r, c), "cramers_v",
+                            _summary_categorical(r), _summary_categorical(c), len(r), len(c)))
     adjusted = (stats.false_discovery_control([p[4] for p in partial], method="bh") if partial else [])
     done = [
         FeatureResult(name, kind, method, stat, p, float(q), bool(q < alpha), eff, eff_name, bs, cs, nb, nc, "ok")
         for (name, kind, method, stat, p, eff, eff_name, bs, cs, nb, nc), q in zip(partial, adjusted, strict=True)
     ]
     return sorted(done + short, key=lambda r: r.feature)
-

@@ -1,12 +1,15 @@
 """Drift results (contract 6) and the state the drift area serves to the canary judge (`wiring.root.Services.drift`).
 
 Persistence gating happens here: a window whose p-value is below alpha is "shifted"; a field is flagged
-`drift` only after `consecutive` shifted windows in a row against the same baseline (a raw α = 0.05 test
-run 96 times a day alarms almost daily; two consecutive windows at p < 0.01 about once in a hundred days).
+`drift` only after enough shifted windows in a row against the same baseline, and only when its effect reaches
+`min_effect` (Persistence). A check every 15 minutes of the last hour runs 2,880 times in 30 days on windows
+that overlap by three quarters: two shifted windows in a row are far likelier than alpha², and the rule is
+sized to the configured false alarms per 30 days instead.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -37,6 +40,10 @@ class DriftResult:
     p_adjusted: float | None = None  # BH-adjusted, scalar features only
     effect_size: float | None = None
     effect: str = ""
+    relative_effect: float | None = None
+    """The statistic (MMD², KS D, Cramér's V) ÷ the baseline's own windows' 95th percentile; None: not measured."""
+    units: str = ""  # what the test took as independent units ("412 conversations", "6 time slices …")
+    needed: int = 0  # shifted windows in a row that flag drift (Persistence)
 
 
 @dataclass(frozen=True)
@@ -67,19 +74,62 @@ class DriftReport:
         return out
 
 
+@dataclass(frozen=True)
+class Persistence:
+    """How many shifted windows in a row flag drift: `fixed`, or sized to `budget` false alarms in 30 days.
+
+    Windows `span` = ⌈window ÷ interval⌉ checks apart share no sample, so a run of 1 + span·(r − 1) shifted
+    windows holds r disjoint ones, each shifted by chance with probability at most p (alpha, or the baseline's
+    own measured rate when that is higher). With N checks in 30 days and G field groups (each embedding field,
+    the scalar features together), N·G·p^r bounds the expected false alarms; r is the least that meets the
+    budget. bench/drift_sessions.py measures the rule on 30 days of conversation traffic."""
+
+    interval_seconds: float
+    window_seconds: float
+    alpha: float
+    feature_alpha: float
+    budget: float = 1.0
+    fixed: int | None = None
+    min_effect: float = 0.0
+
+    def needed(self, report: DriftReport) -> int:
+        """Shifted windows in a row that flag drift in `report`'s fields."""
+        if self.fixed is not None:
+            return self.fixed
+        from observer.analyse.drift.calibrate import FEATURES, Calibration
+
+        calibration = Calibration.from_json(report.baseline.calibration) if report.baseline else None
+        embedded = [n for n, r in report.results.items() if r.method.startswith("units_mmd")]
+        rates = [max(self.alpha, (calibration.rate(n) if calibration else None) or 0.0) for n in embedded]
+        if len(embedded) < len(report.results):
+            rates.append(max(self.feature_alpha, (calibration.rate(FEATURES) if calibration else None) or 0.0))
+        p = min(max(rates, default=self.alpha), MAX_RATE)
+        checks = 30 * 86_400.0 / self.interval_seconds
+        span = math.ceil(self.window_seconds / self.interval_seconds)
+        r = 1
+        while checks * max(len(rates), 1) * p ** r > self.budget and r < MAX_DISJOINT:
+            r += 1
+        return 1 + span * (r - 1)
+
+
+MAX_RATE = 0.5
+"""A baseline's own false-alarm rate is taken at most this high (higher: pin another one; it says so)."""
+MAX_DISJOINT = 20
+
+
 class DriftState:
     """The latest gated report per version; thread-safe (checks run in a worker thread)."""
 
-    def __init__(self, *, consecutive: int) -> None:
-        if consecutive < 1:
-            raise ValueError("consecutive must be >= 1")
-        self.consecutive = consecutive
+    def __init__(self, *, persistence: Persistence) -> None:
+        self.persistence = persistence
         self._reports: dict[str, DriftReport] = {}
         self._streaks: dict[tuple[str, str], tuple[str | None, int]] = {}
         self._lock = threading.Lock()
 
     def record(self, report: DriftReport) -> DriftReport:
         """Apply persistence gating to a fresh (ungated) report, store it and return the gated copy."""
+        needed = self.persistence.needed(report)
+        floor = self.persistence.min_effect
         with self._lock:
             gated: dict[str, DriftResult] = {}
             for name, r in report.results.items():
@@ -89,7 +139,9 @@ class DriftState:
                     streak = 0  # a new baseline starts a new run of windows
                 streak = streak + 1 if (r.status == "ok" and r.shifted) else 0
                 self._streaks[key] = (report.baseline_hash, streak)
-                gated[name] = replace(r, streak=streak, drift=r.status == "ok" and streak >= self.consecutive)
+                large = r.relative_effect is None or r.relative_effect >= floor
+                gated[name] = replace(r, streak=streak, needed=needed,
+                                      drift=r.status == "ok" and streak >= needed and large)
             out = replace(report, results=gated)
             self._reports[report.version] = out
             return out
