@@ -33,6 +33,8 @@ from observer.errors import ObserverError
 from observer.render import argo as argo_render
 from observer.service import ThreadedService, start_in_thread
 from observer_dev.gameday.argo import Phase
+from observer_dev.gameday.flagger import FAILED as FLAGGER_FAILED
+from observer_dev.gameday.flagger import SUCCEEDED as FLAGGER_SUCCEEDED
 from observer_dev.gameday.flagger import FlaggerLoop
 from observer_dev.gameday.looks import (
     ARGO_FAIL_LOOKS,
@@ -327,7 +329,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
     config = _config(ports, plan, s, workdir)
     obs = start_observer(config)
     body: dict[str, Any] = {}
-    streak = 0
+    streak = passes = 0
     try:
         _ready(obs, "the observer's first scrape")
         # The same pair through Flagger's loop, webhooks and MetricTemplates, interval by interval beside the
@@ -390,7 +392,11 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
             if loop is not None:
                 loop.step(prom_url)
             streak = must_fail_streak(s, body, streak)
-            if settled(s, rnd, row.verdicts[-1], body, streak):
+            passes = passes + 1 if row.verdicts[-1] == "pass" else 0
+            # Traffic flows while Flagger analyses (its window starts at its first webhook, not with the looks): a
+            # decided pass plays on until Flagger's loop has ended too, as the cluster game day's does.
+            if settled(s, rnd, row.verdicts[-1], body, streak, passes) and (
+                    s.expect != "pass" or loop is None or loop.phase in (FLAGGER_FAILED, FLAGGER_SUCCEEDED)):
                 break
             if s.expect in ("nodata", "not-pass", "idle", "inconclusive") and rnd + 1 >= plan.max_rounds // 2 \
                     and (s.restart_after is None or rnd > s.restart_after + 2):

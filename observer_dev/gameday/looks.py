@@ -122,6 +122,9 @@ takes up to this many measurements, one scrape interval apart, and every check r
 
 MUST_FAIL_LOOKS = 3
 """Consecutive looks a scenario's `must_fail` metrics must have failed at before it stops looking."""
+PASS_LOOKS = 2
+"""Consecutive passing looks before a `pass` scenario stops looking: a pass shown at one look on evidence at its
+bound can read inconclusive at the next, and the readers after the last look (Argo, the report) read again."""
 
 
 def must_fail_streak(s: Scenario, body: Mapping[str, Any], streak: int) -> int:
@@ -130,15 +133,19 @@ def must_fail_streak(s: Scenario, body: Mapping[str, Any], streak: int) -> int:
     return streak + 1 if all(metrics.get(n, {}).get("result") == "fail" for n in s.must_fail) else 0
 
 
-def settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any], streak: int) -> bool:
+def settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any], streak: int, passes: int = PASS_LOOKS
+            ) -> bool:
     """Whether the scenario can stop looking after round `rnd`.
 
     Argo keeps measuring through a step (the web gate's `count`), and one Failed measurement aborts it:
     a `pass` looked at before a mid-step regression's evidence has accumulated is not a promotion. So
     after a change the game day keeps looking, like the analysis would, until the expected verdict comes
     or POST_CHANGE_LOOKS looks have passed; the last verdict is the one checked. A scenario whose
-    `must_fail` metrics have not failed at the last MUST_FAIL_LOOKS looks (`streak`) keeps looking too."""
+    `must_fail` metrics have not failed at the last MUST_FAIL_LOOKS looks (`streak`) keeps looking too, and a
+    `pass` scenario until it passed PASS_LOOKS looks in a row (`passes`)."""
     if not decided(s.expect, verdict, body):
+        return False
+    if s.expect == "pass" and verdict == "pass" and passes < PASS_LOOKS:
         return False
     # The verdict failed on another metric first: keep looking, as Argo would, until the must-fail metrics
     # have failed at MUST_FAIL_LOOKS looks in a row (`streak`): a sequential test at its boundary can fail,

@@ -246,7 +246,7 @@ def _all_status(base: DriftReport, status: Status, message: str, spec: DriftSpec
     names = list(spec.fields) + list(spec.features if spec.features is not None else FEATURES)
     nan = float("nan")
     results = {n: DriftResult(field=n, statistic=nan, p_value=nan, drift=False, n_current=n_current,
-                              n_baseline=n_baseline, method="mmd_rbf" if n in spec.fields else "",
+                              n_baseline=n_baseline, method=UNIT_MMD if n in spec.fields else "",
                               status=status)
                for n in names}
     return replace(base, status=status, message=message, results=results)
