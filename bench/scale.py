@@ -199,7 +199,8 @@ def shared_work(jobs: int) -> dict[str, Any]:
 
     from observer_dev.pgserver import run_postgres
     from tests.support.judge_server import Reply, run_judge_server
-    from tests.support.shared_work import ingest, job_states, judged_output, live_samples, metric, run_replicas
+    from tests.support.prom import metric
+    from tests.support.shared_work import ingest, job_states, judged_output, live_samples, run_replicas
 
     def held_by(url: str, pid: int) -> list[int]:
         with psycopg.connect(url) as conn:

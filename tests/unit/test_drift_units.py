@@ -201,3 +201,19 @@ def test_the_drift_gate_counts_a_conversation_whole_in_the_slice_it_started() ->
     assert slices == [0, 0, 2, 1, 1]  # a's second turn stays in slice 0, b's in slice 1
     assert groups[0] == groups[1] < 0 and groups[3] == groups[4] < 0 and groups[0] != groups[3]
     assert groups[2] == 2  # no key: its slice is its group
+
+
+def test_with_few_units_to_move_the_p_value_is_never_below_what_they_allow() -> None:
+    """Three window slices against twelve baseline ones: C(15, 3) = 455 labellings, so p is about 1/455 at least;
+    a relabelling equal to the observed one must count as reaching it however the float32 sums round (it did not,
+    and such windows read p = 1/(B + 1))."""
+    rng = np.random.default_rng(4)
+    ref = rng.normal(size=(12 * 40, 6)).astype(np.float32)
+    cur = (rng.normal(size=(3 * 40, 6)) + 3.0).astype(np.float32)  # as far from the baseline as it gets
+    units = [assign([None] * n, [float(i // 40) * 600 for i in range(n)], slice_seconds=600) for n in (480, 120)]
+    t = mmd_test(ref, units[0], cur, units[1], sq_bandwidth=median_sq_distance(ref), permutations=2000,
+                 alpha=0.01, seed=0)
+    assert t.p_value > 0.5 / 455 and t.p_value > 1 / 2001 and t.movable == 15
+    small = [assign([None] * n, [float(i // 40) * 600 for i in range(n)], slice_seconds=600) for n in (120, 80)]
+    assert mmd_test(ref[:120], small[0], cur[:80], small[1], sq_bandwidth=median_sq_distance(ref), permutations=999,
+                    alpha=0.01, seed=0).p_value >= 0.05  # C(5, 2) = 10 labellings: p about 1/10, never 0.001
