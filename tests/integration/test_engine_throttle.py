@@ -26,6 +26,7 @@ from observer_dev.gameday.pace import (
 )
 from observer_dev.promserver import free_port
 from observer_dev.throttle import EngineThrottle, engine_cores, held
+from observer_dev.vllmproc import DTYPE_ENV, generator_dtype
 from tests.support.poll import wait_until
 
 SERVER = r"""
@@ -156,3 +157,23 @@ def test_an_engine_too_slow_for_the_budget_is_refused_with_its_figures() -> None
     text = str(e.value)
     assert "176.0 s (reference 4.4 s)" in text and "40.0x the reference" in text and "budget of 30 min" in text
     assert "TIER_BUDGET_S" in text
+
+
+def test_a_slow_probe_names_every_burst_and_how_much_the_servers_slow_each_other() -> None:
+    speed = EngineSpeed(probe_s=33.0, decode_tokens_s=10.5, embed_batch_s=0.19, probes=(35.4, 33.0, 34.1),
+                        alone_s=4.1)
+    text = speed.describe()
+    assert "probe burst 33.0 s (fastest of 35.4, 33.0, 34.1 s)" in text
+    assert "one generator alone 4.1 s (8.0x slower with both on its core)" in text
+    assert speed.stretch == pytest.approx(33.0 / 4.4)
+    # One burst, fast: the message stays as short as it was.
+    assert "fastest" not in _speed(1.0).describe() and "alone 4" not in _speed(1.0).describe()
+
+
+def test_the_generators_run_bfloat16_only_where_the_cpu_has_avx512(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DTYPE_ENV, raising=False)
+    assert generator_dtype("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512bw\n") == "bfloat16"
+    assert generator_dtype("processor\t: 0\nflags\t\t: fpu sse avx2 fma\n") == "float32"  # oneDNN's bf16 needs 512
+    assert generator_dtype("") == "float32"
+    monkeypatch.setenv(DTYPE_ENV, "bfloat16")
+    assert generator_dtype("flags\t\t: avx2\n") == "bfloat16"
