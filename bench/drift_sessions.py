@@ -13,6 +13,7 @@ drift.slice_seconds only ("slices"), beside the single-sample permutation test t
 
     .venv/bin/python -m bench.drift_sessions            # 200 A/A windows a cell, 100 a shift, 30 days
     .venv/bin/python -m bench.drift_sessions --quick    # smoke run
+    .venv/bin/python -m bench.drift_sessions --month-only --month-units slices   # the 30 days on time slices
 
 Last line: one JSON object with drift_aa_false_alarm_by_session_turns, drift_false_alarms_per_30_days_aa,
 drift_power_by_shift, drift_check_seconds.
@@ -131,10 +132,10 @@ def single_sample(pools: ds.Pools, trials: int, permutations: int) -> dict[str, 
     return out
 
 
-def month(pools: ds.Pools, days: int, turns: int, permutations: int) -> dict[str, float]:
+def month(pools: ds.Pools, days: int, turns: int, permutations: int, mode: str = "keys") -> dict[str, float]:
     """30 days of checks every drift.interval_seconds over the last window, gated as the service gates them."""
     rng = np.random.default_rng(31)
-    b = pin(pools, rng, turns, "keys", calibrated=True)
+    b = pin(pools, rng, turns, mode, calibrated=True)
     live = ds.stream(pools, rng, seconds=days * DAY + SPEC.window_seconds, per_hour=PER_HOUR, turns=turns,
                      first_id=10**8)
     state = DriftState(persistence=Persistence(
@@ -147,7 +148,7 @@ def month(pools: ds.Pools, days: int, turns: int, permutations: int) -> dict[str
     needed = 0
     for j in range(checks):
         end = SPEC.window_seconds + j * SPEC.interval_seconds
-        t = check(pools, b, live.between(end - SPEC.window_seconds, end, newest=SPEC.max_window_samples), "keys", j,
+        t = check(pools, b, live.between(end - SPEC.window_seconds, end, newest=SPEC.max_window_samples), mode, j,
                   permutations)
         result = DriftResult(field="prompts", statistic=t.statistic, p_value=t.p_value, drift=False,
                              shifted=t.p_value < SPEC.alpha, n_current=0, n_baseline=0, method=UNIT_MMD, status="ok",
@@ -157,7 +158,7 @@ def month(pools: ds.Pools, days: int, turns: int, permutations: int) -> dict[str
         shifted += result.shifted
         pages += gated.drift and not before
         before, needed = gated.drift, gated.needed
-    print(f"{days} days, {checks} checks: {shifted} shifted, {pages} false pages (needs {needed} in a row; "
+    print(f"{mode}: {days} days, {checks} checks: {shifted} shifted, {pages} false pages (needs {needed} in a row; "
           f"baseline's own windows flagged {b.meta.calibration.get('flagged')} of "
           f"{b.meta.calibration.get('windows')})", flush=True)
     return {"days": days, "checks": checks, "shifted_checks": shifted, "false_pages": pages,
@@ -203,19 +204,27 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200, help="A/A windows per session length and unit kind")
     ap.add_argument("--power-trials", type=int, default=100)
     ap.add_argument("--days", type=int, default=30)
+    ap.add_argument("--month-units", choices=("keys", "slices"), default="keys",
+                    help="the 30 days' units: conversation keys, or time slices only")
     ap.add_argument("--permutations", type=int, default=SPEC.permutations)
     ap.add_argument("--quick", action="store_true", help="a smoke run: 10 windows a cell, 2 days")
+    ap.add_argument("--month-only", action="store_true", help="only the 30 days of checks")
     args = ap.parse_args()
     if args.quick:
         args.trials, args.power_trials, args.days, args.permutations = 10, 10, 2, 199
     t0 = time.time()
     emb = load_local_embedder(cache_dir=ds.cache_dir(), max_cache_entries=100_000)
     pools = ds.build_pools(emb)
+    if args.month_only:
+        print(json.dumps({"drift_false_alarms_per_30_days_aa": month(pools, args.days, 5, args.permutations,
+                                                                     args.month_units),
+                          "units": args.month_units, "wall_seconds": round(time.time() - t0)}))
+        return
     result = {
         "drift_aa_false_alarm_by_session_turns": aa_grid(pools, args.trials, 20, args.permutations),
         "drift_aa_single_sample_test_by_session_turns": single_sample(pools, max(args.trials // 4, 5),
                                                                       args.permutations),
-        "drift_false_alarms_per_30_days_aa": month(pools, args.days, 5, args.permutations),
+        "drift_false_alarms_per_30_days_aa": month(pools, args.days, 5, args.permutations, args.month_units),
         "drift_power_by_shift": power(pools, args.power_trials, args.permutations),
         "drift_check_seconds": timing(pools),
         "alpha": SPEC.alpha, "window_samples": SPEC.max_window_samples, "samples_per_hour": PER_HOUR,
