@@ -3,7 +3,7 @@
 Real rounds are paced: each slice of the canary judge holds one round of bursts, and golden replays run beside
 them. Their sizes were tuned on one CPU; on a slower one the same load overruns its rounds, replays pile up
 behind it, and the scenarios time out. So the engine is measured first (`measure_speed` in
-observer_dev.gameday.real: a burst on both generators, one request's decode rate, one embedding batch) and the
+observer_dev.gameday.load: a burst on both generators, one request's decode rate, one embedding batch) and the
 pace is chosen from the measurement (`pace_for`): the number of rounds (the slices the judge needs) stays, the
 requests per round shrink and the rounds lengthen so that the load takes the same share of a round as on the
 reference machine. An engine too slow for the smallest honest design within the budget is refused with its
@@ -55,6 +55,11 @@ TIER_BUDGET_S = 1800.0
 two game days take about 25 minutes on the reference machine), and the tier refuses to start instead."""
 
 
+def stretch_of(probe_s: float) -> float:
+    """How many times slower than the reference machine a probe burst of `probe_s` reads (never below 1)."""
+    return max(1.0, probe_s / REFERENCE_PROBE_S)
+
+
 @dataclass(frozen=True)
 class EngineSpeed:
     """What the probe measured."""
@@ -68,7 +73,7 @@ class EngineSpeed:
     @property
     def stretch(self) -> float:
         """How many times slower than the reference machine (never below 1)."""
-        return max(1.0, self.probe_s / REFERENCE_PROBE_S)
+        return stretch_of(self.probe_s)
 
     def describe(self) -> str:
         tries = f" (fastest of {', '.join(f'{p:.1f}' for p in self.probes)} s)" if len(self.probes) > 1 else ""
