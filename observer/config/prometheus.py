@@ -33,6 +33,11 @@ class PrometheusClientSpec(Spec):
                     "for two central observers scraping the same fleet): the judge takes the largest replica's "
                     "increase instead of the sum, so two replicas do not double every count. Empty (one observer, "
                     "or one per vLLM pod, whose series must add up): every series is summed.")
+    pod_label: str = Field(
+        "pod", description="The target label naming the vLLM pod that a per-pod observer (the sidecar) watches: the "
+                           "canary judge reads each pod's latency histograms by it, for the pods-as-units pass "
+                           "(docs/canary.md). Empty, or one of replica_labels (then it names observer replicas, "
+                           "not vLLM pods): no per-pod reads.")
     timeout_seconds: float = Field(10.0, gt=0, le=300, description="One request's timeout.")
     retries: int = Field(2, ge=0, le=10, description="Retries of a failed request (timeouts, 429, 5xx), with "
                                                      "exponential back-off; 4xx answers are not retried.")

@@ -91,6 +91,8 @@ class ArmCounts:
     prefix_hits: np.ndarray  # (T,)
     prefix_queries: np.ndarray  # (T,)
     pods: int
+    by_pod: tuple[ArmCounts, ...] = ()
+    """The same counts of each of the arm's pods (`simulate(by_pod=True)`), for judges whose unit is a pod."""
 
 
 @dataclass(frozen=True)
@@ -143,8 +145,9 @@ def _episodes(rng: np.random.Generator, pods: int, seconds: int, *, every_s: flo
 
 def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, weight: float,
              replicas: int = 20, canary: Regression | None = None, length_rate: float = 0.05,
-             abort_rate: float = 0.002) -> PodStep:
-    """Simulate one step of `seconds`: `replicas` pods, ceil(weight × replicas) of them canary."""
+             abort_rate: float = 0.002, by_pod: bool = False) -> PodStep:
+    """Simulate one step of `seconds`: `replicas` pods, ceil(weight × replicas) of them canary; with `by_pod`,
+    each arm's counts carry each of its pods' own (ArmCounts.by_pod)."""
     if not 0 < weight < 1:
         raise ValueError(f"weight must be in (0, 1), got {weight}")
     rng = np.random.default_rng(seed)
@@ -232,7 +235,7 @@ def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, 
     for p, start, _ in restarts:  # every request in flight when the pod dies ends in error
         reason[(pod == p) & (t_req <= start) & (t_req + e2e > start)] = 3
 
-    def arm(mask: np.ndarray, n_pods: int) -> ArmCounts:
+    def arm(mask: np.ndarray, n_pods: int, members: np.ndarray | None = None) -> ArmCounts:
         ts = t_req[mask]
         def binned(values: np.ndarray, edges: tuple[float, ...], weights: np.ndarray | None = None) -> np.ndarray:
             idx = np.searchsorted(np.asarray(edges), values, side="left")  # le is inclusive
@@ -248,10 +251,13 @@ def simulate(*, seed: int, model: TrafficModel, seconds: int, total_rps: float, 
         return ArmCounts(requests=np.bincount(ts, minlength=seconds), reasons=reasons,
                          ttft=binned(ttft[mask], TTFT_EDGES), e2e=binned(e2e[mask], REQUEST_EDGES),
                          itl=binned(itl[mask], ITL_EDGES, np.maximum(np.round(output[mask]), 1).astype(np.int64)),
-                         prefix_hits=hits, prefix_queries=queries, pods=n_pods)
+                         prefix_hits=hits, prefix_queries=queries, pods=n_pods,
+                         by_pod=() if members is None else tuple(arm(mask & (pod == p), 1) for p in members))
 
     in_canary = is_canary[pod]
-    return PodStep(canary=arm(in_canary, n_canary), baseline=arm(~in_canary, pods - n_canary), seconds=seconds)
+    ids = np.arange(pods)
+    return PodStep(canary=arm(in_canary, n_canary, ids[is_canary] if by_pod else None),
+                   baseline=arm(~in_canary, pods - n_canary, ids[~is_canary] if by_pod else None), seconds=seconds)
 
 
 def with_cold(model: TrafficModel, seconds: float) -> TrafficModel:

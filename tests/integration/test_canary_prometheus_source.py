@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from typer.testing import CliRunner
 
 from observer import conventions as names
-from observer.analyse.canary.judge import judge_metric
+from observer.analyse.canary.judge import ArmData, judge_metric
 from observer.analyse.canary.service import CanaryService
 from observer.analyse.canary.sources import PrometheusSource
 from observer.cli.main import app
@@ -258,3 +258,54 @@ async def test_golden_judge_errors_are_read_from_prometheus(rig: tuple[Exporter,
     golden = next(m for m in spec.metrics if m.name == "golden")
     r = judge_metric(golden, arm, base, alpha=0.01, power=0.8)
     assert r.outcome.value != "pass" and "the judge failed on" in r.detail, r
+
+
+async def test_each_pods_latency_is_read_by_its_target_label() -> None:
+    """Sidecar mode: one observer per vLLM pod, each its own target. The judge reads each pod's TTFT slices by
+    the label naming the pod (`pod_label`, here the target's `instance`), for the pods-as-units pass; the
+    pods' slices add up to the arm's. Where that label tells observer replicas apart instead, no pod is read."""
+    from observer.collect.promql import PromQLClient
+    from observer.config.canary import default_metrics
+    from observer.config.prometheus import PrometheusClientSpec
+
+    fleet = [("canary", Exporter())] + [("stable", Exporter()) for _ in range(5)]
+    ports = [free_port() for _ in fleet]
+    servers = []
+    try:
+        for (_, exp), port in zip(fleet, ports, strict=True):
+            servers.append(start_http_server(port, addr="127.0.0.1", registry=exp.registry))
+        with run_prometheus([f"127.0.0.1:{p}" for p in ports], scrape_interval="1s") as prom:
+            prom.wait_for(f"{names.REQUESTS}_total", min_series=4 * len(fleet))
+            since = time.time()
+            for _ in range(8):
+                for version, exp in fleet:
+                    exp.traffic(version, 50, error_rate=0.01, ttft_median=0.3)
+                time.sleep(1.0)
+            time.sleep(2.5)
+            now = time.time()
+            arms = {}
+            async with httpx.AsyncClient() as http:
+                replicas = PrometheusClientSpec(pod_label="instance", replica_labels=["instance"])
+                for key, spec in (("pods", PrometheusClientSpec(pod_label="instance")), ("replicas", replicas)):
+                    src = PrometheusSource(url=prom.url, http=http, slice_seconds=2.0,
+                                           client=PromQLClient(prom.url, spec, http=http))
+                    arms[key] = {v: await src.arm(v, default_metrics(), since=since, now=now, with_drift=False)
+                                 for v in ("canary", "stable")}
+    finally:
+        for server, thread in servers:
+            server.shutdown()
+            thread.join(timeout=5)
+    canary, stable = arms["pods"]["canary"], arms["pods"]["stable"]
+    assert set(canary.pods) == {f"127.0.0.1:{ports[0]}"}
+    assert set(stable.pods) == {f"127.0.0.1:{p}" for p in ports[1:]}
+
+    def count(a: ArmData) -> float:
+        h = a.histograms.get("ttft")
+        return 0.0 if h is None else h.count
+
+    for arm in (canary, stable):
+        for j, whole in enumerate(arm.slices):
+            assert sum(count(p.slices[j]) for p in arm.pods.values()) == pytest.approx(count(whole))
+    # 400 observations a pod; the slices hold those inside the window
+    assert sum(count(s) for p in stable.pods.values() for s in p.slices) >= 5 * 300
+    assert arms["replicas"]["canary"].pods == {} and arms["replicas"]["stable"].pods == {}

@@ -73,6 +73,8 @@ class ArmStream:
     pods: int | None = None
     prefix_hits: np.ndarray | None = None
     prefix_queries: np.ndarray | None = None
+    by_pod: tuple[ArmStream, ...] = ()
+    """Each pod's own draws (pod_step(by_pod=True)), for the pods-as-units test."""
     _cache: dict[tuple[int, int], ArmData] = field(default_factory=dict, compare=False, repr=False)
 
     def totals(self, start: int, end: int) -> ArmData:
@@ -88,8 +90,9 @@ class ArmStream:
                                        histograms=hists)
         return self._cache[key]
 
-    def window(self, start: int, end: int, *, slice_seconds: int | None = SLICE_SECONDS) -> ArmData:
-        """What the judge would read for seconds [start, end): totals, slices, replicas, recent hit ratio."""
+    def window(self, start: int, end: int, *, slice_seconds: int | None = SLICE_SECONDS, pods: str = "") -> ArmData:
+        """What the judge would read for seconds [start, end): totals, slices, replicas, recent hit ratio; with
+        `pods` (a name prefix) and per-pod draws, each pod's window too, named `{pods}-{i}`."""
         whole = self.totals(start, end)
         slices: tuple[ArmData, ...] = ()
         if slice_seconds:
@@ -99,8 +102,10 @@ class ArmStream:
             lo = max(start, end - 120)
             q = float(self.prefix_queries[lo:end].sum())
             hit = float(self.prefix_hits[lo:end].sum()) / q if q > 0 else None
+        by_pod = {f"{pods}-{i}": p.window(start, end, slice_seconds=slice_seconds)
+                  for i, p in enumerate(self.by_pod)} if pods else {}
         return ArmData(requests=whole.requests, histograms=whole.histograms, slices=slices,
-                       replicas=self.pods, prefix_cache_hit_ratio=hit)
+                       replicas=self.pods, prefix_cache_hit_ratio=hit, pods=by_pod)
 
 
 def to_histogram(counts: np.ndarray, edges: tuple[float, ...]) -> Histogram:
@@ -174,30 +179,35 @@ def lognormal_quantile(q: float, median: float, sigma: float) -> float:
 
 
 def pod_step(*, seed: int, model: str | pods.TrafficModel, seconds: int, total_rps: float, weight: float,
-             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01, canary_itl_scale: float = 1.0) -> Step:
-    """One step on the dependent traffic model `model` (a name in observer_dev.sim.pods.MODELS, or one)."""
+             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01, canary_itl_scale: float = 1.0,
+             by_pod: bool = False) -> Step:
+    """One step on the dependent traffic model `model` (a name in observer_dev.sim.pods.MODELS, or one); with
+    `by_pod`, each arm carries its pods' own draws."""
     tm = pods.MODELS[model] if isinstance(model, str) else model
     s = pods.simulate(seed=seed, model=tm, seconds=seconds, total_rps=total_rps, weight=weight,
                       canary=pods.Regression(ttft_scale=canary_ttft_scale, error_rate=canary_error_rate,
-                                             itl_scale=canary_itl_scale))
+                                             itl_scale=canary_itl_scale), by_pod=by_pod)
 
     def arm(a: pods.ArmCounts) -> ArmStream:
         return ArmStream(requests=a.requests, reasons=a.reasons, ttft=a.ttft, e2e=a.e2e, itl=a.itl, pods=a.pods,
-                         prefix_hits=a.prefix_hits, prefix_queries=a.prefix_queries)
+                         prefix_hits=a.prefix_hits, prefix_queries=a.prefix_queries,
+                         by_pod=tuple(arm(p) for p in a.by_pod))
 
     return Step(canary=arm(s.canary), baseline=arm(s.baseline), seconds=seconds)
 
 
 def any_step(*, seed: int, model: str, seconds: int, total_rps: float, weight: float,
-             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01, canary_itl_scale: float = 1.0) -> Step:
-    """A step on traffic model `model`: `iid` or one of observer_dev.sim.pods.MODELS."""
+             canary_ttft_scale: float = 1.0, canary_error_rate: float = 0.01, canary_itl_scale: float = 1.0,
+             by_pod: bool = False) -> Step:
+    """A step on traffic model `model`: `iid` or one of observer_dev.sim.pods.MODELS (with `by_pod`, each arm
+    carries its pods' own draws; `iid` has no pods)."""
     if model == "iid":
         return simulate_step(seed=seed, seconds=seconds, total_rps=total_rps, weight=weight,
                              canary=ArmProfile(error_rate=canary_error_rate), canary_ttft_scale=canary_ttft_scale,
                              canary_itl_scale=canary_itl_scale)
     return pod_step(seed=seed, model=model, seconds=seconds, total_rps=total_rps, weight=weight,
                     canary_ttft_scale=canary_ttft_scale, canary_error_rate=canary_error_rate,
-                    canary_itl_scale=canary_itl_scale)
+                    canary_itl_scale=canary_itl_scale, by_pod=by_pod)
 
 
 def judged_step(spec: CanarySpec, seed: int, dress: Callable[[ArmData, ArmData, np.random.Generator],

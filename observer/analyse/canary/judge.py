@@ -12,7 +12,7 @@ from typing import assert_never
 import numpy as np
 
 from observer.analyse import histogram
-from observer.analyse.canary import planned, sequential, stats
+from observer.analyse.canary import planned, pods, sequential, stats
 from observer.analyse.canary.results import (
     GAUGE_VALUE,
     ROUTED_NOTE,
@@ -52,9 +52,12 @@ t-test needs ≥ 5, the pooled ratio test 10), so Pass would be a pass by constr
 DEFF_PRIOR_SLICES = 10
 """Slices' worth of weight on "no dependence" (design effect 1) when the sample size is inflated."""
 
+POD_PASS_SHARE = 0.5
+"""Share of the final pass bound's 1 − power that the pods-as-units test spends where the arms have per-pod data;
+the pooled final bounds keep the rest, so a canary worse by the effect still passes at most 1 − power."""
+
 JUDGE_ERROR_SHARE = 0.1
 """Golden items the judge failed to score, as a share of the window's items, above which golden cannot pass."""
-
 
 
 def metric_alpha(spec: CanarySpec, metric: CanaryMetricSpec | None = None) -> float:
@@ -106,7 +109,9 @@ def _shown(m: CanaryMetricSpec, bound: stats.BoundTest) -> str:
 def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm: np.ndarray, *,
                    alpha: float, power: float, detail: str = "", shift: sequential.ShiftTest | None = None,
                    shift_end: planned.FinalTest | None = None, shift_below_end: planned.FinalTest | None = None,
-                   pooled: bool = False, plan: planned.PlannedEnd | None = None) -> MetricResult:
+                   pooled: bool = False, plan: planned.PlannedEnd | None = None,
+                   pod: pods.PodShift | None = None, pod_note: str = "", end_pass_share: float = 1.0
+                   ) -> MetricResult:
     n_c, n_b = round(float(n.sum())), round(float(mm.sum()))
     if n_c <= 0 or n_b <= 0:
         arm = "canary" if n_c <= 0 else "baseline"
@@ -118,6 +123,7 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
     # With a planned end, the anytime-valid tests keep a share of α and of 1 − power; the rest is the final test's.
     a_any, a_end = (alpha, 0.0) if plan is None else plan.split(alpha)
     b_any, b_end = (1.0 - power, 0.0) if plan is None else plan.split_pass(1.0 - power)
+    b_end *= end_pass_share
     t = stats.slice_test(x, n, y, mm, alpha=a_any, pooled=pooled)
     deff = t.design_effect or 1.0
     # The sample size grows with the design effect, shrunk towards 1 while few slices measure it.
@@ -128,8 +134,9 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
                               design_effect=deff, base_rate=m.base_rate)
     end_fail = end_pass = None
     if plan is not None and plan.reached:
-        end_fail, end_pass = _final(m, x[:plan.slices], n[:plan.slices], y[:plan.slices], mm[:plan.slices],
-                                    alpha=a_end, beta=b_end, pooled=pooled)
+        k = plan.slices
+        end_fail, end_pass = planned.final_tests(x[:k], n[:k], y[:k], mm[:k], alpha=a_end, beta=b_end, pooled=pooled,
+                                                 effect_ratio=m.effect_ratio, base_rate=m.base_rate)
     shares = [(t.p_value, a_any / alpha)]
     if end_fail is not None:
         shares.append((end_fail.p_value, a_end / alpha))
@@ -144,8 +151,8 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
     below = shift is None or shift.below or bool(shift_below_end and shift_below_end.reject)
     if failed or shifted:
         outcome = Outcome.FAIL
-    elif ((bound.accept or bool(end_pass and end_pass.reject)) and t.slices >= MIN_SLICES_TO_PASS
-          and below):
+    elif t.slices >= MIN_SLICES_TO_PASS and (((bound.accept or bool(end_pass and end_pass.reject)) and below)
+                                             or (pod is not None and pod.accept)):
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
@@ -167,31 +174,12 @@ def _slice_outcome(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndar
             parts.append(("shown" if below else "not yet shown") + f" under {m.shift_margin:+g} (p={below_p:.2g})")
         if shift.reject and shift.start_slice > 0:
             parts.append(f"shifted since slice {shift.start_slice}")
+    if pod is not None or pod_note:
+        parts.append(pod.describe(m.shift_margin) if pod is not None else f"pods not units: {pod_note}")
     return _base(m, outcome, n_canary=n_c, n_baseline=n_b, min_n=needed, canary=rate_c, baseline=rate_b,
                  ratio=rate_c / rate_b if rate_b > 0 else None, p_value=p_value, detail="; ".join(parts),
                  design_effect=t.design_effect, slices=t.slices,
                  worse_since=t.start_slice if t.reject and t.start_slice > 0 else None)
-
-
-def _final(m: CanaryMetricSpec, x: np.ndarray, n: np.ndarray, y: np.ndarray, mm: np.ndarray, *, alpha: float,
-           beta: float, pooled: bool) -> tuple[planned.FinalTest, planned.FinalTest]:
-    """(worse, less than effect_ratio× worse) fixed-horizon tests on the planned step's slices."""
-    t = stats.slice_test(x, n, y, mm, alpha=alpha, pooled=True)  # pooled: its design effect, no t-sequence
-    deff = t.design_effect or 1.0
-    sums = (float(x.sum()), float(n.sum()), float(y.sum()), float(mm.sum()))
-    if not pooled:
-        worse = planned.final_slices(x, n, y, mm, alpha=alpha)
-    elif t.design_effect is not None and t.slices >= stats.POOLED_MIN_SLICES:
-        worse = planned.final_ratio(*sums, deff=deff, alpha=alpha)
-    else:
-        worse = planned.FinalTest(1.0, False)
-    if pooled:
-        better = planned.final_noninferior(*sums, effect_ratio=m.effect_ratio, alpha=beta, deff=deff,
-                                           base_rate=m.base_rate)
-    else:
-        better = planned.final_noninferior_slices(x, n, y, mm, effect_ratio=m.effect_ratio,
-                                                  alpha=beta * planned.SLICES_PASS_SHARE, base_rate=m.base_rate)
-    return worse, better
 
 
 def _sliced(c: ArmData, b: ArmData) -> list[tuple[ArmData, ArmData]] | None:
@@ -304,18 +292,23 @@ def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
         b_any, b_end = (1.0 - power, 0.0) if plan is None else plan.split_pass(1.0 - power)
         shift = None if bins is None else sequential.shift_test(bins[0], bins[1], alpha=a_any,
                                                                 margin=m.shift_margin, pass_alpha=b_any)
-        shift_end = shift_below_end = None
+        shift_end = shift_below_end = pod = None
+        share, pod_note = 1.0, ""
         if shift is not None and plan is not None and plan.reached:
+            pod, pod_note = pods.pod_shift(c.pods, b.pods, m.family, hb.bounds, slices=plan.slices,
+                                           margin=m.shift_margin, alpha=b_end * POD_PASS_SHARE)
+            share = 1.0 if pod is None else 1.0 - POD_PASS_SHARE
             end_bins = _bins(pairs[:plan.slices], m.family, hb.bounds)
             if end_bins is not None:
                 z, h, _ = sequential.shift_values(*end_bins)
                 shift_end = planned.final_t(z, h, alpha=a_end)
                 shift_below_end = planned.final_t(m.shift_margin * h - z, h,
-                                                  alpha=b_end * planned.SLICES_PASS_SHARE)
+                                                  alpha=b_end * share * planned.SLICES_PASS_SHARE)
         res = _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3],
                              alpha=alpha if shift is None else alpha / 2.0, power=power,
                              detail=f"share above le={le}", shift=shift, shift_end=shift_end,
-                             shift_below_end=shift_below_end, plan=plan)
+                             shift_below_end=shift_below_end, plan=plan, pod=pod, end_pass_share=share,
+                             pod_note=pod_note if c.pods or b.pods else "")
     else:
         extra: dict[str, object] = {"detail": f"share above le={le}; requests assumed independent"}
         res = _ratio_outcome(m, round(above_c), round(n_c), round(above_b), round(n_b), alpha=alpha,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from observer.analyse.canary import stats
 from observer.analyse.canary.sequential import dependence_blocks, slice_excess, worse_share
 
 INTERIM_SHARE = 0.1
@@ -205,3 +206,24 @@ def final_noninferior_slices(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.
     else:
         d, h = x - worse_share(n / (n + m), effect_ratio) * (x + y), n * m / (n + m)
     return final_t(-d, h, alpha=alpha)
+
+
+def final_tests(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray, *, alpha: float, beta: float,
+                pooled: bool, effect_ratio: float, base_rate: float) -> tuple[FinalTest, FinalTest]:
+    """(worse, less than `effect_ratio`× worse) fixed-horizon tests on the planned step's slices: for the pooled
+    ratio metrics the deflated-count tests, for the rest (`pooled` False) the slices' t-tests."""
+    t = stats.slice_test(x, n, y, m, alpha=alpha, pooled=True)  # pooled: its design effect, no t-sequence
+    deff = t.design_effect or 1.0
+    sums = (float(x.sum()), float(n.sum()), float(y.sum()), float(m.sum()))
+    if not pooled:
+        worse = final_slices(x, n, y, m, alpha=alpha)
+    elif t.design_effect is not None and t.slices >= stats.POOLED_MIN_SLICES:
+        worse = final_ratio(*sums, deff=deff, alpha=alpha)
+    else:
+        worse = FinalTest(1.0, False)
+    if pooled:
+        better = final_noninferior(*sums, effect_ratio=effect_ratio, alpha=beta, deff=deff, base_rate=base_rate)
+    else:
+        better = final_noninferior_slices(x, n, y, m, effect_ratio=effect_ratio, alpha=beta * SLICES_PASS_SHARE,
+                                          base_rate=base_rate)
+    return worse, better

@@ -121,6 +121,9 @@ class ArmData:
     routed_requests: bool = False
     """`requests` are the router's, by outcome: vLLM has no series under this version's model name (a LoRA
     adapter, which vLLM counts under the base model), so only the router sees the version's own requests."""
+    pods: Mapping[str, ArmData] = field(default_factory=dict)
+    """The same window per pod of the arm, by pod name, each with its own slices (on the arm's slice edges): the
+    units of the pods-as-units pass test (pods.py). Empty where the source has no per-pod series."""
     pods_waiting: Mapping[str, int] = field(default_factory=dict)
     """Pods of the version that do not serve yet, by `state[:reason]` (Kubernetes discovery): unschedulable
     for want of a GPU, starting, failing, not Ready. Empty without discovery."""

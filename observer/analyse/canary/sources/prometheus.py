@@ -30,6 +30,9 @@ from observer.conventions.promql import selector
 from observer.conventions.ratios import RatioCounts
 from observer.conventions.vllm import LatencyId
 
+MAX_PODS = 500
+"""Pods of one version read one by one; more, and the pods-as-units pass is not tried (the pooled tests stay)."""
+
 
 class PrometheusSource:
     """Fleet mode: per-pod observers export accumulated counters/histograms; one judge queries Prometheus."""
@@ -44,6 +47,8 @@ class PrometheusSource:
         self.slice_seconds = slice_seconds
         self.client = client or PromQLClient(self.url, PrometheusClientSpec(timeout_seconds=timeout), http=http)
         self.replica_labels = tuple(self.client.spec.replica_labels)
+        pod = self.client.spec.pod_label
+        self.pod_label = "" if pod in self.replica_labels else pod
 
     def _delta(self, series: str, offset: str) -> str:
         """The change of counter `series` over the last `offset` (exact, not extrapolated; 0 over a reset);
@@ -63,6 +68,40 @@ class PrometheusSource:
         except PromQLError as e:
             raise SourceError(str(e)) from e
 
+    def _slice_ends(self, since: float, now: float) -> tuple[float, list[float]]:
+        """(slice length, the slices' ends since+Δ, since+2Δ, … ≤ now); no ends when one slice does not fit."""
+        step = self.slice_seconds
+        if (now - since) / step > MAX_SLICES:  # a long window: coarser slices, as the signal store cuts them
+            step = float(math.ceil((now - since) / MAX_SLICES))
+        first = since + step
+        return step, ([first + i * step for i in range(int((now - first) // step) + 1)] if first <= now else [])
+
+    async def _pod_slices(self, v: str, families: set[LatencyId], since: float, now: float) -> dict[str, ArmData]:
+        """Each pod's latency histograms on the arm's slices, by `pod_label` (the pods-as-units pass); none
+        without the label, or past MAX_PODS pods (a cardinality bound: the pooled tests stay)."""
+        step, ends = self._slice_ends(since, now)
+        if not self.pod_label or not ends or not families:
+            return {}
+        by_pod: dict[str, dict[int, dict[str, list[dict[str, Any]]]]] = {}
+        for fam in sorted(families):
+            res = await self.query_range(f"sum by ({self.pod_label}, le) "
+                                         f"({self._delta(f'{LATENCY[fam].exported}_bucket{v}', f'{round(step)}s')})",
+                                         start=ends[0], end=ends[-1], step=step)
+            for series in res:
+                pod = str(series["metric"].get(self.pod_label, ""))
+                for ts, value in series.get("values", []):
+                    by_pod.setdefault(pod, {}).setdefault(round((float(ts) - ends[0]) / step), {}).setdefault(
+                        fam, []).append({"metric": series["metric"], "value": [ts, value]})
+        if len(by_pod) > MAX_PODS or "" in by_pod:  # too many, or series without the label: not pods
+            return {}
+        out: dict[str, ArmData] = {}
+        for pod, slices in by_pod.items():
+            cut = [{fam: h for fam, vector in slices.get(i, {}).items() if (h := histogram_from_vector(vector))}
+                   for i in range(len(ends))]
+            if any(h.count > 0 for hs in cut for h in hs.values()):  # a zero series: a pod of another version
+                out[pod] = ArmData(slices=tuple(ArmData(histograms=hs) for hs in cut))
+        return out
+
     async def _slices(self, v: str, families: set[LatencyId], since: float, now: float, *, http: bool = False,
                       checks: set[str] | None = None, speculative: bool = False, corrupted: bool = False
                       ) -> tuple[ArmData, ...]:
@@ -73,14 +112,10 @@ class PrometheusSource:
         samples inside each Δ and drops what falls between them, noise that makes the sliced tests read
         dependence where there is none (a TTFT ×1.5 canary stayed inconclusive). A counter reset in a slice
         gives 0 for that series there, not a negative count."""
-        step = self.slice_seconds
-        if (now - since) / step > MAX_SLICES:  # a long window: coarser slices, as the signal store cuts them
-            step = float(math.ceil((now - since) / MAX_SLICES))
-        first = since + step
-        if first > now:
+        step, ends = self._slice_ends(since, now)
+        if not ends:
             return ()
-        rng = f"{round(step)}s"
-        ends = [first + i * step for i in range(int((now - first) // step) + 1)]
+        first, rng = ends[0], f"{round(step)}s"
 
         async def by_label(counter: str, label: str) -> dict[int, dict[str, float]]:
             """slice index → label value → the counter's increase over that slice."""
@@ -220,6 +255,7 @@ class PrometheusSource:
             corrupted = max(0.0, _finite(res[0]["value"][1])) if res else None
         slices = await self._slices(v, families, since, now, http=http, checks=checks, speculative=speculative,
                                     corrupted=checked)
+        pods = await self._pod_slices(v, families, since, now)
         cost = None
         if any(m.kind == "cost" for m in metrics):
             unpriced = await self._scalar(f"sum({self._inc(f'{names.UNPRICED_GPU_SECONDS}_total{v}', rng)})", now)
@@ -244,7 +280,7 @@ class PrometheusSource:
         prefix = await self._scalar(f"max({names.WIN_PREFIX_CACHE_HIT_RATIO}{v})", now)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
                        golden_judge_errors=golden_errors,
-                       slices=slices, cost_per_million_tokens=cost, paired=paired, paired_note=note,
+                       slices=slices, pods=pods, cost_per_million_tokens=cost, paired=paired, paired_note=note,
                        judge_identity=identity, http_status=statuses,
                        replicas=None if replicas is None else round(replicas), prefix_cache_hit_ratio=prefix,
                        environment=await self._environment(v, now), admission_rejections=rejected, spec_decode=spec,
