@@ -122,3 +122,17 @@ def test_the_judge_reads_pods_at_the_planned_end_only(step) -> None:  # type: ig
 def test_a_stable_pool_too_small_is_named_and_the_pooled_tests_decide(step) -> None:  # type: ignore[no-untyped-def]
     assert "pods not units: 3 stable pods with 30 ttft observations, under 5" in _ttft_detail(step, 900,
                                                                                             stable_pods=3)
+
+
+def test_the_bench_runs_to_its_json_line() -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "bench.canary_pods", "--steps", "1", "--models", "pod_queues",
+                          "--workers", "1"], capture_output=True, text=True, timeout=300, check=True).stdout
+    last = json.loads(out.strip().splitlines()[-1])
+    assert {"healthy_pass_within_step_by_model", "ttft_1.5x_passed_within_step", "aa_false_fail_by_model",
+            "pod_spread_by_model"} <= set(last)
+    assert set(last["healthy_pass_within_step_by_model"]["pod_queues"]) == {
+        f"{w}pct@margin{m}" for w in (5, 25) for m in ("0.1", "0.06")}
