@@ -98,7 +98,10 @@ def test_worse_canary_shows_lower_pass_rate_in_exported_gauges(
     stable_rate, canary_rate = passed["stable"] / total["stable"], passed["canary"] / total["canary"]
     assert total["stable"] >= 55 and total["canary"] >= 55  # nearly every item scored
     assert stable_rate > 0.8
-    assert canary_rate < stable_rate - 0.15, (stable_rate, canary_rate)
+    # About 61 items an arm (accuracy 0.9 against 0.6 with 10% refusals): the difference of the two pass rates
+    # has a standard deviation near 0.08 around roughly 0.25, so a margin of 0.15 failed in a clean run
+    # (0.82 against 0.67, 0.148); 0.05 is 2.5 standard deviations below it and still says which arm is worse.
+    assert canary_rate < stable_rate - 0.05, (stable_rate, canary_rate)
     assert sum(canary_ratio.values()) < sum(stable_ratio.values())
     # judged summaries went through the scripted judge, and similarity through MiniLM
     assert len(judge.requests) >= 16
