@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from observer.analyse.canary.results import ArmData
+from observer.analyse.canary.sequential import ridits
 
 MIN_STABLE_PODS = 5
 """Stable pods with enough requests before their spread is a yardstick (4 degrees of freedom)."""
@@ -114,9 +115,8 @@ def _bins(pods: Mapping[str, ArmData], family: str, bounds: tuple[float, ...], s
 def _values(units: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Each unit's mean (ridit − ½) against `reference` (same shape, or one slices × buckets for all)."""
     ref = np.broadcast_to(reference, units.shape)
-    total = ref.sum(axis=2, keepdims=True)
-    ridit = np.divide(np.cumsum(ref, axis=2) - 0.5 * ref, total, out=np.full(ref.shape, 0.5), where=total > 0)
-    used = np.broadcast_to(total > 0, units.shape)
+    ridit = ridits(ref)
+    used = ref.sum(axis=2, keepdims=True) > 0
     weighted = np.where(used, units * (ridit - 0.5), 0.0).sum(axis=(1, 2))
     n = np.where(used, units, 0.0).sum(axis=(1, 2))
     out: np.ndarray = np.divide(weighted, n, out=np.zeros_like(weighted), where=n > 0)

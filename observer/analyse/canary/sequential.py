@@ -335,6 +335,16 @@ class ShiftTest:
     """That hypothesis rejected: the shift is shown below the margin."""
 
 
+def ridits(reference: np.ndarray) -> np.ndarray:
+    """Each bucket's ridit against the non-cumulative `reference` counts along the last axis (the share of the
+    reference below the bucket, plus half the bucket's own: ties count ½); ½ where the reference is empty."""
+    ref = np.asarray(reference, dtype=float)
+    total = ref.sum(axis=-1, keepdims=True)
+    out: np.ndarray = np.divide(np.cumsum(ref, axis=-1) - 0.5 * ref, total, out=np.full(ref.shape, 0.5),
+                                where=total > 0)
+    return out
+
+
 def shift_values(canary_bins: np.ndarray, baseline_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(values, sizes, canary requests) of the slices with both arms: per slice j, X_j = Σ over the canary's
     requests of (ridit against the slice's baseline − ½), ridits from non-cumulative bucket counts (ties count
@@ -346,9 +356,7 @@ def shift_values(canary_bins: np.ndarray, baseline_bins: np.ndarray) -> tuple[np
     nc, nb = c.sum(axis=1), b.sum(axis=1)
     used = (nc > 0) & (nb > 0)
     c, b, nc, nb = c[used], b[used], nc[used], nb[used]
-    below = np.cumsum(b, axis=1) - b
-    ridit = (below + 0.5 * b) / nb[:, None]
-    xs = np.sum(c * (ridit - 0.5), axis=1)
+    xs = np.sum(c * (ridits(b) - 0.5), axis=1)
     # X_j's mean grows with nc (a shift θ per canary request), its null variance with nc·(nc + nb)/nb (the
     # canary's ridits, plus the baseline's estimate of the scale): X_j·h/nc has mean h·θ and variance ∝ h.
     h = nc * nb / (nc + nb)
