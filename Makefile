@@ -64,6 +64,7 @@ lint: setup
 render-check: setup
 	$(BIN)/observer render --check --config deploy/observer.yaml
 	$(BIN)/python -m observer_dev.helmchart kustomize --check
+	$(BIN)/python -m observer_dev.docsgen --check
 
 # The set-up steps run side by side (mostly downloads and unpacking), and the checks start as soon as the
 # observer's own virtualenv is ready, while the real vLLM's is still being built. The suite runs in two

@@ -3,7 +3,8 @@
 Shaped after the objects upstream published (../shared/reference/rollout-primitives/): KServe's
 LLMInferenceService canary guide (group and weight, the group status with `stopped`), its InferenceService
 canary status (`status.components.predictor.traffic`), the Inference Extension's weighted two-pool HTTPRoute
-and InferencePool v1, and llm-d's InferenceModelRewrite. tests/golden/test_primitive_objects.py validates
+and InferencePool v1, llm-d's InferenceModelRewrite, OME's InferenceService canary and Dynamo's
+DynamoGraphDeployment. tests/golden/test_primitive_objects.py validates
 every builder's output against the upstream CRDs.
 """
 
@@ -91,3 +92,62 @@ def model_rewrite(name: str, *, model: str, pool: str, targets: Mapping[str, int
             "spec": {"poolRef": {"group": "inference.networking.k8s.io", "name": pool},
                      "rules": [{"matches": [{"model": {"type": "Exact", "value": model}}],
                                 "targets": [{"modelRewrite": t, "weight": w} for t, w in targets.items()]}]}}
+
+
+def ome_isvc(name: str, *, stable: str, canary: str | None, phase: str, namespace: str = "llm-serving",
+             capacity: str = "25%", analysis: Obj | None = None) -> Obj:
+    """An OME InferenceService (ome.io/v1beta1) with one canary group on its engine, shaped after OME's
+    canary-analysis page, and the engine's status as OME's CanaryStatus and traffic table describe it:
+    `canaryRevisionHash`/`stableRevisionHash`, `rolloutPhase`, `traffic[]` of `<isvc>-engine-rev-<hash>`
+    tagged stable/canary. No published status example exists; SOURCES.md section 6 gives its fields. `analysis`
+    is the first step's gate (default: the published error-rate check)."""
+    if analysis is None:
+        analysis = {"interval": "1m", "failureLimit": 3, "metrics": [{
+            "name": "error-rate", "operator": "LT", "threshold": "0.01",
+            "query": 'sum(rate(request_errors_total{revision_hash="{{.CanaryRevision}}"}[5m])) / '
+                     'sum(rate(requests_total{revision_hash="{{.CanaryRevision}}"}[5m]))'}]}
+    status: Obj = {"rolloutPhase": phase, "traffic": [
+        {"revisionName": f"{name}-engine-rev-{stable}", "tag": "stable", "percent": 100 if canary is None else 90}]}
+    if canary is not None:
+        status["canary"] = {"stableRevisionHash": stable, "canaryRevisionHash": canary, "currentStep": 0}
+        status["traffic"].append({"revisionName": f"{name}-engine-rev-{canary}", "tag": "canary", "percent": 10,
+                                  "latestRevision": True})
+    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": _meta(name, namespace, None),
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "my-model"},
+                     "engine": {"minReplicas": 4, "maxReplicas": 4},
+                     "rollout": {"groups": [{"components": ["engine"], "canary": {"steps": [
+                         {"capacity": capacity, "traffic": 10, "pause": {"duration": "10m"}, "analysis": analysis},
+                         {"capacity": "100%", "traffic": 100}]}}]}},
+            "status": {"components": {"engine": status}}}
+
+
+def ome_pod_labels(isvc: str, revision: str) -> dict[str, str]:
+    """The labels OME's engine pods carry (the revision hash tells revisions apart)."""
+    return {"ome.io/inferenceservice": isvc, "component": "engine", "ome.io/revision-hash": revision}
+
+
+def dgd(name: str, *, current: str | None, phase: str | None = None, legacy: str | None = None,
+        namespace: str = "llm-serving") -> Obj:
+    """A DynamoGraphDeployment (nvidia.com/v1beta1) with one frontend and one worker, its completed worker
+    generation in `nvidia.com/current-worker-hash-v2` (and `legacy` in the v1 annotation), and
+    `status.rollingUpdate.phase` while a rollout runs."""
+    notes = {k: v for k, v in (("nvidia.com/current-worker-hash-v2", current),
+                               ("nvidia.com/current-worker-hash", legacy)) if v is not None}
+    meta = _meta(name, namespace, None)
+    if notes:
+        meta["annotations"] = notes
+    obj: Obj = {"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment", "metadata": meta,
+                "spec": {"components": [
+                    {"name": "Frontend", "type": "frontend", "replicas": 1, "podTemplate": {"spec": {
+                        "containers": [{"name": "main", "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0"}]}}},
+                    {"name": "VllmWorker", "type": "worker", "replicas": 4, "podTemplate": {"spec": {
+                        "containers": [{"name": "main", "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0"}]}}}]}}
+    if phase is not None:
+        obj["status"] = {"state": "pending" if phase in ("Pending", "InProgress") else "successful",
+                         "rollingUpdate": {"phase": phase}}
+    return obj
+
+
+def dynamo_pod_labels(worker_hash: str) -> dict[str, str]:
+    """The labels a Dynamo worker pod carries (the worker hash names its generation)."""
+    return {"nvidia.com/dynamo-component-type": "worker", "nvidia.com/dynamo-worker-hash": worker_hash}

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import FilePath, Spec
 from observer.config.fleet import RouterRef
+from observer.config.sources import BY_KEY, POOLS, PRIMITIVES, SOURCES, Source
 from observer.conventions.labels import POD_ROLE_LABEL
 
 _MODEL_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
@@ -37,47 +37,44 @@ class DcgmDiscovery(Spec):
         return _check_selector(v)
 
 
-PRIMITIVE_APIS = {
-    "kserve_llmisvc": ("serving.kserve.io/v1alpha2",),
-    "kserve_isvc": ("serving.kserve.io/v1beta1",),
-    "httproute_pools": ("gateway.networking.k8s.io/v1",),
-    "model_rewrite": ("llm-d.ai/v1alpha2", "inference.networking.x-k8s.io/v1alpha2"),
-}
-POOL_APIS = ("inference.networking.k8s.io/v1", "inference.networking.x-k8s.io/v1alpha2")
-
-
 class PrimitiveRef(Spec):
-    """A rollout primitive other than an Argo Rollout whose objects name the model's versions."""
+    """A rollout source other than an Argo Rollout whose objects name the model's versions (one row of
+    observer.config.sources each)."""
 
-    kind: Literal["kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite"] = Field(
-        description="kserve_llmisvc: a KServe LLMInferenceService routing group (spec.router.route.group); "
-                    "kserve_isvc: an InferenceService with canaryTrafficPercent; httproute_pools: an HTTPRoute "
-                    "weighted across InferencePools; model_rewrite: an llm-d InferenceModelRewrite's weighted "
-                    "targets (adapter versions on shared pods).")
-    name: str = Field(description="The routing group, InferenceService, HTTPRoute or InferenceModelRewrite.")
+    kind: str = Field(
+        description="The source: " + "; ".join(f"{s.key}: {s.title}" for s in SOURCES if s.key in PRIMITIVES)
+                    + " (docs/kubernetes.md).",
+        json_schema_extra={"enum": list(PRIMITIVES)})
+    name: str = Field(description="The object that names the versions: the routing group, InferenceService, "
+                                  "HTTPRoute, InferenceModelRewrite, ...")
     model: str | None = Field(
         None, description="model_rewrite only: the model name clients send, whose rule's targets are the versions.")
     api_version: str | None = Field(
-        None, description="apiVersion to watch the primitive at; None: the newest one the observer reads "
-                          "(model_rewrite also reads inference.networking.x-k8s.io/v1alpha2, llm-d's older group).")
-    pool_api_version: str = Field(POOL_APIS[0], description="apiVersion of the InferencePools "
-                                                            "(httproute_pools, model_rewrite).")
+        None, description="apiVersion to watch the source at; None: the newest one the observer reads of each "
+                          "API group it reads it in (model_rewrite: llm-d.ai and inference.networking.x-k8s.io).")
+    pool_api_version: str = Field(POOLS.api_versions[0], description="apiVersion of the InferencePools "
+                                                                     "(httproute_pools, model_rewrite).")
 
     @model_validator(mode="after")
     def _fits(self) -> PrimitiveRef:
-        if (self.kind == "model_rewrite") != (self.model is not None):
-            raise ValueError("`model` is required for kind model_rewrite (the model name clients send) and only "
-                             "there")
-        if self.api_version is not None and self.api_version not in PRIMITIVE_APIS[self.kind]:
+        if self.kind not in PRIMITIVES:
+            raise ValueError(f"primitive kind {self.kind!r} is not a source the observer reads: "
+                             f"{', '.join(PRIMITIVES)}")
+        row = BY_KEY[self.kind]
+        if row.needs_model != (self.model is not None):
+            needing = ", ".join(s.key for s in SOURCES if s.needs_model)
+            raise ValueError(f"`model` is required for kind {needing} (the model name clients send) and only there")
+        assert row.own is not None  # every primitive names its versions in an object
+        if self.api_version is not None and self.api_version not in row.own.api_versions:
             raise ValueError(f"api_version {self.api_version!r} is not one the observer reads for {self.kind}: "
-                             f"{', '.join(PRIMITIVE_APIS[self.kind])}")
-        if self.pool_api_version not in POOL_APIS:
-            raise ValueError(f"pool_api_version {self.pool_api_version!r}: one of {', '.join(POOL_APIS)}")
+                             f"{', '.join(row.own.api_versions)}")
+        if self.pool_api_version not in POOLS.api_versions:
+            raise ValueError(f"pool_api_version {self.pool_api_version!r}: one of {', '.join(POOLS.api_versions)}")
         return self
 
     @property
-    def watched_api_version(self) -> str:
-        return self.api_version or PRIMITIVE_APIS[self.kind][0]
+    def source(self) -> Source:
+        return BY_KEY[self.kind]
 
 
 class ModelDiscovery(Spec):

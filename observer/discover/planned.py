@@ -9,28 +9,18 @@ golden and shadow replays ask for that model.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from observer.config.discovery import KubernetesDiscovery, ModelDiscovery, PrimitiveRef
 from observer.config.fleet import VERSION_NAME, PodRef, VersionSpec
+from observer.config.sources import BY_KEY, POOLS
 from observer.discover.model import ModelState, PodInfo, count_waiting, openai_url, router_for, serving_pods
 from observer.discover.primitives import Plan, httproute_plan, isvc_plan, llmisvc_plan, rewrite_plan
+from observer.discover.revisions import dynamo_plan, ome_plan
 
 Obj = Mapping[str, Any]
-PLURALS = {"kserve_llmisvc": "llminferenceservices", "kserve_isvc": "inferenceservices",
-           "httproute_pools": "httproutes", "model_rewrite": "inferencemodelrewrites"}
-POOLS = "inferencepools"
-
-
-def resources(ref: PrimitiveRef) -> list[tuple[str, str]]:
-    """(apiVersion, plural) of every collection the primitive's plan is read from."""
-    out = [(ref.watched_api_version, PLURALS[ref.kind])]
-    if ref.kind == "model_rewrite" and ref.api_version is None:
-        out.append(("inference.networking.x-k8s.io/v1alpha2", PLURALS[ref.kind]))  # llm-d's older group
-    if ref.kind in ("httproute_pools", "model_rewrite"):
-        out.append((ref.pool_api_version, POOLS))
-    return out
+Reader = Callable[[PrimitiveRef, Sequence[Obj], Sequence[Obj], Sequence[PodInfo]], Plan]
 
 
 def _named(objs: Iterable[Obj], name: str) -> Obj | None:
@@ -38,24 +28,50 @@ def _named(objs: Iterable[Obj], name: str) -> Obj | None:
                 None)
 
 
-def plan_for(ref: PrimitiveRef, objects: Mapping[tuple[str, str], Sequence[Obj]]) -> Plan:
-    """The primitive's plan from the watched collections' objects ((apiVersion, plural) → objects)."""
-    own = [o for (api, plural), objs in objects.items() if plural == PLURALS[ref.kind]
-           and (api, plural) in resources(ref) for o in objs]
-    pools = [o for (api, plural), objs in objects.items() if plural == POOLS and api == ref.pool_api_version
+def _one(read: Callable[[PrimitiveRef, Obj, Sequence[Obj], Sequence[PodInfo]], Plan]) -> Reader:
+    """A reader of the one object the ref names: a missing one is a dangling ref, counted and named."""
+    def reader(ref: PrimitiveRef, own: Sequence[Obj], pools: Sequence[Obj], pods: Sequence[PodInfo]) -> Plan:
+        named = _named(own, ref.name)
+        if named is None:
+            plural = ref.source.own.plural if ref.source.own is not None else ref.kind
+            return Plan(ref.kind, ref.name, (), {"dangling_ref": 1},
+                        (f"dangling_ref: no {plural} named {ref.name} in the namespace",))
+        return read(ref, named, pools, pods)
+    return reader
+
+
+# Each primitive row's reader (observer.config.sources): the objects of its collections → its plan.
+READERS: Mapping[str, Reader] = {
+    "kserve_llmisvc": lambda ref, own, pools, pods: llmisvc_plan(ref.name, own),
+    "kserve_isvc": _one(lambda ref, obj, pools, pods: isvc_plan(obj)),
+    "httproute_pools": _one(lambda ref, obj, pools, pods: httproute_plan(obj, pools)),
+    "model_rewrite": _one(lambda ref, obj, pools, pods: rewrite_plan(obj, ref.model or "", pools)),
+    "ome": _one(lambda ref, obj, pools, pods: ome_plan(obj, pods)),
+    "dynamo": _one(lambda ref, obj, pools, pods: dynamo_plan(obj, pods)),
+}
+
+
+def resources(ref: PrimitiveRef) -> list[tuple[str, str]]:
+    """(apiVersion, plural) of every collection the primitive's plan is read from."""
+    row = ref.source
+    assert row.own is not None  # a primitive names its versions in an object
+    out = [(api, row.own.plural) for api in row.own.watched(ref.api_version)]
+    out += [(api, c.plural) for c in row.also for api in c.watched()]
+    if row.pools:
+        out.append((ref.pool_api_version, POOLS.plural))
+    return out
+
+
+def plan_for(ref: PrimitiveRef, objects: Mapping[tuple[str, str], Sequence[Obj]],
+             pods: Sequence[PodInfo] = ()) -> Plan:
+    """The primitive's plan from the watched collections' objects ((apiVersion, plural) → objects) and the
+    model's pods (sources whose versions are told apart on the pods, by a hash label)."""
+    watched = resources(ref)
+    own_plural = ref.source.own.plural if ref.source.own is not None else ""
+    own = [o for key, objs in objects.items() if key[1] == own_plural and key in watched for o in objs]
+    pools = [o for (api, plural), objs in objects.items() if plural == POOLS.plural and api == ref.pool_api_version
              for o in objs]
-    if ref.kind == "kserve_llmisvc":
-        return llmisvc_plan(ref.name, own)
-    named = _named(own, ref.name)
-    if named is None:
-        return Plan(ref.kind, ref.name, (), {"dangling_ref": 1},
-                    (f"dangling_ref: no {PLURALS[ref.kind]} named {ref.name} in the namespace",))
-    if ref.kind == "kserve_isvc":
-        return isvc_plan(named)
-    if ref.kind == "httproute_pools":
-        return httproute_plan(named, pools)
-    assert ref.model is not None  # checked by PrimitiveRef
-    return rewrite_plan(named, ref.model, pools)
+    return READERS[ref.kind](ref, own, pools, pods)
 
 
 def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo], plan: Plan,
@@ -100,13 +116,20 @@ def plan_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodI
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
                   for p in chosen],
             expected_traffic_weight=member.weight, group=m.name, pods_waiting=dict(waiting.get(name, {}))))
+    row = BY_KEY[plan.primitive]
+    pods_in = {role: sum(counted[v.name] for v in versions if v.role == role) for role in ("stable", "canary", "other")}
+    share = (pods_in["canary"] / (pods_in["canary"] + pods_in["stable"])
+             if pods_in["canary"] and pods_in["stable"] and not row.shared_pods else None)
     canary = next((x for x in plan.members if x.role == "canary"), None)
     weight = canary.weight if canary is not None else None
-    pods_in = {role: sum(counted[v.name] for v in versions if v.role == role) for role in ("stable", "canary", "other")}
-    shared = plan.primitive == "model_rewrite"  # one pool serves every version: a replica share means nothing
-    share = (pods_in["canary"] / (pods_in["canary"] + pods_in["stable"])
-             if pods_in["canary"] and pods_in["stable"] and not shared else None)
-    stale = 0 if shared else pods_in["other"]
+    if row.split == "pods" and canary is not None:
+        # Requests follow the ready instances (OME's capacity, Dynamo's generations): the share of pods is the
+        # expected split; none until both have a serving pod.
+        weight = share
+        versions = [v.model_copy(update={"expected_traffic_weight": None if share is None else
+                                         share if v.role == "canary" else 1 - share if v.role == "stable" else None})
+                    for v in versions]
+    stale = 0 if row.shared_pods else pods_in["other"]
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
                       canary_replica_share=share, stale_revision_pods=stale, waiting=waiting)
 

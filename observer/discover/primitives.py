@@ -31,26 +31,30 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from observer.config.sources import BY_KEY, POOLS, Collection
+
 # The discovery model's readers of raw API objects (a missing or mistyped field reads as empty).
 from observer.discover.model import _dict, _list, _timestamp
 
-Primitive = Literal["kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite"]
 Role = Literal["stable", "canary", "other"]
 
-API_VERSIONS: Mapping[str, frozenset[str]] = {
-    "LLMInferenceService": frozenset({"serving.kserve.io/v1alpha1", "serving.kserve.io/v1alpha2"}),
-    "InferenceService": frozenset({"serving.kserve.io/v1beta1"}),
-    "HTTPRoute": frozenset({"gateway.networking.k8s.io/v1", "gateway.networking.k8s.io/v1beta1"}),
-    "InferencePool": frozenset({"inference.networking.k8s.io/v1", "inference.networking.x-k8s.io/v1alpha2"}),
-    "InferenceModelRewrite": frozenset({"llm-d.ai/v1alpha2", "inference.networking.x-k8s.io/v1alpha2"}),
-}
-POOL_GROUPS = frozenset({"inference.networking.k8s.io", "inference.networking.x-k8s.io"})
+
+def _own(key: str) -> Collection:
+    own = BY_KEY[key].own
+    assert own is not None
+    return own
+
+
+# What each reader accepts: its row's collection (observer.config.sources), the same the config may watch.
+_LLMISVC, _ISVC, _ROUTE, _REWRITE = (_own(k) for k in ("kserve_llmisvc", "kserve_isvc", "httproute_pools",
+                                                       "model_rewrite"))
+POOL_GROUPS = frozenset(POOLS.groups)
 LLMISVC_GROUP_LABEL = "serving.kserve.io/routing-group"
 LLMISVC_POD_LABELS = {"kserve.io/component": "workload"}  # and app.kubernetes.io/name: <service>
 ISVC_REVISION_LABEL = "serving.knative.dev/revision"
 # Bounded values of observer_discovery_problems_total's `problem` label that the readers add.
 PROBLEMS = ("unknown_api_version", "missing_field", "weights_zero", "dangling_ref", "no_members",
-            "claimed_twice")
+            "claimed_twice", "revision_without_pods")
 FIXES = {
     "unknown_api_version": "the object's apiVersion is one this observer does not read: upgrade the observer, "
                            "or serve the version it knows (see docs/kubernetes.md)",
@@ -58,6 +62,8 @@ FIXES = {
     "weights_zero": "no member has a positive weight: the observer cannot tell stable from canary",
     "dangling_ref": "a backendRef, poolRef or group member names an object that does not exist",
     "no_members": "the primitive names no version yet (no status, no member with this group or model)",
+    "revision_without_pods": "the object names a revision (or worker hash) no pod of the model carries: its pods "
+                             "are gone, or the model's selector does not select them",
     "claimed_twice": "two primitives (or a primitive and an Argo Rollout) claim the same pods or model name; "
                      "both are left out until one lets go",
 }
@@ -79,7 +85,7 @@ class Member:
 class Plan:
     """The versions one primitive names, and what was wrong with its objects."""
 
-    primitive: Primitive
+    primitive: str  # the source's key (observer.config.sources)
     name: str
     members: tuple[Member, ...]
     problems: Mapping[str, int]
@@ -100,7 +106,7 @@ class _Reading:
         self.problems[problem] += 1
         self.details.append(f"{problem}: {detail}")
 
-    def plan(self, primitive: Primitive, name: str, members: Sequence[Member]) -> Plan:
+    def plan(self, primitive: str, name: str, members: Sequence[Member]) -> Plan:
         if not members and not self.problems:
             self.add("no_members", f"{primitive} {name} names no version")
         return Plan(primitive, name, tuple(members), dict(self.problems), tuple(self.details))
@@ -119,12 +125,12 @@ def _created(obj: Mapping[str, Any]) -> float | None:
     return _timestamp(_dict(obj, "metadata").get("creationTimestamp"))
 
 
-def _known(obj: Mapping[str, Any], kind: str, reading: _Reading) -> bool:
+def _known(obj: Mapping[str, Any], collection: Collection, reading: _Reading) -> bool:
     api = obj.get("apiVersion")
     name = _str(_dict(obj, "metadata"), "name") or "?"
-    if api not in API_VERSIONS[kind]:
-        reading.add("unknown_api_version", f"{kind} {name}: apiVersion {api!r}, known: "
-                                           f"{', '.join(sorted(API_VERSIONS[kind]))}")
+    if api not in collection.api_versions:
+        reading.add("unknown_api_version", f"{collection.kind} {name}: apiVersion {api!r}, known: "
+                                           f"{', '.join(sorted(collection.api_versions))}")
         return False
     return True
 
@@ -163,7 +169,7 @@ def llmisvc_plan(group: str, services: Iterable[Mapping[str, Any]]) -> Plan:
         meta = _dict(obj, "metadata")
         route = _dict(_dict(_dict(obj, "spec"), "router"), "route")
         in_group = route.get("group") == group or _dict(meta, "labels").get(LLMISVC_GROUP_LABEL) == group
-        if not in_group or not _known(obj, "LLMInferenceService", reading):
+        if not in_group or not _known(obj, _LLMISVC, reading):
             continue
         if _str(meta, "name") is None:
             reading.add("missing_field", "an LLMInferenceService without metadata.name")
@@ -199,7 +205,7 @@ def isvc_plan(obj: Mapping[str, Any]) -> Plan:
     """The predictor revisions of a KServe InferenceService with `canaryTrafficPercent` (serverless mode)."""
     reading = _Reading()
     name = _str(_dict(obj, "metadata"), "name") or "?"
-    if not _known(obj, "InferenceService", reading):
+    if not _known(obj, _ISVC, reading):
         return reading.plan("kserve_isvc", name, [])
     predictor = _dict(_dict(_dict(obj, "status"), "components"), "predictor")
     stable = _str(predictor, "latestRolledoutRevision")
@@ -242,7 +248,7 @@ def _pools_by_name(pools: Iterable[Mapping[str, Any]], reading: _Reading) -> dic
     out = {}
     for p in pools:
         name = _str(_dict(p, "metadata"), "name")
-        if name is not None and _known(p, "InferencePool", reading):
+        if name is not None and _known(p, POOLS, reading):
             out[name] = p
     return out
 
@@ -251,7 +257,7 @@ def httproute_plan(route: Mapping[str, Any], pools: Iterable[Mapping[str, Any]])
     """The InferencePools an HTTPRoute weighs against each other (its first rule with pool backends)."""
     reading = _Reading()
     name = _str(_dict(route, "metadata"), "name") or "?"
-    if not _known(route, "HTTPRoute", reading):
+    if not _known(route, _ROUTE, reading):
         return reading.plan("httproute_pools", name, [])
     refs: Sequence[Mapping[str, Any]] = []
     for rule in _list(_dict(route, "spec"), "rules"):
@@ -284,7 +290,7 @@ def rewrite_plan(rewrite: Mapping[str, Any], model: str, pools: Iterable[Mapping
     """The weighted targets an InferenceModelRewrite sends model name `model` to: versions on the same pods."""
     reading = _Reading()
     name = _str(_dict(rewrite, "metadata"), "name") or "?"
-    if not _known(rewrite, "InferenceModelRewrite", reading):
+    if not _known(rewrite, _REWRITE, reading):
         return reading.plan("model_rewrite", model, [])
     spec = _dict(rewrite, "spec")
     pool_name = _str(_dict(spec, "poolRef"), "name")

@@ -134,7 +134,7 @@ class Discovery:
                     if m.name in self.states:
                         states[m.name] = self.states[m.name]
                     continue
-                plan = plan_for(m.primitive, objects)
+                plan = plan_for(m.primitive, objects, pods)
                 for line in plan.details:
                     self._detail(m.name, line)
                 states[m.name] = plan_state(spec, m, pods, plan, dcgm, problems[m.name])

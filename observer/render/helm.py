@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from observer.config.sources import SOURCES
 from observer.config.spec import ObserverConfig
 from observer.render import alerts, argo
 from observer.render.yamltext import dump_yaml
@@ -151,6 +152,12 @@ def values_schema() -> dict[str, Any]:
     return schema
 
 
+def sources_rbac() -> dict[str, Any]:
+    """files/sources.yaml: each rollout source's read rules, in the rows' order, for templates/rbac.yaml to
+    grant exactly what the config's models are read from (observer.config.sources)."""
+    return {"order": [s.key for s in SOURCES], "rules": {s.key: s.rules() for s in SOURCES}}
+
+
 def chart_files(config: ObserverConfig) -> dict[str, str]:
     """What the chart installs from `files/`: the PrometheusRule's groups, one JSON file per dashboard, and
     the Argo templates (namespaced; the chart turns them into cluster-scoped ones on request)."""
@@ -174,5 +181,6 @@ def chart_files(config: ObserverConfig) -> dict[str, str]:
 def render(config: ObserverConfig) -> dict[str, str]:
     """The chart's generated files for `config`."""
     files = chart_files(config)
+    files[f"{CHART}/files/sources.yaml"] = dump_yaml(sources_rbac())
     files[f"{CHART}/values.schema.json"] = json.dumps(values_schema(), indent=2, sort_keys=True)
     return files

@@ -1,10 +1,9 @@
 """Wiring of Kubernetes discovery (observer.discover.watch): its reflectors, its collector, its tasks.
 
 One pod reflector per configured model (its label selector, server-side), one on the namespace's
-Argo Rollouts (when a model names one), one on each collection a model's rollout primitive is read from
-(LLMInferenceServices, InferenceServices, HTTPRoutes, InferencePools, InferenceModelRewrites), one on
-dcgm-exporter pods, and two on autoscalers (HPA,
-KEDA ScaledObject) for the rollout-hygiene gauges. Every change recomputes the discovered versions
+Argo Rollouts (when a model names one) and two on autoscalers (HPA, KEDA ScaledObject) for the
+rollout-hygiene gauges, one on each collection a model's rollout source is read from (its row in
+observer.config.sources), one on dcgm-exporter pods. Every change recomputes the discovered versions
 (debounced) and replaces them in the context's LiveFleet, which re-binds the scrape targets and is
 what the canary judge pairs and weighs from. A version whose last pod went away stays (no targets,
 its counts frozen) for `remove_after_seconds`, then is dropped and its series end.
@@ -22,6 +21,7 @@ from urllib.parse import quote
 
 from prometheus_client.registry import Collector
 
+from observer.config.sources import BY_KEY, Collection
 from observer.discover.collector import DiscoveryCollector
 from observer.discover.kubeapi import Reflector, client_for
 from observer.discover.planned import resources
@@ -69,18 +69,20 @@ def build(ctx: Context) -> DiscoveryComponent | None:
                          backoff_seconds=spec.backoff_seconds, max_backoff_seconds=spec.max_backoff_seconds)
 
     pods = {m.name: reflector(f"pods ({m.name})", f"/api/v1/namespaces/{ns}/pods", m.selector) for m in spec.models}
+
+    def collection(c: Collection, api: str) -> Reflector:
+        return reflector(f"{c.plural}.{api.rpartition('/')[0]}", f"/apis/{api}/namespaces/{ns}/{c.plural}")
+
     rollouts, autoscalers = None, []
     if any(m.rollout for m in spec.models):
-        rollouts = reflector("rollouts.argoproj.io", f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/rollouts")
-        autoscalers = [
-            reflector("horizontalpodautoscalers.autoscaling",
-                      f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers"),
-            reflector("scaledobjects.keda.sh", f"/apis/keda.sh/v1alpha1/namespaces/{ns}/scaledobjects"),
-        ]
+        argo = BY_KEY["rollout"]
+        assert argo.own is not None
+        rollouts = collection(argo.own, argo.own.watched()[0])
+        autoscalers = [collection(c, api) for c in argo.also for api in c.watched()]
     primitives = {}
     for m in spec.models:
         for api, plural in resources(m.primitive) if m.primitive is not None else ():
-            primitives[(api, plural)] = reflector(f"{plural}.{api.split('/')[0]}",
+            primitives[(api, plural)] = reflector(f"{plural}.{api.rpartition('/')[0]}",
                                                   f"/apis/{api}/namespaces/{ns}/{plural}")
     dcgm = None
     if spec.dcgm is not None:

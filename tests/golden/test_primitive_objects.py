@@ -30,7 +30,8 @@ SHIPPED = ROOT / "deploy" / "k8s" / "primitives"
 
 def validator(kind: str, api_version: str) -> jsonschema.Draft7Validator:
     group, version = api_version.split("/")
-    crd = yaml.safe_load(reference(DIR + CRDS[kind]).read_text(encoding="utf-8"))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are large
+    crd = yaml.load(reference(DIR + CRDS[kind]).read_text(encoding="utf-8"), Loader=loader)
     assert crd["spec"]["group"] == group, (kind, api_version)
     return crd_validator(DIR + CRDS[kind], version)
 
@@ -85,3 +86,33 @@ def test_every_shipped_primitive_example_validates_and_the_observer_config_besid
     assert cfg.discovery.kubernetes is not None
     kinds_configured = {m.primitive.kind for m in cfg.discovery.kubernetes.models if m.primitive is not None}
     assert kinds_configured == {"kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite"}
+
+
+def _rollout_policy(canary: dict[str, Any]) -> list[str]:
+    """OME's InferenceService CRD is schema-less in the copy there is; its `spec.rollout.groups[].canary` is the
+    RolloutPolicy's `spec.canary` type (SOURCES.md section 6), checked strictly there."""
+    v = crd_validator(DIR + "crd-ome-rolloutpolicies.yaml", "v1beta1")
+    obj = {"apiVersion": "ome.io/v1beta1", "kind": "RolloutPolicy", "metadata": {"name": "x"},
+           "spec": {"canary": canary}}
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(obj)]
+
+
+def test_the_ome_builder_and_the_published_ome_service_have_canaries_omes_crd_accepts() -> None:
+    built = po.ome_isvc("chat", stable="a1b2c3d4", canary="b2c3d4e5", phase="Canarying")
+    published = yaml.safe_load(reference(DIR + "ome-isvc-canary-analysis-error-rate.yaml").read_text())
+    for obj in (built, published):
+        assert obj["apiVersion"] == "ome.io/v1beta1" and obj["kind"] == "InferenceService"
+        assert _rollout_policy(obj["spec"]["rollout"]["groups"][0]["canary"]) == []
+    bad = po.ome_isvc("chat", stable="a", canary="b", phase="Canarying")["spec"]["rollout"]["groups"][0]["canary"]
+    bad["steps"][0]["analysis"]["failureLimits"] = 3
+    assert any("failureLimits" in p for p in _rollout_policy(bad))
+
+
+def test_the_dynamo_builder_makes_a_graph_deployment_the_crd_accepts() -> None:
+    v = crd_validator(DIR + "crd-dynamo-dynamographdeployments.yaml", "v1beta1")
+    for obj in (po.dgd("vllm-agg", current="0a1b2c3d", phase="InProgress"),
+                yaml.safe_load(reference(DIR + "dynamo-dgd-vllm-disagg-v1beta1.yaml").read_text())):
+        assert [e.message for e in v.iter_errors(obj)] == []
+    bad = po.dgd("vllm-agg", current="0a1b2c3d")
+    bad["spec"]["components"][1]["replica"] = 2
+    assert list(v.iter_errors(bad))

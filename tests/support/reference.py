@@ -49,6 +49,7 @@ def strict(schema: Any) -> Any:
 def crd_validator(relative: str, version: str) -> jsonschema.Draft7Validator:
     """A strict validator (`strict`) of `version` of the CRD at ../shared/reference/`relative`; skips the calling
     test when the file is not there."""
-    crd = yaml.safe_load(reference(relative).read_text(encoding="utf-8"))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: Dynamo's CRD is 1.6 MB
+    crd = yaml.load(reference(relative).read_text(encoding="utf-8"), Loader=loader)
     schema = next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
     return jsonschema.Draft7Validator(strict(schema))
