@@ -78,9 +78,10 @@ def register(app: typer.Typer) -> None:
                               "`observer serve` replicas on PostgreSQL, the judge reading Prometheus; one replica "
                               "SIGKILLed and the other cut from PostgreSQL mid-step.")] = False,
         primitives: Annotated[bool, typer.Option(
-            "--primitives", help="Rollouts through KServe (LLMInferenceService, InferenceService) and an HTTPRoute "
-                                 "across InferencePools on the cluster rig: versions discovered from those "
-                                 "objects, weights 5 → 25 → 50 → 100 or aborted.")] = False,
+            "--primitives", help="Rollouts through KServe (LLMInferenceService, InferenceService), an HTTPRoute "
+                                 "across InferencePools, an llm-d InferenceModelRewrite, OME and Dynamo on the "
+                                 "cluster rig: versions discovered from those objects, weights 5 → 25 → 50 → 100 "
+                                 "(or the pods' share) and promoted, aborted or held.")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="With --cluster: end with one JSON line.")] = False,
     ) -> None:
         """Drive the simulated fleet (or, with --real, real vLLM servers) through canary scenarios, check the

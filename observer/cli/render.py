@@ -1,4 +1,4 @@
-"""`observer render [alerts|dashboards|argo|flagger|helm|all] --config FILE [--check]`: write or check generated
+"""`observer render [alerts|dashboards|argo|flagger|ome|helm|all] --config FILE [--check]`: write or check generated
 files."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class Target(StrEnum):
     DASHBOARDS = "dashboards"
     ARGO = "argo"
     FLAGGER = "flagger"
+    OME = "ome"
     HELM = "helm"
     ALL = "all"
 
@@ -36,6 +37,7 @@ MODULES: dict[Target, str] = {
     Target.DASHBOARDS: "observer.render.dashboards",
     Target.ARGO: "observer.render.argo",
     Target.FLAGGER: "observer.render.flagger",
+    Target.OME: "observer.render.ome",
     Target.HELM: "observer.render.helm",
 }
 
@@ -76,8 +78,8 @@ def register(app: typer.Typer) -> None:
         root: Annotated[Path, typer.Option("--root", help="Directory the generated paths are relative to.")
                         ] = Path("."),
     ) -> None:
-        """Generate alert rules, dashboards, Argo and Flagger templates and the Helm chart's generated parts from the
-        config (or check them)."""
+        """Generate alert rules, dashboards, Argo and Flagger templates, OME's RolloutPolicy and the Helm chart's
+        generated parts from the config (or check them)."""
         cfg = load(config)
         targets: list[Target] = list(MODULES) if target is Target.ALL else [target]
         try:

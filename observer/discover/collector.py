@@ -39,8 +39,9 @@ class DiscoveryCollector(Collector):
             for kind, n in sorted(r.stats.events.items()):
                 events.add_metric([r.resource, kind], n)
         yield from (synced, errors, relists, events)
-        problems = CounterMetricFamily(names.DISCOVERY_PROBLEMS, "Pods or Rollouts discovery skipped, by "
-                                       "problem (no_ip, no_identity, invalid_identity, pods_over_cap, ...).",
+        problems = CounterMetricFamily(names.DISCOVERY_PROBLEMS, "Pods, rollout-source objects or versions "
+                                       "discovery skipped, by problem (no_ip, no_identity, invalid_identity, "
+                                       "pods_over_cap, ...).",
                                        labels=[names.GROUP, names.PROBLEM])
         for (group, problem), n in sorted(c.problems.items()):
             problems.add_metric([group, problem], n)
@@ -52,12 +53,14 @@ class DiscoveryCollector(Collector):
         yield role
         pods = GaugeMetricFamily(names.DISCOVERY_PODS, "Serving pods discovered per version.",
                                  labels=[names.VERSION, names.GROUP, names.ROLE])
-        weight = GaugeMetricFamily(names.ROLLOUT_CANARY_WEIGHT, "The canary's traffic share by the Rollout's "
-                                   "current step (setWeight, or Argo's routed weight).", labels=[names.GROUP])
+        weight = GaugeMetricFamily(names.ROLLOUT_CANARY_WEIGHT, "The canary's expected traffic share, from the "
+                                   "model's rollout source: an Argo Rollout's step (setWeight, or its routed weight), "
+                                   "a primitive's weights, or the canary's share of ready pods where requests follow "
+                                   "pods (OME, Dynamo).", labels=[names.GROUP])
         share = GaugeMetricFamily(names.ROLLOUT_CANARY_REPLICA_SHARE, "Canary pods / (canary + stable) pods.",
                                   labels=[names.GROUP])
         stale = GaugeMetricFamily(names.ROLLOUT_STALE_REVISION_PODS, "Serving pods of a revision that is neither "
-                                  "the Rollout's stable nor its canary (old pods after promotion).",
+                                  "the rollout source's stable nor its canary (old pods after promotion).",
                                   labels=[names.GROUP])
         conflict = GaugeMetricFamily(names.ROLLOUT_AUTOSCALER_CONFLICT, "1 per HPA/KEDA ScaledObject that scales "
                                      "a ReplicaSet or Deployment the Rollout owns instead of the Rollout.",

@@ -1,9 +1,9 @@
-"""Kubernetes discovery: reflectors on pods, Rollouts and autoscalers → the live fleet.
+"""Kubernetes discovery: reflectors on pods, the rollout sources' objects and autoscalers → the live fleet.
 
 Every change recomputes the discovered versions (debounced) and replaces them in the LiveFleet, which
 re-binds the scrape targets and is what the canary judge pairs and weighs from. A version whose last pod
 went away stays (no targets, its counts frozen) for `remove_after_seconds`, then is dropped and its series
-end. Readiness waits until every pod reflector (and the Rollout one) has listed once.
+end. Readiness waits until every pod reflector and every rollout source's reflector has listed once.
 """
 
 from __future__ import annotations
@@ -129,8 +129,10 @@ class Discovery:
             problems[m.name] = Counter()
             pods: list[PodInfo] = parse_all(reflector.objects.values(), problems[m.name], "pod")
             if m.primitive is not None:
-                if not all(self.primitives[key].synced for key in resources(m.primitive) if key in self.primitives):
-                    # Not listed yet: an HTTPRoute read before its pools would name a dangling pool.
+                if not reflector.synced or not all(self.primitives[key].synced for key in resources(m.primitive)
+                                                   if key in self.primitives):
+                    # Not listed yet: an HTTPRoute read before its pools would name a dangling pool, an OME
+                    # status read before the pods a revision without pods.
                     if m.name in self.states:
                         states[m.name] = self.states[m.name]
                     continue
@@ -201,7 +203,7 @@ class Discovery:
         for problem, n in problems.items():
             if n > before.get(problem, 0):
                 self.problems[(group, problem)] += n - before.get(problem, 0)
-                log.warning("kubernetes discovery%s: %d pod(s)/rollout(s)/version(s): %s%s",
+                log.warning("kubernetes discovery%s: %d pod(s)/object(s)/version(s): %s%s",
                             f" ({group})" if group else "", n, problem.replace("_", " "),
                             f": {FIXES[problem]}" if problem in FIXES else
                             f": {primitives.FIXES[problem]}" if problem in primitives.FIXES else "")

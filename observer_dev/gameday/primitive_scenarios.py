@@ -22,6 +22,7 @@ on the metric its scenario names.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,9 +37,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
+from observer.config import parse_config
+from observer.config.sources import BY_KEY
 from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.metrics import WIN_TTFT
+from observer.render import ome as ome_render
 from observer_dev import primitive_objects as po
+from observer_dev.gameday.ome import ADVANCED, CANARYING, ROLLED_BACK, OmeStepGate
 from observer_dev.gameday.scenarios import STABLE_PODS, GamedayError, Plan
 
 NS = "llm-serving"
@@ -67,9 +72,9 @@ class PrimitiveScenario:
     """One rollout through a primitive: what the canary does and what must come out."""
 
     name: str
-    primitive: str  # kserve_llmisvc | kserve_isvc | httproute_pools
+    primitive: str  # a source's key (observer.config.sources)
     title: str
-    expect: str  # pass (promoted) | fail (aborted)
+    expect: str  # pass (promoted) | fail (aborted) | held (neither, ever)
     canary: Mapping[str, Any] = field(default_factory=dict)
     must_fail: tuple[str, ...] = ()  # verdict metrics that must end `fail`
     needs: str | None = None  # quality: golden replays on the discovered versions' URLs
@@ -86,7 +91,16 @@ class PrimitiveScenario:
             return ADAPTERS
         if self.primitive == "kserve_isvc":
             return f"{g}-00001", f"{g}-00002"
+        if BY_KEY[self.primitive].split == "pods":  # revisions named by a hash (OME, Dynamo)
+            old, new = (hashlib.sha256(f"{self.name}-{i}".encode()).hexdigest()[:8] for i in (1, 2))
+            return old, new
         return f"{g}-v1", f"{g}-v2"
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """The canary's shares in %: the weights the objects are rewritten to, or, where requests follow the
+        ready pods (OME's capacity, Dynamo's generations), the one share the rig's pods give."""
+        return (round(100 / (STABLE_PODS + 1)),) if BY_KEY[self.primitive].split == "pods" else STEPS
 
 
 PRIMITIVE_SCENARIOS: tuple[PrimitiveScenario, ...] = (
@@ -104,9 +118,18 @@ PRIMITIVE_SCENARIOS: tuple[PrimitiveScenario, ...] = (
     PrimitiveScenario("adapter-wrong", "model_rewrite", "llm-d InferenceModelRewrite: a LoRA adapter on the base "
                       "model's pods, wrong answers", "fail", canary={"accuracy": 0.5}, must_fail=("golden",),
                       needs="quality"),
+    PrimitiveScenario("ome-slow", "ome", "OME InferenceService canary through the rendered RolloutPolicy check, "
+                      "TTFT ×1.5", "fail", canary={"preset": "slow"}, must_fail=("ttft",)),
+    PrimitiveScenario("ome-idle", "ome", "OME InferenceService canary with no traffic: held by the rendered check, "
+                      "never promoted", "held", canary={"preset": "idle"}),
+    PrimitiveScenario("dynamo-errors", "dynamo", "Dynamo worker generation rolling in, errors 3 %", "fail",
+                      canary={"error_rate": 0.03}, must_fail=("errors",)),
 )
-SHORT_PRIMITIVE_SCENARIOS = ("llmisvc-healthy", "isvc-slow", "httproute-errors", "adapter-slow", "adapter-wrong")
+SHORT_PRIMITIVE_SCENARIOS = ("llmisvc-healthy", "isvc-slow", "httproute-errors", "adapter-slow", "adapter-wrong",
+                             "ome-slow", "dynamo-errors")
 """The short form in `make test`: every primitive, both outcomes, and both adapter scenarios."""
+OME_SAMPLES_AFTER_FAIL = 20
+"""OME gate samples (one a second) after the verdict API said fail, for Prometheus to scrape the verdict."""
 
 
 @dataclass
@@ -179,6 +202,20 @@ def publish_primitive(api: Any, s: PrimitiveScenario, canary: int) -> tuple[Role
                 po.model_rewrite(g, model=REWRITTEN_MODEL, pool=POOL, targets=targets))
         return ({new: "stable"} if canary == 100 else {old: "stable"} if canary == 0 else
                 {old: "stable", new: "canary"}), (canary / 100 if 0 < canary < 100 else None)
+    elif s.primitive in ("ome", "dynamo"):
+        # Promoted: the new revision settles as stable; aborted: rolled back (OME) or the DGD reverted to the
+        # old generation (Dynamo has no abort of its own); the other revision's pods stay until they go.
+        if s.primitive == "ome":
+            obj = po.ome_isvc(g, stable=new, canary=None, phase="Stable") if canary == 100 else \
+                po.ome_isvc(g, stable=old, canary=new, phase="RolledBack" if canary == 0 else "Canarying")
+            api.put(f"{NS}/inferenceservices.ome.io", obj)
+        else:
+            obj = po.dgd(g, current=new, phase="Completed") if canary == 100 else \
+                po.dgd(g, current=old, phase="Failed" if canary == 0 else "InProgress")
+            api.put(f"{NS}/dynamographdeployments.nvidia.com", obj)
+        if canary in (0, 100):
+            return ({old: "stable", new: "other"} if canary == 0 else {new: "stable", old: "other"}), None
+        return {old: "stable", new: "canary"}, 1 / (STABLE_PODS + 1)
     else:
         raise GamedayError(f"scenario {s.name}: primitive {s.primitive} is not played by this rig")
     if canary == 100:  # a revision without traffic leaves the InferenceService's status; the others stay `other`
@@ -192,7 +229,9 @@ def pod_labels(s: PrimitiveScenario, identity: str) -> dict[str, str]:
     """The labels the primitive's controller gives a pod of member `identity`, plus the scenario's selector."""
     own = {"kserve_llmisvc": po.llmisvc_pod_labels(identity),
            "kserve_isvc": {"serving.knative.dev/revision": identity},
-           "httproute_pools": {"app": identity}}[s.primitive]
+           "httproute_pools": {"app": identity},
+           "ome": po.ome_pod_labels(s.group, identity),
+           "dynamo": po.dynamo_pod_labels(identity)}[s.primitive]
     return {**own, "scenario": s.name}
 
 
@@ -279,8 +318,9 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
             problems.append(f"{when}: the observer exported {got}, the objects say {want}")
 
     relabel_pods(api, s, ports)
-    want = publish_primitive(api, s, STEPS[0])
-    split(STEPS[0])
+    steps = s.steps
+    want = publish_primitive(api, s, steps[0])
+    split(steps[0])
     body: dict[str, Any] = {}
     trail = workdir / f"{s.name}-looks.jsonl"
     adapters = s.primitive == "model_rewrite"
@@ -299,15 +339,19 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
         _wait_ready(replica)
         since = time.time()
         outcome = "held"
-        for step in STEPS:
-            if step != STEPS[0]:
+        # OME gates its step itself: the rendered RolloutPolicy's check on the rig's Prometheus, one sample a look.
+        gate = OmeStepGate.for_policy(ome_render.rollout_policy(parse_config(json.dumps(config), environ={})),
+                                      step=0, canary=s.identities[1], stable=s.identities[0], isvc=s.group) \
+            if s.primitive == "ome" else None
+        for step in steps:
+            if step != steps[0]:
                 want = publish_primitive(api, s, step)
                 split(step)
             follow(want, f"at {step} %")
             if adapters:
                 base_ttft.append(untouched(replica.url, problems, f"at {step} %"))
             looks: list[str] = []
-            limit = LOOKS_PER_STEP if step != STEPS[-1] else plan.max_rounds
+            limit = LOOKS_PER_STEP if step != steps[-1] else plan.max_rounds
             for _ in range(limit):
                 for _ in range(int(plan.round_seconds)):
                     fleet.advance("stable", 1.0)
@@ -319,13 +363,23 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
                 looks.append(verdict[0])
                 with trail.open("a") as f:
                     f.write(json.dumps({"step": step, "body": body}) + "\n")
-                if verdict == "fail" or (step == STEPS[-1] and verdict == "pass"):
+                if gate is not None and gate.sample(prom_url) != CANARYING:
+                    break
+                if verdict == "fail" and gate is not None:  # the verdict series reaches OME a scrape later
+                    for _ in range(OME_SAMPLES_AFTER_FAIL):
+                        time.sleep(plan.scrape_interval)
+                        if gate.sample(prom_url) != CANARYING:
+                            break
+                if verdict == "fail" or (step == steps[-1] and verdict == "pass"):
                     break
             row.steps.append(f"{step} %: {' '.join(looks)}")
             if row.verdicts[-1] == "fail":
                 outcome = "aborted"
                 break
-        if outcome != "aborted" and row.verdicts and row.verdicts[-1] == "pass":
+        if gate is not None:  # OME's own gate decides, not the verdict API
+            outcome = {ROLLED_BACK: "aborted", ADVANCED: "promoted"}.get(gate.phase, "held")
+            row.steps.append(f"OME check: {gate.run(prom_url, samples=0)}")
+        elif outcome != "aborted" and row.verdicts and row.verdicts[-1] == "pass":
             outcome = "promoted"
         if outcome == "aborted":
             split(0)
@@ -340,7 +394,12 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
     seen = [x for x in base_ttft if x is not None]
     if adapters and seen and not 0.8 <= seen[-1] / seen[0] <= 1.25:
         problems.append(f"the base model's TTFT median moved from {seen[0]:.4g} s to {seen[-1]:.4g} s")
-    if s.expect == "pass":
+    if s.expect == "held":
+        if outcome != "held":
+            problems.append(f"ended {outcome} on {final}, expected held (never promoted, never aborted)")
+        if "pass" in row.verdicts or "fail" in row.verdicts:
+            problems.append(f"verdicts {row.verdicts}: a canary with no traffic must never pass or fail")
+    elif s.expect == "pass":
         if outcome != "promoted":
             problems.append(f"ended {outcome} on {final}, expected promoted on pass: {body.get('reason', '')}")
         if "fail" in row.verdicts:

@@ -1,6 +1,7 @@
 """Each rollout primitive discovered end to end: the scripted Kubernetes API (observer_dev/kubeapi.py) serves an
 Argo Rollout, a KServe LLMInferenceService routing group, an InferenceService canary, an HTTPRoute across two
-InferencePools and an llm-d InferenceModelRewrite, each with its pods, in one namespace; one `observer serve`
+InferencePools, an llm-d InferenceModelRewrite, an OME InferenceService canary and a Dynamo graph rolling its
+workers, each with its pods, in one namespace; one `observer serve`
 watches them through the API (list and watch), and its exported versions, roles and canary weight must equal
 what the objects say, at the 25 % step and again after promotion (same identities, roles moved).
 
@@ -27,9 +28,10 @@ from tests.support.prom import free_port
 
 NS = "llm-serving"
 PODS = f"{NS}/pods"
-PRIMITIVES = ("argo", "kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite")
+PRIMITIVES = ("argo", "kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite", "ome", "dynamo")
 GROUPS = {"argo": "argo", "kserve_llmisvc": "llm", "kserve_isvc": "chat", "httproute_pools": "gemma",
-          "model_rewrite": "lora"}
+          "model_rewrite": "lora", "ome": "omechat", "dynamo": "agg"}
+OME_OLD, OME_NEW, GEN_OLD, GEN_NEW = "a1b2c3d4", "b2c3d4e5", "0a1b2c3d", "9f8e7d6c"
 Want = dict[str, tuple[dict[str, str], float | None]]  # group → ({version: role}, canary weight)
 
 
@@ -48,6 +50,8 @@ def _models() -> list[dict[str, Any]]:
         {"name": "gemma", "selector": {"model": "gemma"}, "primitive": {"kind": "httproute_pools", "name": "gemma"}},
         {"name": "lora", "selector": {"model": "lora"},
          "primitive": {"kind": "model_rewrite", "name": "lora", "model": "support-lora"}},
+        {"name": "omechat", "selector": {"model": "omechat"}, "primitive": {"kind": "ome", "name": "omechat"}},
+        {"name": "agg", "selector": {"model": "agg"}, "primitive": {"kind": "dynamo", "name": "vllm-agg"}},
     ]
 
 
@@ -63,6 +67,15 @@ def _pods(api: ScriptedKubeApi) -> None:
         api.put(PODS, pod(f"{app}-0", labels={"model": "gemma", "app": app}, port=port))
     for i in range(2):
         api.put(PODS, pod(f"base-{i}", labels={"model": "lora", "app": "base"}, port=port))
+    # Requests follow ready pods there: 3 old and 1 new is the 25 % step.
+    for h, n in ((OME_OLD, 3), (OME_NEW, 1)):
+        for i in range(n):
+            api.put(PODS, pod(f"omechat-{h}-{i}", labels={"model": "omechat", **po.ome_pod_labels("omechat", h)},
+                              port=port))
+    for h, n, start in ((GEN_OLD, 3, "2026-12-01T00:00:00Z"), (GEN_NEW, 1, "2026-12-02T00:00:00Z")):
+        for i in range(n):
+            api.put(PODS, pod(f"agg-worker-{h}-{i}", labels={"model": "agg", **po.dynamo_pod_labels(h)}, port=port,
+                              start_time=start))
 
 
 def _objects(api: ScriptedKubeApi, canary: int) -> Want:
@@ -96,13 +109,21 @@ def _objects(api: ScriptedKubeApi, canary: int) -> Want:
     targets = {"support-lora-v1": old, "support-lora-v2": new} if canary < 100 else {"support-lora-v2": 1}
     api.put(f"{NS}/inferencemodelrewrites.llm-d.ai",
             po.model_rewrite("lora", model="support-lora", pool="base", targets=targets))
+    api.put(f"{NS}/inferenceservices.ome.io",
+            po.ome_isvc("omechat", stable=OME_OLD, canary=OME_NEW, phase="Canarying") if canary < 100 else
+            po.ome_isvc("omechat", stable=OME_NEW, canary=None, phase="Stable"))
+    api.put(f"{NS}/dynamographdeployments.nvidia.com",
+            po.dgd("vllm-agg", current=GEN_OLD, phase="InProgress") if canary < 100 else
+            po.dgd("vllm-agg", current=GEN_NEW, phase="Completed"))
     w = canary / 100
     if canary < 100:
         return {"argo": ({"a1": "stable", "b2": "canary"}, w),
                 "llm": ({"llm-v1": "stable", "llm-v2": "canary"}, w),
                 "chat": ({"chat-00001": "stable", "chat-00002": "canary"}, w),
                 "gemma": ({"gemma-v1": "stable", "gemma-v2": "canary"}, w),
-                "lora": ({"support-lora-v1": "stable", "support-lora-v2": "canary"}, w)}
+                "lora": ({"support-lora-v1": "stable", "support-lora-v2": "canary"}, w),
+                "omechat": ({OME_OLD: "stable", OME_NEW: "canary"}, w),
+                "agg": ({GEN_OLD: "stable", GEN_NEW: "canary"}, w)}
     # Promoted: the new identity is stable; the old one is `other` while its pods serve (Argo's old
     # ReplicaSet, the stopped KServe member, the pool without traffic) or gone (a rewrite target removed, a
     # revision without traffic in the status). No canary, so no canary weight.
@@ -110,7 +131,9 @@ def _objects(api: ScriptedKubeApi, canary: int) -> Want:
             "llm": ({"llm-v1": "other", "llm-v2": "stable"}, None),
             "chat": ({"chat-00002": "stable"}, None),
             "gemma": ({"gemma-v1": "other", "gemma-v2": "stable"}, None),
-            "lora": ({"support-lora-v2": "stable"}, None)}
+            "lora": ({"support-lora-v2": "stable"}, None),
+            "omechat": ({OME_OLD: "other", OME_NEW: "stable"}, None),
+            "agg": ({GEN_OLD: "other", GEN_NEW: "stable"}, None)}
 
 
 def _exported(url: str) -> Want:

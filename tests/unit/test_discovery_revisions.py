@@ -164,3 +164,15 @@ def test_dynamo_through_discovery_a_missing_dgd_is_a_dangling_ref_and_no_version
     pod_cache["agg"].put(pod("w-1", labels=po.dynamo_pod_labels("9f8e7d6c"), port=8001,
                              start_time="2026-12-02T00:00:00Z"))
     assert fleet(d) == {"0a1b2c3d": ("stable", 0.5, 1, None), "9f8e7d6c": ("canary", 0.5, 1, None)}
+
+
+def test_a_status_read_before_the_pods_are_listed_waits_and_counts_nothing() -> None:
+    d, pod_cache, prims = discovery([{"name": "chat", "selector": {"ome.io/inferenceservice": "chat"},
+                                      "primitive": {"kind": "ome", "name": "chat"}, "port": 8000}])
+    prims[OME_KEY].put(po.ome_isvc("chat", stable="a1b2c3d4", canary="b2c3d4e5", phase="Canarying"))
+    pod_cache["chat"].synced = False
+    assert fleet(d) == {} and problems(d, "chat") == {}
+    pod_cache["chat"].synced = True
+    pod_cache["chat"].put(pod("chat-0", labels=po.ome_pod_labels("chat", "a1b2c3d4"), port=8000))
+    assert fleet(d) == {"a1b2c3d4": ("stable", None, 1, None)}
+    assert problems(d, "chat") == {"revision_without_pods": 1}  # the canary's pods: none, once listed
