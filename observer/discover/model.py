@@ -6,21 +6,25 @@ promotion moves the *role*, never the identity, so the promoted canary keeps its
 Roles come from the Rollout's status (`stableRS`, `currentPodHash`, `abort`) and, without a Rollout,
 from the pod label Argo's `stableMetadata`/`canaryMetadata` set. The canary's expected traffic weight is
 the last `setWeight` at or before the current step (or the weight Argo reports with traffic routing).
+
+`build_state` is the one builder every source's plan goes through (observer/discover/plan.py): the Argo and
+role-label reader here (`argo_plan`), and the primitives' (observer/discover/planned.py).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from observer.config.discovery import DcgmDiscovery, KubernetesDiscovery, ModelDiscovery
 from observer.config.fleet import VERSION_NAME, PodRef, RouterRef, VersionSpec
+from observer.config.sources import BY_KEY
+from observer.discover.plan import Member, Plan, Role
 from observer.discover.podstate import pod_state
 
-Role = Literal["stable", "canary", "other"]
 # Bounded values of the `problem` label of observer_discovery_problems_total.
 PROBLEMS = ("malformed_pod", "no_ip", "no_identity", "invalid_identity", "no_port", "pods_over_cap",
             "versions_over_cap", "role_conflict", "malformed_rollout", "duplicate_identity", "no_openai_url")
@@ -290,79 +294,120 @@ def serving_pods(pods: Iterable[PodInfo], problems: Counter[str]) -> list[PodInf
     return out
 
 
-def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo],
-                rollout: RolloutInfo | None, dcgm: Mapping[str, Sequence[str]], problems: Counter[str],
-                autoscalers: Iterable[Mapping[str, Any]] = ()) -> ModelState:
-    """The versions of model `m` from its pods (already selected by `m.selector`)."""
-    pods = list(pods)
-    named = [(f"{m.version_prefix}{p.labels[m.identity_label]}", p) for p in pods if p.labels.get(m.identity_label)]
-    waiting = count_waiting([(n, p) for n, p in named if VERSION_NAME.match(n)], spec.max_versions_per_model)
-    groups: dict[str, list[tuple[PodInfo, str, str]]] = {}  # version → (pod, identity, metrics URL)
-    for p in serving_pods(pods, problems):
+def argo_plan(m: ModelDiscovery, pods: Sequence[PodInfo], rollout: RolloutInfo | None,
+              problems: Counter[str]) -> Plan:
+    """The versions of an Argo model, or of a role-label one: one per pod-template hash on its pods (a hash
+    whose pods all wait included, so its waiting pods are counted); roles from the Rollout's status, else from
+    the role label its serving pods carry; the expected shares from the Rollout's step."""
+    serving = serving_pods(pods, Counter())  # pods without an IP are counted once, by the builder
+    found: dict[str, list[PodInfo]] = {}
+    for p in serving:
         identity = p.labels.get(m.identity_label)
         if not identity:
             problems["no_identity"] += 1
             continue
-        name = f"{m.version_prefix}{identity}"
-        if not VERSION_NAME.match(name):
-            problems["invalid_identity"] += 1
-            continue
-        url = p.url(m.port, m.metrics_path)
-        if url is None:
-            problems["no_port"] += 1
-            continue
-        groups.setdefault(name, []).append((p, identity, url))
-    roles: dict[str, Role] = {}
-    for name, members in groups.items():
-        identity = members[0][1]
+        found.setdefault(identity, []).append(p)
+    for p in pods:
+        if p.labels.get(m.identity_label):
+            found.setdefault(p.labels[m.identity_label], [])
+    found = dict(sorted(found.items()))
+    weight = rollout.weight if rollout is not None else None
+    members: list[Member] = []
+    for identity, ps in found.items():
         role: Role = "other"
         if rollout is not None and identity in (rollout.stable_hash, rollout.current_hash):
             role = "stable" if identity == rollout.stable_hash else "canary"
         else:
-            labelled = {p.labels.get(m.role_label) for p, _, _ in members} & {"stable", "canary"}
+            labelled = {p.labels.get(m.role_label) for p in ps} & {"stable", "canary"}
             if len(labelled) > 1:
                 problems["role_conflict"] += 1
             elif labelled:
                 role = "stable" if "stable" in labelled else "canary"
-        roles[name] = role
-    if list(roles.values()).count("stable") > 1 or list(roles.values()).count("canary") > 1:
+        share = None if weight is None else weight if role == "canary" else 1.0 - weight if role == "stable" \
+            else None
+        members.append(Member(identity=identity, role=role, weight=share, pod_labels={m.identity_label: identity}))
+    live = [x.role for x in members if found[x.identity]]
+    if live.count("stable") > 1 or live.count("canary") > 1:
         problems["role_conflict"] += 1
+    return Plan("rollout" if rollout is not None else "labels", m.rollout or m.name, tuple(members), {},
+                canary_weight=weight)
+
+
+def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo], plan: Plan,
+                dcgm: Mapping[str, Sequence[str]], problems: Counter[str], *, rollout: RolloutInfo | None = None
+                ) -> ModelState:
+    """The versions of model `m` a source's `plan` names, each with the serving pods its labels select: the one
+    builder for every source (caps, counts, URLs, the DCGM join, the expected shares)."""
+    problems.update(plan.problems)
+    pods = list(pods)
+    row = BY_KEY[plan.primitive]
+    serving = serving_pods(pods, problems)
+    members = [(f"{m.version_prefix}{x.identity}", x) for x in plan.members]
+    chosen: dict[str, list[tuple[PodInfo, str]]] = {}  # version → (pod, metrics URL)
+    for name, member in members:
+        picked = [p for p in serving if member.pod_labels.items() <= p.labels.items()]
+        if picked and not VERSION_NAME.match(name):
+            problems["invalid_identity"] += len(picked)
+            continue
+        with_url = []
+        for p in picked:
+            url = p.url(m.port, m.metrics_path)
+            if url is None:
+                problems["no_port"] += 1
+            else:
+                with_url.append((p, url))
+        if with_url:
+            chosen[name] = with_url
+    waiting = count_waiting([(name, p) for name, x in members if VERSION_NAME.match(name) for p in pods
+                             if x.pod_labels.items() <= p.labels.items()], spec.max_versions_per_model)
     order = {"stable": 0, "canary": 1, "other": 2}
-    ranked = sorted(groups, key=lambda n: (order[roles[n]], -len(groups[n]), n))
+    ranked = sorted(((name, x) for name, x in members if name in chosen),
+                    key=lambda nx: (order[nx[1].role], -len(chosen[nx[0]])))
     if len(ranked) > spec.max_versions_per_model:
         problems["versions_over_cap"] += len(ranked) - spec.max_versions_per_model
-        ranked = ranked[: spec.max_versions_per_model]
-    weight = rollout.weight if rollout is not None else None
+    # Pods of a revision that is neither stable nor canary, all of them (a cap must not hide stale pods).
+    stale = 0 if row.shared_pods or row.key == "labels" else \
+        sum(len(chosen[name]) for name, x in ranked if x.role == "other")
     versions: list[VersionSpec] = []
     counted: dict[str, int] = {}
-    for name in ranked:
-        members = groups[name]
-        if len(members) > spec.max_pods_per_version:
-            problems["pods_over_cap"] += len(members) - spec.max_pods_per_version
-            members = members[: spec.max_pods_per_version]
-        counted[name] = len(members)
-        urls = [u for _, _, u in members]
-        nodes = sorted({p.node for p, _, _ in members if p.node is not None})
-        openai = openai_url(m, spec.namespace, name, roles[name], rollout, [p for p, _, _ in members])
+    for name, member in ranked[: spec.max_versions_per_model]:
+        kept = chosen[name]
+        if len(kept) > spec.max_pods_per_version:
+            problems["pods_over_cap"] += len(kept) - spec.max_pods_per_version
+            kept = kept[: spec.max_pods_per_version]
+        own = [p for p, _ in kept]
+        openai = openai_url(m, spec.namespace, name, member.role, rollout, own)
         if openai is None:
             problems["no_openai_url"] += 1
-        expected: float | None = None
-        if weight is not None and roles[name] == "canary":
-            expected = weight
-        elif weight is not None and roles[name] == "stable":
-            expected = 1.0 - weight
+        nodes = sorted({p.node for p in own if p.node is not None})
+        counted[name] = len(kept)
+        model = member.model or m.served_model
         versions.append(VersionSpec(
-            name=name, role=roles[name], model=m.served_model, vllm=urls, openai=openai,
-            router=router_for(m, m.served_model),
-            dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
-            pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at)
-                  for p, _, _ in members],
-            expected_traffic_weight=expected, group=m.name, pods_waiting=dict(waiting.get(name, {}))))
-    canary_pods = sum(counted[n] for n in counted if roles[n] == "canary")
-    stable_pods = sum(counted[n] for n in counted if roles[n] == "stable")
-    share = canary_pods / (canary_pods + stable_pods) if canary_pods and stable_pods else None
-    stale = sum(len(groups[n]) for n in groups if roles[n] == "other") if rollout is not None else 0
-    conflicts = tuple(autoscaler_conflicts(rollout, autoscalers)) if rollout is not None else ()
+            name=name, role=member.role, model=model, vllm=[u for _, u in kept], openai=openai,
+            router=router_for(m, model), dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
+            pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at) for p in own],
+            expected_traffic_weight=member.weight, group=m.name, pods_waiting=dict(waiting.get(name, {}))))
+    pods_in = {role: sum(counted[v.name] for v in versions if v.role == role) for role in ("stable", "canary")}
+    share = (pods_in["canary"] / (pods_in["canary"] + pods_in["stable"])
+             if pods_in["canary"] and pods_in["stable"] and not row.shared_pods else None)
+    canary = next((x for x in plan.members if x.role == "canary"), None)
+    weight = plan.canary_weight if plan.canary_weight is not None else canary.weight if canary is not None else None
+    if row.split == "pods" and canary is not None:
+        # Requests follow the ready instances (OME's capacity, Dynamo's generations): the share of pods is the
+        # expected split; none until both have a serving pod.
+        weight = share
+        versions = [v.model_copy(update={"expected_traffic_weight": None if share is None else
+                                         share if v.role == "canary" else 1 - share if v.role == "stable" else None})
+                    for v in versions]
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
-                      canary_replica_share=share, stale_revision_pods=stale, autoscaler_conflicts=conflicts,
-                      waiting=waiting)
+                      canary_replica_share=share, stale_revision_pods=stale, waiting=waiting)
+
+
+def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo],
+                rollout: RolloutInfo | None, dcgm: Mapping[str, Sequence[str]], problems: Counter[str],
+                autoscalers: Iterable[Mapping[str, Any]] = ()) -> ModelState:
+    """The versions of an Argo or role-label model `m` from its pods (already selected by `m.selector`)."""
+    pods = list(pods)
+    state = build_state(spec, m, pods, argo_plan(m, pods, rollout, problems), dcgm, problems, rollout=rollout)
+    conflicts = tuple(autoscaler_conflicts(rollout, autoscalers)) if rollout is not None else ()
+    return replace(state, autoscaler_conflicts=conflicts)

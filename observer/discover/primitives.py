@@ -26,17 +26,15 @@ member stable until it has no traffic left, and an aborted canary (weight 0) is 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from observer.config.sources import BY_KEY, POOLS, Collection
 
 # The discovery model's readers of raw API objects (a missing or mistyped field reads as empty).
 from observer.discover.model import _dict, _list, _timestamp
-
-Role = Literal["stable", "canary", "other"]
+from observer.discover.plan import Member, Plan, Role, _Reading
 
 
 def _own(key: str) -> Collection:
@@ -67,49 +65,6 @@ FIXES = {
     "claimed_twice": "two primitives (or a primitive and an Argo Rollout) claim the same pods or model name; "
                      "both are left out until one lets go",
 }
-
-
-@dataclass(frozen=True)
-class Member:
-    """One version a primitive names."""
-
-    identity: str
-    role: Role
-    weight: float | None  # expected share of the model's traffic, 0..1; None: the objects do not say
-    pod_labels: Mapping[str, str]  # equality selector of the pods serving it (shared pods: the pool's)
-    model: str | None = None  # the model name that tells it apart on shared pods (adapter rewrites)
-    created: float | None = None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The versions one primitive names, and what was wrong with its objects."""
-
-    primitive: str  # the source's key (observer.config.sources)
-    name: str
-    members: tuple[Member, ...]
-    problems: Mapping[str, int]
-    details: tuple[str, ...] = ()  # one line per problem, for the log
-
-    def member(self, identity: str) -> Member | None:
-        return next((m for m in self.members if m.identity == identity), None)
-
-
-class _Reading:
-    """Problems met while reading, with a line each."""
-
-    def __init__(self) -> None:
-        self.problems: Counter[str] = Counter()
-        self.details: list[str] = []
-
-    def add(self, problem: str, detail: str) -> None:
-        self.problems[problem] += 1
-        self.details.append(f"{problem}: {detail}")
-
-    def plan(self, primitive: str, name: str, members: Sequence[Member]) -> Plan:
-        if not members and not self.problems:
-            self.add("no_members", f"{primitive} {name} names no version")
-        return Plan(primitive, name, tuple(members), dict(self.problems), tuple(self.details))
 
 
 def _str(obj: Any, key: str) -> str | None:

@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from observer.discover.model import PodInfo, _dict, _list
-from observer.discover.primitives import Member, Plan, Role, _known, _own, _Reading, _str
+from observer.discover.plan import Member, Plan, Role, _Reading
+from observer.discover.primitives import _known, _own, _str
 
 OME_REVISION_LABEL = "ome.io/revision-hash"
 OME_COMPONENT = "engine"

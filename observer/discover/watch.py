@@ -23,8 +23,17 @@ from observer.config.fleet import VersionSpec
 from observer.discover import primitives
 from observer.discover.autoscaling import autoscaler_states
 from observer.discover.kubeapi import Reflector
-from observer.discover.model import FIXES, ModelState, PodInfo, RolloutInfo, dcgm_by_node, model_state, parse_all
-from observer.discover.planned import claimed_twice, plan_for, plan_state, resources
+from observer.discover.model import (
+    FIXES,
+    ModelState,
+    PodInfo,
+    RolloutInfo,
+    build_state,
+    dcgm_by_node,
+    model_state,
+    parse_all,
+)
+from observer.discover.planned import claimed_twice, plan_for, resources
 from observer.discover.rollback import RollbackWindows
 from observer.fleetview import LiveFleet
 
@@ -139,7 +148,7 @@ class Discovery:
                 plan = plan_for(m.primitive, objects, pods)
                 for line in plan.details:
                     self._detail(m.name, line)
-                states[m.name] = plan_state(spec, m, pods, plan, dcgm, problems[m.name])
+                states[m.name] = build_state(spec, m, pods, plan, dcgm, problems[m.name])
             else:
                 rollout = rollouts.get(m.rollout) if m.rollout else None
                 state = model_state(spec, m, pods, rollout, dcgm, problems[m.name], autoscalers)

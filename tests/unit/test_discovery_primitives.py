@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from observer.discover.plan import Plan
 from observer.discover.primitives import (
-    Plan,
     httproute_plan,
     isvc_plan,
     llmisvc_plan,

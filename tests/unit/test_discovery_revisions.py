@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from observer.discover.model import PodInfo
-from observer.discover.primitives import Plan
+from observer.discover.plan import Plan
 from observer.discover.revisions import dynamo_plan, ome_plan
 from observer_dev import primitive_objects as po
 from observer_dev.kubeapi import pod
