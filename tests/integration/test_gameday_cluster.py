@@ -34,15 +34,17 @@ def test_short_cluster_gameday_every_scenario_keeps_its_verdict_class() -> None:
 
 def test_short_primitive_gameday_promotes_the_healthy_and_aborts_the_worse() -> None:
     # A rollout through each of KServe's LLMInferenceService, its InferenceService, an HTTPRoute across two
-    # InferencePools and llm-d's InferenceModelRewrite (two adapters on the base model's pods, judged on the
-    # endpoint picker's per-model series; the base untouched): versions discovered from the objects, the weight
-    # moved 5 → 25 → 50 %, the exported roles and weight following the objects at every step, promoted on pass or
-    # aborted on fail on the named metric.
+    # InferencePools, llm-d's InferenceModelRewrite (two adapters on the base model's pods, judged on the
+    # endpoint picker's per-model series; the base untouched), an OME canary (gated by the rendered
+    # RolloutPolicy's check) and a Dynamo worker generation: versions discovered from the objects, the weight
+    # moved 5 → 25 → 50 % (OME, Dynamo: the pods' share), the exported roles and weight following the objects at
+    # every step, promoted on pass or aborted on fail on the named metric.
+    from observer.config.sources import PRIMITIVES
     from observer_dev.gameday.primitive_scenarios import SHORT_PRIMITIVE_SCENARIOS, run_primitive_gameday
 
     rows = run_primitive_gameday(short=True, seed=7)
     assert [r.scenario for r in rows] == list(SHORT_PRIMITIVE_SCENARIOS)
-    assert {r.primitive for r in rows} == {"kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite"}
+    assert {r.primitive for r in rows} == set(PRIMITIVES)
     for row in rows:
         assert row.ok, f"{row.scenario}: {row.detail} (steps {row.steps})"
         assert row.steps[-1] == ("promoted" if row.expected == "pass" else "aborted")
