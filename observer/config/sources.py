@@ -6,7 +6,7 @@ an OME InferenceService's canary, a Dynamo graph's worker generation. Its row sa
 which collections (kind, plural, apiVersions) are watched to read it, and what the docs say of it. The
 config's validation, the reflectors, the chart's RBAC (`files/sources.yaml`, generated), and the docs table
 (docs/kubernetes.md, generated) all read these rows; the readers that turn the objects into versions are
-registered under the same keys (observer/discover/readers.py), and a test fails when any of them is missing
+registered under the same keys (observer/discover/planned.py `READERS`), and a test fails when any of them is missing
 or written by hand.
 """
 
@@ -124,7 +124,7 @@ SOURCES: tuple[Source, ...] = (
            Collection("InferenceService", "inferenceservices", ("ome.io/v1beta1",)),
            "the engine's `status.components.engine.canary` (`stableRevisionHash`, `canaryRevisionHash`) or its "
            "`traffic[]` tags while `rolloutPhase` is in flight; a rolled-back canary is `other`",
-           "`ome.io/revision-hash: <hash>`", "`openai_url`, else a pod", ("wait", "api"), split="pods"),
+           "`ome.io/revision-hash: <hash>`", "`openai_url`, else a pod", ("ome", "wait", "api"), split="pods"),
     Source("dynamo", "NVIDIA Dynamo `DynamoGraphDeployment`",
            Collection("DynamoGraphDeployment", "dynamographdeployments", ("nvidia.com/v1beta1", "nvidia.com/v1alpha1")),
            "worker generations by hash: the DGD's `nvidia.com/current-worker-hash-v2` (or the legacy v1 suffix) is "

@@ -57,10 +57,9 @@ def _on_pods(pods: Sequence[PodInfo], label: str) -> dict[str, float]:
 
 
 def _plan(reading: _Reading, key: str, name: str, roles: Mapping[str, Role], label: str,
-          pods: Sequence[PodInfo], what: str) -> Plan:
-    """Members for the hashes named (`roles`) and the other hashes on the pods (`other`); a named hash that
-    no pod carries is a counted problem, named."""
-    carried = _on_pods(pods, label)
+          carried: Mapping[str, float], what: str) -> Plan:
+    """Members for the hashes named (`roles`) and the other hashes the pods carry (`carried`, `_on_pods`):
+    `other`; a named hash that no pod carries is a counted problem, named."""
     for h, role in roles.items():
         if h not in carried:
             reading.add("revision_without_pods", f"{what}: the {role} revision {h} is on no pod of the model "
@@ -78,6 +77,7 @@ def ome_plan(obj: Mapping[str, Any], pods: Sequence[PodInfo]) -> Plan:
     if not _known(obj, _own("ome"), reading):
         return reading.plan("ome", name, [])
     what = f"OME InferenceService {name}"
+    carried = _on_pods(pods, OME_REVISION_LABEL)
     component = _dict(_dict(_dict(obj, "status"), "components"), OME_COMPONENT)
     canary_status = _dict(component, "canary")
     phase = _str(component, "rolloutPhase")
@@ -100,11 +100,10 @@ def ome_plan(obj: Mapping[str, Any], pods: Sequence[PodInfo]) -> Plan:
         if settled is None and phase == "Stable":
             settled = canary  # a promotion leaves the promoted revision in canaryRevisionHash
         if settled is None:
-            carried = _on_pods(pods, OME_REVISION_LABEL)
             settled = max(carried, key=lambda h: (carried[h], h)) if carried else None
         if settled is not None:
             roles[settled] = "stable"
-    return _plan(reading, "ome", name, roles, OME_REVISION_LABEL, pods, what)
+    return _plan(reading, "ome", name, roles, OME_REVISION_LABEL, carried, what)
 
 
 def dynamo_plan(obj: Mapping[str, Any], pods: Sequence[PodInfo]) -> Plan:
@@ -130,4 +129,4 @@ def dynamo_plan(obj: Mapping[str, Any], pods: Sequence[PodInfo]) -> Plan:
     others = sorted((h for h in carried if h != stable), key=lambda h: (carried[h], h))
     if in_flight and others:
         roles[others[-1]] = "canary"
-    return _plan(reading, "dynamo", name, roles, DYNAMO_HASH_LABEL, pods, what)
+    return _plan(reading, "dynamo", name, roles, DYNAMO_HASH_LABEL, carried, what)

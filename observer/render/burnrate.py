@@ -54,13 +54,14 @@ _UNITS: tuple[tuple[str, int], ...] = (("d", 86_400_000), ("h", 3_600_000), ("m"
                                        ("ms", 1))
 
 
-def duration(seconds: float) -> str:
-    """Prometheus duration text for `seconds`, to the millisecond: 3600 → '1h', 5400 → '1h30m'."""
+def duration(seconds: float, *, days: bool = True) -> str:
+    """Prometheus duration text for `seconds`, to the millisecond: 3600 → '1h', 5400 → '1h30m'. `days=False`:
+    Go's time.ParseDuration text (no `d` unit: 86400 → '24h'), as Kubernetes controllers read durations."""
     ms = round(seconds * 1000)
     if ms <= 0:
         return "0s"
     parts = []
-    for unit, size in _UNITS:
+    for unit, size in _UNITS if days else _UNITS[1:]:
         if ms >= size:
             parts.append(f"{ms // size}{unit}")
             ms %= size

@@ -28,17 +28,13 @@ from observer import conventions as names
 from observer.config.spec import ObserverConfig
 from observer.conventions.promql import selector
 from observer.render.argo import DEFAULT_PROMETHEUS, LABELS, WEIGHTS, planned_step_seconds
+from observer.render.burnrate import duration
 from observer.render.yamltext import dump_yaml
 
 API = "ome.io/v1beta1"
 NAME = "observer-canary-gate"
 CHECK = "observer-verdict"
 PATH = "deploy/ome/rolloutpolicy.yaml"
-
-
-def _duration(seconds: float) -> str:
-    s = round(seconds)
-    return f"{s // 60}m{s % 60}s" if s % 60 else f"{s // 60}m"
 
 
 def verdict_query(prefix: str = "") -> str:
@@ -61,9 +57,9 @@ def rollout_policy(config: ObserverConfig, name: str = NAME, prefix: str = "") -
     bake = spec.step_seconds or planned_step_seconds(config)
     analysis = {"interval": spec.argo_interval, "failureLimit": 1, "onInconclusive": "Hold",
                 "metrics": [{"name": CHECK, "query": verdict_query(prefix), "operator": "GT", "threshold": "0"}]}
+    pause = {"duration": duration(bake, days=False)}  # Go's duration text: no `d` unit
     steps: list[dict[str, Any]] = [
-        {"capacity": f"{w}%", "traffic": w, "pause": {"duration": _duration(bake)}, "analysis": dict(analysis)}
-        for w in WEIGHTS]
+        {"capacity": f"{w}%", "traffic": w, "pause": dict(pause), "analysis": dict(analysis)} for w in WEIGHTS]
     steps.append({"capacity": "100%", "traffic": 100})
     prometheus: dict[str, Any] = {"serverAddress": spec.prometheus_url or DEFAULT_PROMETHEUS}
     if spec.prometheus.headers:
@@ -72,7 +68,7 @@ def rollout_policy(config: ObserverConfig, name: str = NAME, prefix: str = "") -
     ready = spec.end.after_seconds
     canary: dict[str, Any] = {"prometheus": prometheus, "steps": steps}
     if ready is not None:
-        canary["readyTimeout"] = _duration(ready)
+        canary["readyTimeout"] = duration(ready, days=False)
     return {"apiVersion": API, "kind": "RolloutPolicy",
             "metadata": {"name": name, "namespace": spec.argo_namespace, "labels": dict(LABELS)},
             "spec": {"canary": canary}}

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from prometheus_client.registry import Collector
 
-from observer.config.sources import BY_KEY, Collection
+from observer.config.sources import BY_KEY
 from observer.discover.collector import DiscoveryCollector
 from observer.discover.kubeapi import Reflector, client_for
 from observer.discover.planned import resources
@@ -70,20 +70,17 @@ def build(ctx: Context) -> DiscoveryComponent | None:
 
     pods = {m.name: reflector(f"pods ({m.name})", f"/api/v1/namespaces/{ns}/pods", m.selector) for m in spec.models}
 
-    def collection(c: Collection, api: str) -> Reflector:
-        return reflector(f"{c.plural}.{api.rpartition('/')[0]}", f"/apis/{api}/namespaces/{ns}/{c.plural}")
+    def collection(api: str, plural: str) -> Reflector:
+        return reflector(f"{plural}.{api.rpartition('/')[0]}", f"/apis/{api}/namespaces/{ns}/{plural}")
 
     rollouts, autoscalers = None, []
     if any(m.rollout for m in spec.models):
         argo = BY_KEY["rollout"]
         assert argo.own is not None
-        rollouts = collection(argo.own, argo.own.watched()[0])
-        autoscalers = [collection(c, api) for c in argo.also for api in c.watched()]
-    primitives = {}
-    for m in spec.models:
-        for api, plural in resources(m.primitive) if m.primitive is not None else ():
-            primitives[(api, plural)] = reflector(f"{plural}.{api.rpartition('/')[0]}",
-                                                  f"/apis/{api}/namespaces/{ns}/{plural}")
+        rollouts = collection(argo.own.watched()[0], argo.own.plural)
+        autoscalers = [collection(api, c.plural) for c in argo.also for api in c.watched()]
+    primitives = {key: collection(*key) for m in spec.models if m.primitive is not None
+                  for key in resources(m.primitive)}
     dcgm = None
     if spec.dcgm is not None:
         dcgm = reflector("pods (dcgm-exporter)", f"/api/v1/namespaces/{quote(spec.dcgm.namespace, safe='')}/pods",
