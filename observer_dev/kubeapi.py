@@ -6,10 +6,14 @@ namespaces/NS/PLURAL`), equality label selectors, one global resourceVersion, pa
 (`limit`/`continue`), and watches (`watch=true`) as chunked JSON lines from a resourceVersion, with
 BOOKMARK events when `allowWatchBookmarks`, `timeoutSeconds`, ADDED/DELETED when an object moves into
 or out of a watcher's selector, and an in-stream `ERROR` Status 410 when the resourceVersion is older
-than the compacted history. Faults are scripted: drop every open watch mid-stream, compact history,
-answer 403 for a collection, refuse connections. Mutations come from the test (`put`, `delete`).
+than the compacted history; and a JSON merge patch of one object (`PATCH .../PLURAL/NAME`,
+`application/merge-patch+json`), refused with 409 Conflict when it carries a `metadata.resourceVersion` that is
+not the object's. Faults are scripted: drop every open watch mid-stream, compact history, answer 403 for a
+collection's reads or its patches, refuse connections. Mutations come from the test (`put`, `delete`) and
+from patches.
 
-It does not do admission, field selectors, set-based selectors, server-side apply or authentication.
+It does not do admission, field selectors, set-based selectors, server-side apply, other patch types or
+authentication.
 """
 
 from __future__ import annotations
@@ -56,6 +60,18 @@ def _parse_selector(text: str | None) -> dict[str, str]:
     return out
 
 
+def _merge(target: Obj, patch: Mapping[str, Any]) -> Obj:
+    """RFC 7386 JSON merge patch: objects merge, null deletes, anything else replaces."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, Mapping) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)
+    return target
+
+
 def _status(code: int, reason: str, message: str) -> Obj:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": reason, "code": code}
@@ -72,6 +88,8 @@ class ScriptedKubeApi:
     rv: int = 100
     compacted: int = 0
     forbidden: set[str] = field(default_factory=set)
+    patch_forbidden: set[str] = field(default_factory=set)  # collections whose objects may not be patched
+    patches: list[tuple[str, str, Obj]] = field(default_factory=list)  # (collection, name, body) of every PATCH
     refusing: bool = False
     requests: list[tuple[str, str]] = field(default_factory=list)  # (collection, "list"|"watch")
     _cond: threading.Condition = field(default_factory=threading.Condition)
@@ -136,6 +154,33 @@ class ScriptedKubeApi:
         return sum(1 for c, v in self.requests if c == collection and v == verb)
 
     # --- serving -----------------------------------------------------------------------------------
+
+    def handle_patch(self, h: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(h.path).path.strip("/").split("/")
+        body = json.loads(h.rfile.read(int(h.headers.get("Content-Length") or 0)) or b"{}")
+        if h.headers.get("Content-Type") != "application/merge-patch+json":
+            return self._json(h, 415, _status(415, "UnsupportedMediaType", "the stand-in takes merge patches only"))
+        route = self._route("/".join(parts[:-1])) if len(parts) in (6, 7) else None
+        if route is None:
+            return self._json(h, 404, _status(404, "NotFound", f"the server could not find {h.path}"))
+        namespace, plural = route
+        collection, name = f"{namespace}/{plural}", parts[-1]
+        self.patches.append((collection, name, body))
+        if collection in self.patch_forbidden:
+            return self._json(h, 403, _status(403, "Forbidden", f'{plural} "{name}" is forbidden: User "system:'
+                                                                f'serviceaccount:obs:observer" cannot patch '
+                                                                f'resource "{plural}" in the namespace "{namespace}"'))
+        with self._cond:
+            old = self.objects.get((collection, name))
+            if old is None:
+                return self._json(h, 404, _status(404, "NotFound", f'{plural} "{name}" not found'))
+            want = (body.get("metadata") or {}).get("resourceVersion")
+            if want and want != old["metadata"].get("resourceVersion"):
+                return self._json(h, 409, _status(409, "Conflict", f'Operation cannot be fulfilled on {plural} '
+                                                                   f'"{name}": the object has been modified'))
+            obj = _merge(copy.deepcopy(old), body)
+        self.put(collection, obj)
+        self._json(h, 200, self.get(collection, name))
 
     def _route(self, path: str) -> tuple[str, str] | None:
         parts = path.strip("/").split("/")
@@ -256,6 +301,9 @@ class ScriptedKubeApi:
 
             def do_GET(self) -> None:
                 api.handle(self)
+
+            def do_PATCH(self) -> None:
+                api.handle_patch(self)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return

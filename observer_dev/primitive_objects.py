@@ -95,12 +95,13 @@ def model_rewrite(name: str, *, model: str, pool: str, targets: Mapping[str, int
 
 
 def ome_isvc(name: str, *, stable: str, canary: str | None, phase: str, namespace: str = "llm-serving",
-             capacity: str = "25%", analysis: Obj | None = None) -> Obj:
+             capacity: str = "25%", analysis: Obj | None = None, step_entered: str | None = None) -> Obj:
     """An OME InferenceService (ome.io/v1beta1) with one canary group on its engine, shaped after OME's
     canary-analysis page, and the engine's status as OME's CanaryStatus and traffic table describe it:
     `canaryRevisionHash`/`stableRevisionHash`, `rolloutPhase`, `traffic[]` of `<isvc>-engine-rev-<hash>`
     tagged stable/canary. No published status example exists; SOURCES.md section 6 gives its fields. `analysis`
-    is the first step's gate (default: the published error-rate check)."""
+    is the first step's gate (default: the published error-rate check); `step_entered` the canary status's
+    `stepEnteredTime` (RFC 3339)."""
     if analysis is None:
         analysis = {"interval": "1m", "failureLimit": 3, "metrics": [{
             "name": "error-rate", "operator": "LT", "threshold": "0.01",
@@ -110,6 +111,8 @@ def ome_isvc(name: str, *, stable: str, canary: str | None, phase: str, namespac
         {"revisionName": f"{name}-engine-rev-{stable}", "tag": "stable", "percent": 100 if canary is None else 90}]}
     if canary is not None:
         status["canary"] = {"stableRevisionHash": stable, "canaryRevisionHash": canary, "currentStep": 0}
+        if step_entered is not None:
+            status["canary"]["stepEnteredTime"] = step_entered
         status["traffic"].append({"revisionName": f"{name}-engine-rev-{canary}", "tag": "canary", "percent": 10,
                                   "latestRevision": True})
     return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": _meta(name, namespace, None),

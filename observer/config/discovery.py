@@ -54,6 +54,11 @@ class PrimitiveRef(Spec):
                           "API group it reads it in (model_rewrite: llm-d.ai and inference.networking.x-k8s.io).")
     pool_api_version: str = Field(POOLS.api_versions[0], description="apiVersion of the InferencePools "
                                                                      "(httproute_pools, model_rewrite).")
+    act: bool = Field(
+        False, description="Actor mode (" + ", ".join(s.key for s in SOURCES if s.acts) + "): the observer writes the "
+                           "source's own promote annotation when a step's verdict passes after its bake and its "
+                           "rollback annotation on fail. Off: the source's own gate reads the verdict series. Needs "
+                           "`patch` on the object (the chart grants it with this set).")
 
     @model_validator(mode="after")
     def _fits(self) -> PrimitiveRef:
@@ -68,6 +73,10 @@ class PrimitiveRef(Spec):
         if self.api_version is not None and self.api_version not in row.own.api_versions:
             raise ValueError(f"api_version {self.api_version!r} is not one the observer reads for {self.kind}: "
                              f"{', '.join(row.own.api_versions)}")
+        if self.act and not row.acts:
+            raise ValueError(f"act: the observer can act on {', '.join(s.key for s in SOURCES if s.acts)} only; "
+                             f"{self.kind} has no promote or rollback it could write (gate it through "
+                             f"{', '.join(row.gates)})")
         if self.pool_api_version not in POOLS.api_versions:
             raise ValueError(f"pool_api_version {self.pool_api_version!r}: one of {', '.join(POOLS.api_versions)}")
         return self

@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 READ_VERBS = ("get", "list", "watch")
-Gate = Literal["argo", "flagger", "ome", "wait", "api"]
+ACT_VERBS = ("patch",)
+Gate = Literal["argo", "flagger", "ome", "act", "wait", "api"]
 GATES: Mapping[str, str] = {
     "argo": "Argo AnalysisTemplate (web or Prometheus; `observer render argo`)",
     "flagger": "Flagger MetricTemplate and webhooks (`observer render flagger`)",
     "ome": "OME's step analysis: a PromQL check on the verdict series (`observer render ome`)",
+    "act": "the observer itself, opt-in (`primitive.act: true`): it writes the source's own promote and rollback "
+           "annotations on the verdict (`patch` on the object; docs/canary.md, \"Actor mode\")",
     "wait": "`observer canary wait` between weight steps (`deploy/gitops/httproute-canary.sh`)",
     "api": "the verdict API `GET /api/v1/canary/verdict?canary=canary&baseline=stable`, read by whatever "
            "moves the traffic",
@@ -51,9 +54,9 @@ class Collection:
             firsts.setdefault(api.rpartition("/")[0], api)
         return list(firsts.values())
 
-    def rule(self) -> dict[str, list[str]]:
-        """The RBAC rule that lets discovery read it."""
-        return {"apiGroups": list(self.groups), "resources": [self.plural], "verbs": list(READ_VERBS)}
+    def rule(self, verbs: tuple[str, ...] = READ_VERBS) -> dict[str, list[str]]:
+        """The RBAC rule that lets discovery read it (or, with `verbs`, do those)."""
+        return {"apiGroups": list(self.groups), "resources": [self.plural], "verbs": list(verbs)}
 
 
 ROLLOUTS = Collection("Rollout", "rollouts", ("argoproj.io/v1alpha1",))
@@ -85,6 +88,15 @@ class Source:
 
     def rules(self) -> list[dict[str, list[str]]]:
         return [c.rule() for c in self.collections()]
+
+    @property
+    def acts(self) -> bool:
+        """Actor mode exists: the observer can write the source's own promote/rollback on its object."""
+        return "act" in self.gates and self.own is not None
+
+    def act_rules(self) -> list[dict[str, list[str]]]:
+        """What actor mode needs besides reading: `patch` on the source's own objects (none where it cannot act)."""
+        return [self.own.rule(ACT_VERBS)] if self.acts and self.own is not None else []
 
 
 _ROLES_BY_AGE = "roles by age"
@@ -124,7 +136,7 @@ SOURCES: tuple[Source, ...] = (
            Collection("InferenceService", "inferenceservices", ("ome.io/v1beta1",)),
            "the engine's `status.components.engine.canary` (`stableRevisionHash`, `canaryRevisionHash`) or its "
            "`traffic[]` tags while `rolloutPhase` is in flight; a rolled-back canary is `other`",
-           "`ome.io/revision-hash: <hash>`", "`openai_url`, else a pod", ("ome", "wait", "api"), split="pods"),
+           "`ome.io/revision-hash: <hash>`", "`openai_url`, else a pod", ("ome", "act", "wait", "api"), split="pods"),
     Source("dynamo", "NVIDIA Dynamo `DynamoGraphDeployment`",
            Collection("DynamoGraphDeployment", "dynamographdeployments", ("nvidia.com/v1beta1", "nvidia.com/v1alpha1")),
            "worker generations by hash: the DGD's `nvidia.com/current-worker-hash-v2` (or the legacy v1 suffix) is "

@@ -255,6 +255,7 @@ ROLLOUT_CANARY_REPLICA_SHARE = "observer_rollout_canary_replica_share_ratio"  # 
 ROLLOUT_STALE_REVISION_PODS = "observer_rollout_stale_revision_pods"  # {group}: pods neither stable nor canary
 ROLLOUT_AUTOSCALER_CONFLICT = "observer_rollout_autoscaler_conflict"  # {group, autoscaler}: HPA/KEDA aims past
 AUTOSCALER_REPLICAS = "observer_autoscaler_replicas"  # {group, autoscaler, kind=min|max|current|desired}
+ROLLOUT_ACTIONS = "observer_rollout_actions"  # counter {group, action, result}: actor mode's writes on the source
 ROLLBACK_WINDOW_PODS = "observer_rollout_rollback_window_pods"  # {group, version}: previous stable's pods, in window
 ROLLBACK_WINDOW_REMAINING = "observer_rollout_rollback_window_remaining_seconds"  # {group}: of scaleDownDelaySeconds
 GROUP = "group"

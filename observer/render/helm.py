@@ -154,8 +154,10 @@ def values_schema() -> dict[str, Any]:
 
 def sources_rbac() -> dict[str, Any]:
     """files/sources.yaml: each rollout source's read rules, in the rows' order, for templates/rbac.yaml to
-    grant exactly what the config's models are read from (observer.config.sources)."""
-    return {"order": [s.key for s in SOURCES], "rules": {s.key: s.rules() for s in SOURCES}}
+    grant exactly what the config's models are read from (observer.config.sources), and the rules actor mode
+    adds for a model whose `primitive.act` is set."""
+    return {"order": [s.key for s in SOURCES], "rules": {s.key: s.rules() for s in SOURCES},
+            "acts": {s.key: s.act_rules() for s in SOURCES if s.acts}}
 
 
 def chart_files(config: ObserverConfig) -> dict[str, str]:

@@ -8,6 +8,7 @@ Services first, components second, in data-path order, each dependency passed by
     quality  → QualityState, ShadowReplayer, reads store analyse
     drift    → DriftState, reads store                  analyse
     canary   → CanaryService, reads signals/quality/shadow pairs/drift
+    actor    → RolloutActor (primitive.act), reads discovery's objects and the canary's verdicts
 
 `areas` selects a subset (tests, benchmarks); a dependency whose area is left out is passed as None,
 and the area that needs it says so in its own metrics and verdicts (e.g. the canary's `nodata` reason).
@@ -28,7 +29,7 @@ from observer.analyse.signals import SignalStore
 from observer.fleetview import LiveFleet
 from observer.sample.redact import Redactor
 from observer.store.base import ManagedStore
-from observer.wiring import canary, discovery, drift, evaluations, quality, sampling, scrape
+from observer.wiring import actor, canary, discovery, drift, evaluations, quality, sampling, scrape
 from observer.wiring.runtime import Collected, Component, Context
 
 Area = Literal["discover", "scrape", "sample", "quality", "drift", "canary"]
@@ -67,7 +68,8 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
     if ev is not None:
         out.components.append(ev)
 
-    if "discover" in selected and (di := discovery.build(ctx)) is not None:
+    di = discovery.build(ctx) if "discover" in selected else None
+    if di is not None:
         out.components.append(di)
     if "scrape" in selected:
         sc = scrape.build(ctx)
@@ -94,6 +96,8 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
                                                     kappa=kappa or no_kappa, events=events)) is not None:
         out.canary = ca.service
         out.components.append(ca)
+        if di is not None and (ac := actor.build(ctx, di.discovery, ca.service)) is not None:
+            out.components.append(ac)
     return out
 
 

@@ -21,6 +21,7 @@ queries go to a real Prometheus at its current time.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass, field
@@ -138,3 +139,33 @@ class OmeStepGate:
                 break
         return f"{self.phase} after {self.now / 60:.0f} min ({self.why[:80]})" if self.why else \
             f"{self.phase} (held) after {self.now / 60:.0f} min"
+
+
+def apply_verbs(isvc: dict[str, Any], *, now: str) -> dict[str, Any]:
+    """What OME's controller does with the operator verbs on an InferenceService (promotion.go, SOURCES.md section
+    6), on a copy, one reconcile: `ome.io/rollout-promote` naming the canary revision advances one step (the
+    entry re-stamped `now`, the value recorded in `promotedThrough`, the annotation removed); the record is
+    cleared on a later reconcile that sees no annotation carrying it, and until then a promote of that value is
+    inert (taken away, nothing advanced); `ome.io/rollout-rollback: "true"` rolls the canary back
+    (`rolledBackRevisionHash`, phase RolledBack, the annotation kept). Other values are inert."""
+    out = copy.deepcopy(isvc)
+    notes = out["metadata"].setdefault("annotations", {})
+    engine = out["status"]["components"]["engine"]
+    cs = engine.get("canary") or {}
+    if notes.get("ome.io/rollout-rollback") == "true" and cs.get("rolledBackRevisionHash") != cs.get(
+            "canaryRevisionHash"):
+        cs["rolledBackRevisionHash"] = cs.get("canaryRevisionHash")
+        engine["rolloutPhase"] = "RolledBack"
+        return out
+    promote = notes.get("ome.io/rollout-promote")
+    if cs.get("promotedThrough"):
+        if promote == cs["promotedThrough"]:  # lingering, or written again too soon: taken, not applied
+            del notes["ome.io/rollout-promote"]
+            return out
+        del cs["promotedThrough"]
+    if promote is not None and promote == cs.get("canaryRevisionHash"):
+        cs["currentStep"] = int(cs.get("currentStep") or 0) + 1
+        cs["stepEnteredTime"] = now
+        cs["promotedThrough"] = promote
+        del notes["ome.io/rollout-promote"]
+    return out

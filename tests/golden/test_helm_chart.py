@@ -214,3 +214,15 @@ def test_the_conversation_secret_reaches_the_observer_and_the_sidecar_alike(prof
     found = envs({**values, "conversations": {"existingSecret": "observer-conversations", "key": "hmac"}})
     assert found and all(e["valueFrom"]["secretKeyRef"] == {"name": "observer-conversations", "key": "hmac"}
                          for e in found)
+
+
+def test_actor_mode_adds_patch_on_the_sources_own_objects_only_where_a_model_asks() -> None:
+    def rules(act: bool) -> list[dict[str, Any]]:
+        values = {"config": {"discovery": {"kubernetes": {"dcgm": None, "models": [
+            {"name": "chat", "selector": {"app": "chat"}, "primitive": {"kind": "ome", "name": "chat", "act": act}},
+            {"name": "gen", "selector": {"app": "gen"}, "primitive": {"kind": "dynamo", "name": "gen"}}]}}}}
+        return list(_roles(helmchart.render(values))["observer-discovery"]["rules"])
+
+    writes = [r for r in rules(True) if set(r["verbs"]) - {"get", "list", "watch"}]
+    assert writes == [{"apiGroups": ["ome.io"], "resources": ["inferenceservices"], "verbs": ["patch"]}]
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in rules(False))
