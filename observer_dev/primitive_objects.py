@@ -154,3 +154,28 @@ def dgd(name: str, *, current: str | None, phase: str | None = None, legacy: str
 def dynamo_pod_labels(worker_hash: str) -> dict[str, str]:
     """The labels a Dynamo worker pod carries (the worker hash names its generation)."""
     return {"nvidia.com/dynamo-component-type": "worker", "nvidia.com/dynamo-worker-hash": worker_hash}
+
+
+def flagger_canary(name: str, *, target: str | None = None, phase: str, applied: str = "5f8fd4f546",
+                   promoted: str | None = "7d9c8b6a54", weight: int | None = 10,
+                   namespace: str = "llm-serving") -> Obj:
+    """A Flagger Canary (flagger.app/v1beta1) on a Deployment, with the status fields its controller writes:
+    `phase`, `canaryWeight`, `lastAppliedSpec` (the hash of the target's pod spec) and `lastPromotedSpec` (what
+    the primary runs)."""
+    status: Obj = {"phase": phase, "failedChecks": 0, "iterations": 0, "lastAppliedSpec": applied,
+                   "lastTransitionTime": "2026-12-01T10:00:00Z"}
+    if promoted is not None:
+        status["lastPromotedSpec"] = promoted
+    if weight is not None:
+        status["canaryWeight"] = weight
+    return {"apiVersion": "flagger.app/v1beta1", "kind": "Canary", "metadata": _meta(name, namespace, None),
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target or name},
+                     "service": {"port": 8000, "targetPort": "http"},
+                     "analysis": {"interval": "1m", "threshold": 5, "maxWeight": 50, "stepWeight": 5}},
+            "status": status}
+
+
+def flagger_pod_labels(value: str, *, primary: bool, key: str = "app") -> dict[str, str]:
+    """The labels of a Flagger target's pods (`primary=False`) or of its primary copy's: Flagger rewrites the
+    selector label to `<value>-primary` on the copy and keeps every other label."""
+    return {key: f"{value}-primary" if primary else value, "observer.dev/model": value}

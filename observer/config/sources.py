@@ -108,6 +108,13 @@ SOURCES: tuple[Source, ...] = (
     Source("labels", "Role labels (neither `rollout` nor `primitive`)", None,
            "pod-template hash; the `observer.dev/role` label (Argo's `stableMetadata`/`canaryMetadata`, or "
            "yours)", "`rollouts-pod-template-hash`", "`openai_url`, else a pod", ("argo", "flagger", "wait", "api")),
+    Source("flagger", "Flagger `Canary` (a Deployment target)",
+           Collection("Canary", "canaries", ("flagger.app/v1beta1",)),
+           "Flagger's names, the target `<target>` and `<target>-primary`; the target is the canary while "
+           "`phase` is Progressing or WaitingPromotion with `status.lastAppliedSpec` unpromoted, at "
+           "`status.canaryWeight` percent", "the primary's pods by Flagger's rewritten selector label (`app`, "
+           "`name` or `app.kubernetes.io/name`: `<value>-primary`), the target's by `<value>`",
+           "`openai_url`, else a pod", ("flagger", "wait", "api")),
     Source("kserve_llmisvc", "KServe `LLMInferenceService`",
            Collection("LLMInferenceService", "llminferenceservices",
                       ("serving.kserve.io/v1alpha2", "serving.kserve.io/v1alpha1")),

@@ -12,6 +12,7 @@ from typing import Any
 
 from observer.config.discovery import PrimitiveRef
 from observer.config.sources import POOLS
+from observer.discover.canaries import flagger_plan
 from observer.discover.model import ModelState, PodInfo
 from observer.discover.plan import Plan
 from observer.discover.primitives import httproute_plan, isvc_plan, llmisvc_plan, rewrite_plan
@@ -40,6 +41,7 @@ def _one(read: Callable[[PrimitiveRef, Obj, Sequence[Obj], Sequence[PodInfo]], P
 
 # Each primitive row's reader (observer.config.sources): the objects of its collections → its plan.
 READERS: Mapping[str, Reader] = {
+    "flagger": _one(lambda ref, obj, pools, pods: flagger_plan(obj, pods)),
     "kserve_llmisvc": lambda ref, own, pools, pods: llmisvc_plan(ref.name, own),
     "kserve_isvc": _one(lambda ref, obj, pools, pods: isvc_plan(obj)),
     "httproute_pools": _one(lambda ref, obj, pools, pods: httproute_plan(obj, pools)),

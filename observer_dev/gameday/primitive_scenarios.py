@@ -91,6 +91,8 @@ class PrimitiveScenario:
             return ADAPTERS
         if self.primitive == "kserve_isvc":
             return f"{g}-00001", f"{g}-00002"
+        if self.primitive == "flagger":  # Flagger's own names: the primary copy and its target
+            return f"{g}-primary", g
         if BY_KEY[self.primitive].split == "pods":  # revisions named by a hash (OME, Dynamo)
             old, new = (hashlib.sha256(f"{self.name}-{i}".encode()).hexdigest()[:8] for i in (1, 2))
             return old, new
@@ -124,9 +126,11 @@ PRIMITIVE_SCENARIOS: tuple[PrimitiveScenario, ...] = (
                       "never promoted", "held", canary={"preset": "idle"}),
     PrimitiveScenario("dynamo-errors", "dynamo", "Dynamo worker generation rolling in, errors 3 %", "fail",
                       canary={"error_rate": 0.03}, must_fail=("errors",)),
+    PrimitiveScenario("flagger-slow", "flagger", "Flagger Canary on a Deployment (weights from its status), "
+                      "TTFT ×1.5", "fail", canary={"preset": "slow"}, must_fail=("ttft",)),
 )
 SHORT_PRIMITIVE_SCENARIOS = ("llmisvc-healthy", "isvc-slow", "httproute-errors", "adapter-slow", "adapter-wrong",
-                             "ome-slow", "dynamo-errors")
+                             "ome-slow", "dynamo-errors", "flagger-slow")
 """The short form in `make test`: every primitive, both outcomes, and both adapter scenarios."""
 OME_SAMPLES_AFTER_FAIL = 20
 """OME gate samples (one a second) after the verdict API said fail, for Prometheus to scrape the verdict."""
@@ -216,6 +220,17 @@ def publish_primitive(api: Any, s: PrimitiveScenario, canary: int) -> tuple[Role
         if canary in (0, 100):
             return ({old: "stable", new: "other"} if canary == 0 else {new: "stable", old: "other"}), None
         return {old: "stable", new: "canary"}, 1 / (STABLE_PODS + 1)
+    elif s.primitive == "flagger":
+        # Flagger keeps its names: promoted, the primary runs the new spec; aborted, the old one (phase Failed);
+        # either way the target's pod is `other` until Flagger scales it to zero.
+        old_spec, new_spec = (hashlib.sha256(f"{s.name}-{i}".encode()).hexdigest()[:10] for i in (1, 2))
+        phase = {100: "Succeeded", 0: "Failed"}.get(canary, "Progressing")
+        api.put(f"{NS}/canaries.flagger.app",
+                po.flagger_canary(g, phase=phase, applied=new_spec, weight=canary if 0 < canary < 100 else 0,
+                                  promoted=new_spec if canary == 100 else old_spec))
+        if canary in (0, 100):
+            return {old: "stable", new: "other"}, None
+        return {old: "stable", new: "canary"}, canary / 100
     else:
         raise GamedayError(f"scenario {s.name}: primitive {s.primitive} is not played by this rig")
     if canary == 100:  # a revision without traffic leaves the InferenceService's status; the others stay `other`
@@ -231,7 +246,8 @@ def pod_labels(s: PrimitiveScenario, identity: str) -> dict[str, str]:
            "kserve_isvc": {"serving.knative.dev/revision": identity},
            "httproute_pools": {"app": identity},
            "ome": po.ome_pod_labels(s.group, identity),
-           "dynamo": po.dynamo_pod_labels(identity)}[s.primitive]
+           "dynamo": po.dynamo_pod_labels(identity),
+           "flagger": {"app": identity}}[s.primitive]
     return {**own, "scenario": s.name}
 
 

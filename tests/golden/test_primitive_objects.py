@@ -26,6 +26,7 @@ CRDS = {
     "HTTPRoute": "crd-gateway-api-httproutes-standard.yaml",
     "InferencePool": "crd-gie-inferencepools-v1.yaml",
     "InferenceModelRewrite": "crd-llmd-inferencemodelrewrites.yaml",
+    "Canary": "crd-flagger-canaries.yaml",
 }
 SHIPPED = ROOT / "deploy" / "k8s" / "primitives"
 
@@ -50,6 +51,7 @@ BUILT = {
     "pool": po.inference_pool("llm-v2", labels={"app": "llm-v2"}, created="2026-12-01T00:00:00Z"),
     "route": po.httproute("llm", pools={"llm-v1": 75, "llm-v2": 25}),
     "rewrite": po.model_rewrite("lora", model="lora", pool="llm", targets={"lora-v1": 95, "lora-v2": 5}),
+    "flagger": po.flagger_canary("llm", phase="Progressing", weight=25),
 }
 
 

@@ -1,7 +1,7 @@
 """Each rollout primitive discovered end to end: the scripted Kubernetes API (observer_dev/kubeapi.py) serves an
 Argo Rollout, a KServe LLMInferenceService routing group, an InferenceService canary, an HTTPRoute across two
-InferencePools, an llm-d InferenceModelRewrite, an OME InferenceService canary and a Dynamo graph rolling its
-workers, each with its pods, in one namespace; one `observer serve`
+InferencePools, an llm-d InferenceModelRewrite, an OME InferenceService canary, a Dynamo graph rolling its
+workers and a Flagger Canary on a Deployment, each with its pods, in one namespace; one `observer serve`
 watches them through the API (list and watch), and its exported versions, roles and canary weight must equal
 what the objects say, at the 25 % step and again after promotion (same identities, roles moved).
 
@@ -28,9 +28,10 @@ from tests.support.prom import free_port
 
 NS = "llm-serving"
 PODS = f"{NS}/pods"
-PRIMITIVES = ("argo", "kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite", "ome", "dynamo")
+PRIMITIVES = ("argo", "kserve_llmisvc", "kserve_isvc", "httproute_pools", "model_rewrite", "ome", "dynamo",
+              "flagger")
 GROUPS = {"argo": "argo", "kserve_llmisvc": "llm", "kserve_isvc": "chat", "httproute_pools": "gemma",
-          "model_rewrite": "lora", "ome": "omechat", "dynamo": "agg"}
+          "model_rewrite": "lora", "ome": "omechat", "dynamo": "agg", "flagger": "podinfo"}
 OME_OLD, OME_NEW, GEN_OLD, GEN_NEW = "a1b2c3d4", "b2c3d4e5", "0a1b2c3d", "9f8e7d6c"
 Want = dict[str, tuple[dict[str, str], float | None]]  # group → ({version: role}, canary weight)
 
@@ -52,6 +53,7 @@ def _models() -> list[dict[str, Any]]:
          "primitive": {"kind": "model_rewrite", "name": "lora", "model": "support-lora"}},
         {"name": "omechat", "selector": {"model": "omechat"}, "primitive": {"kind": "ome", "name": "omechat"}},
         {"name": "agg", "selector": {"model": "agg"}, "primitive": {"kind": "dynamo", "name": "vllm-agg"}},
+        {"name": "podinfo", "selector": {"model": "podinfo"}, "primitive": {"kind": "flagger", "name": "podinfo"}},
     ]
 
 
@@ -76,6 +78,9 @@ def _pods(api: ScriptedKubeApi) -> None:
         for i in range(n):
             api.put(PODS, pod(f"agg-worker-{h}-{i}", labels={"model": "agg", **po.dynamo_pod_labels(h)}, port=port,
                               start_time=start))
+    for primary in (True, False):  # Flagger's primary copy and its target Deployment
+        api.put(PODS, pod(f"podinfo{'-primary' if primary else ''}-0",
+                          labels={"model": "podinfo", **po.flagger_pod_labels("podinfo", primary=primary)}, port=port))
 
 
 def _objects(api: ScriptedKubeApi, canary: int) -> Want:
@@ -115,6 +120,9 @@ def _objects(api: ScriptedKubeApi, canary: int) -> Want:
     api.put(f"{NS}/dynamographdeployments.nvidia.com",
             po.dgd("vllm-agg", current=GEN_OLD, phase="InProgress") if canary < 100 else
             po.dgd("vllm-agg", current=GEN_NEW, phase="Completed"))
+    api.put(f"{NS}/canaries.flagger.app",
+            po.flagger_canary("podinfo", phase="Progressing", weight=canary) if canary < 100 else
+            po.flagger_canary("podinfo", phase="Succeeded", promoted="5f8fd4f546", weight=0))
     w = canary / 100
     if canary < 100:
         return {"argo": ({"a1": "stable", "b2": "canary"}, w),
@@ -123,17 +131,20 @@ def _objects(api: ScriptedKubeApi, canary: int) -> Want:
                 "gemma": ({"gemma-v1": "stable", "gemma-v2": "canary"}, w),
                 "lora": ({"support-lora-v1": "stable", "support-lora-v2": "canary"}, w),
                 "omechat": ({OME_OLD: "stable", OME_NEW: "canary"}, w),
-                "agg": ({GEN_OLD: "stable", GEN_NEW: "canary"}, w)}
+                "agg": ({GEN_OLD: "stable", GEN_NEW: "canary"}, w),
+                "podinfo": ({"podinfo-primary": "stable", "podinfo": "canary"}, w)}
     # Promoted: the new identity is stable; the old one is `other` while its pods serve (Argo's old
     # ReplicaSet, the stopped KServe member, the pool without traffic) or gone (a rewrite target removed, a
-    # revision without traffic in the status). No canary, so no canary weight.
+    # revision without traffic in the status); Flagger keeps its names, the primary running the promoted spec.
+    # No canary, so no canary weight.
     return {"argo": ({"a1": "other", "b2": "stable"}, None),
             "llm": ({"llm-v1": "other", "llm-v2": "stable"}, None),
             "chat": ({"chat-00002": "stable"}, None),
             "gemma": ({"gemma-v1": "other", "gemma-v2": "stable"}, None),
             "lora": ({"support-lora-v2": "stable"}, None),
             "omechat": ({OME_OLD: "other", OME_NEW: "stable"}, None),
-            "agg": ({GEN_OLD: "other", GEN_NEW: "stable"}, None)}
+            "agg": ({GEN_OLD: "other", GEN_NEW: "stable"}, None),
+            "podinfo": ({"podinfo-primary": "stable", "podinfo": "other"}, None)}
 
 
 def _exported(url: str) -> Want:

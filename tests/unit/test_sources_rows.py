@@ -31,7 +31,7 @@ def test_each_primitive_row_has_a_reader_and_the_config_takes_exactly_the_rows()
     assert {s.key for s in SOURCES} == {*PRIMITIVES, "rollout", "labels"}
     for key in PRIMITIVES:
         _ref(key)
-    with pytest.raises(ValidationError, match="not a source the observer reads: kserve_llmisvc, "):
+    with pytest.raises(ValidationError, match=f"not a source the observer reads: {', '.join(PRIMITIVES)}"):
         PrimitiveRef.model_validate({"kind": "flux_capacitor", "name": "x"})
     assert PrimitiveRef.model_json_schema()["properties"]["kind"]["enum"] == list(PRIMITIVES)
 
