@@ -53,6 +53,8 @@ class DiscoveryCollector(Collector):
         yield role
         pods = GaugeMetricFamily(names.DISCOVERY_PODS, "Serving pods discovered per version.",
                                  labels=[names.VERSION, names.GROUP, names.ROLE])
+        nodes = GaugeMetricFamily(names.VERSION_NODES, "Distinct nodes the version's serving pods run on (a node's "
+                                  "loss takes every replica when it is 1).", labels=[names.VERSION, names.GROUP])
         weight = GaugeMetricFamily(names.ROLLOUT_CANARY_WEIGHT, "The canary's expected traffic share, from the "
                                    "model's rollout source: an Argo Rollout's step (setWeight, or its routed weight), "
                                    "a primitive's weights, or the canary's share of ready pods where requests follow "
@@ -83,6 +85,8 @@ class DiscoveryCollector(Collector):
                     scaling.add_metric([group, a.name, kind], float(n))
             for v in st.versions:
                 pods.add_metric([v.name, group, v.role], st.pods.get(v.name, 0))
+                if v.name in st.nodes:
+                    nodes.add_metric([v.name, group], st.nodes[v.name])
             if st.canary_weight is not None:
                 weight.add_metric([group], st.canary_weight)
             if st.canary_replica_share is not None:
@@ -101,4 +105,4 @@ class DiscoveryCollector(Collector):
             if w is not None:
                 kept.add_metric([group, w.version], w.pods)
                 left.add_metric([group], max(0.0, w.delay - (c.clock() - w.promoted_at)))
-        yield from (pods, weight, share, stale, conflict, scaling, states, kept, left)
+        yield from (pods, nodes, weight, share, stale, conflict, scaling, states, kept, left)

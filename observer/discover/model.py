@@ -223,6 +223,8 @@ class ModelState:
     autoscalers: tuple[Any, ...] = ()  # AutoscalerState (observer.discover.autoscaling) of each HPA scaling it
     waiting: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """version → its pods not serving, by `state` or `state:reason` (a version with none Ready included)."""
+    nodes: Mapping[str, int] = field(default_factory=dict)
+    """version → the distinct nodes its serving pods run on (pods whose node is known)."""
 
 
 def count_waiting(pods: Iterable[tuple[str, PodInfo]], cap: int) -> dict[str, dict[str, int]]:
@@ -370,6 +372,7 @@ def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         sum(len(chosen[name]) for name, x in ranked if x.role == "other")
     versions: list[VersionSpec] = []
     counted: dict[str, int] = {}
+    spread: dict[str, int] = {}
     for name, member in ranked[: spec.max_versions_per_model]:
         kept = chosen[name]
         if len(kept) > spec.max_pods_per_version:
@@ -381,6 +384,7 @@ def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
             problems["no_openai_url"] += 1
         nodes = sorted({p.node for p in own if p.node is not None})
         counted[name] = len(kept)
+        spread[name] = len(nodes)
         model = member.model or m.served_model
         versions.append(VersionSpec(
             name=name, role=member.role, model=model, vllm=[u for _, u in kept], openai=openai,
@@ -400,7 +404,7 @@ def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
                                          share if v.role == "canary" else 1 - share if v.role == "stable" else None})
                     for v in versions]
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
-                      canary_replica_share=share, stale_revision_pods=stale, waiting=waiting)
+                      canary_replica_share=share, stale_revision_pods=stale, waiting=waiting, nodes=spread)
 
 
 def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo],

@@ -27,7 +27,7 @@ from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.promql import selector
 from observer.conventions.ratios import RATIOS
 from observer.render.proxy_sidecar import IMAGE, VLLM_PORT, proxy_container, sidecar_objects, volumes
-from observer.render.vllm_pod import GRACE_SECONDS, vllm_container, vllm_volumes
+from observer.render.vllm_pod import GRACE_SECONDS, disruption_budget, placement, vllm_container, vllm_volumes
 from observer.render.yamltext import dump_yaml
 
 API = "argoproj.io/v1alpha1"
@@ -347,7 +347,8 @@ def rollout(config: ObserverConfig) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {"terminationGracePeriodSeconds": GRACE_SECONDS, "containers": [vllm, proxy_container()],
-                         "volumes": [*vllm_volumes(), *volumes()]},
+                         "volumes": [*vllm_volumes(), *volumes()],
+                         **placement(labels, "rollouts-pod-template-hash")},
             },
             "strategy": {"canary": {
                 "canaryMetadata": {"labels": {ROLE_LABEL: "canary"}},
@@ -369,6 +370,8 @@ def render(config: ObserverConfig) -> dict[str, str]:
         "deploy/argo/analysis-templates.yaml": _docs(templates(config, cluster=False)),
         "deploy/argo/cluster-analysis-templates.yaml": _docs(templates(config, cluster=True)),
         "deploy/argo/rollout-example.yaml": dump_yaml(rollout(config)),
+        "deploy/argo/rollout-disruption-budget.yaml": dump_yaml(disruption_budget(
+            "llm", config.canary.argo_namespace, {"app": "llm"})),
         "deploy/argo/rollout-sidecar.yaml": _docs(sidecar_objects(config, LABELS)),
         "deploy/argo/offline-gate.yaml": dump_yaml(offline_gate(config)),
     }

@@ -124,7 +124,14 @@ def values_schema() -> dict[str, Any]:
                           "gpus": {"type": "integer", "minimum": 1},
                           "startupSeconds": {"type": "integer", "minimum": 60},
                           "drainSeconds": {"type": "integer", "minimum": 0},
-                          "resources": resources}),
+                          "resources": resources,
+                          "nodeSelector": _LABELS | {"description": "GPU nodes (default: GPU feature discovery's "
+                                                                    "nvidia.com/gpu.present)."},
+                          "tolerations": {"type": "array", "description": "Default: the nvidia.com/gpu taint."},
+                          "spreadAcrossNodes": _bool("A soft topology spread of the pods across nodes."),
+                          "maxUnavailable": {"type": ["integer", "string", "null"], "pattern": "^[0-9]+%$",
+                                             "description": "The PodDisruptionBudget's maxUnavailable (a count "
+                                                            "or a percentage); null: no budget."}}),
             "config": {"$ref": "#/$defs/ObserverConfig",
                        "description": "The sampling proxy's own config (sidecar mode)."}}),
         "config": {"$ref": "#/$defs/ObserverConfig"},

@@ -56,6 +56,7 @@ def hygiene_group(a: Alerting) -> Group:
     rules.extend(_autoscaling(a))
     rules.append(_pods_not_arriving(a))
     rules.append(_rollback_window(a))
+    rules.append(_one_node(a))
     rules.append(_tokenizers(a))
     return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
 
@@ -149,6 +150,41 @@ def _rollback_window(a: Alerting) -> Alert:
                           series(f"2 0x{steps - 1}"), at, interval, (Firing(key, 0.0),)),
                   Example(f"{names.ALERT_ROLLBACK_WINDOW_LOST} quiet while they stay",
                           series(f"2x{steps}"), at, interval)))
+
+
+ONE_NODE_FOR = 900.0
+"""Seconds a version's replicas may share one node before it warns: pods rescheduling in a rollout or a drain
+spread again within minutes; a scheduler that keeps them together does not."""
+
+
+def _one_node(a: Alerting) -> Alert:
+    """Every serving replica of a version on one node: the pods' spread is soft, and this is when it did not hold."""
+    hold = ONE_NODE_FOR * a.time_scale
+    interval, at, steps = timing(a, hold)
+    g, nodes, pods = names.GROUP, names.VERSION_NODES, names.DISCOVERY_PODS
+    key: Labels = ((g, "llm"), (_V, "aaa"))
+
+    def series(on_nodes: str, serving: str) -> tuple[Series, ...]:
+        return (Series(selector(nodes, dict(key)), on_nodes),
+                Series(selector(pods, {**dict(key), names.ROLE: "stable"}), serving))
+
+    return Alert(
+        name=names.ALERT_VERSION_ON_ONE_NODE,
+        expr=f"max by ({g}, {_V}) ({pods}) >= 2 and on ({g}, {_V}) max by ({g}, {_V}) ({nodes}) == 1",
+        severity="warning", for_seconds=hold,
+        summary="{{ $labels.group }}: every replica of {{ $labels.version }} runs on one node",
+        description=(f"All {{{{ printf \"%.0f\" $value }}}} serving pods of version {{{{ $labels.version }}}} "
+                     f"({{{{ $labels.group }}}}) have run on "
+                     f"one node for {duration(hold)}: that node's loss, drain or GPU fault takes the whole version "
+                     f"down at once, and its replicas share one failure (a slow-replica alert cannot tell them "
+                     f"apart)."),
+        runbook="version-on-one-node",
+        examples=(Example(f"{names.ALERT_VERSION_ON_ONE_NODE} fires with three pods on one node",
+                          series(f"1x{steps}", f"3x{steps}"), at, interval, (Firing(key, 3.0),)),
+                  Example(f"{names.ALERT_VERSION_ON_ONE_NODE} quiet spread over two nodes",
+                          series(f"2x{steps}", f"3x{steps}"), at, interval),
+                  Example(f"{names.ALERT_VERSION_ON_ONE_NODE} quiet with one replica",
+                          series(f"1x{steps}", f"1x{steps}"), at, interval)))
 
 
 def _autoscaling(a: Alerting) -> list[Alert]:

@@ -15,7 +15,7 @@ import yaml
 from observer.config import load_config, parse_config
 from observer.crosscheck import check_references
 from observer_dev import helmchart
-from tests.golden.test_kubernetes_manifests import kustomize, validate, vllm_serving_problems
+from tests.golden.test_kubernetes_manifests import kustomize, unbudgeted, validate, vllm_serving_problems
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk (the dev extra) bundles Helm's engine")
 
@@ -137,6 +137,10 @@ def test_the_sidecar_profile_is_a_vllm_pod_that_would_serve() -> None:
     [deployment] = [o for o in objs if o["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     assert vllm_serving_problems("Deployment/observer-vllm", pod) == []
+    assert unbudgeted(objs) == []
+    no_budget = helmchart.render({"mode": "sidecar", "sidecar": {"upstream": "http://127.0.0.1:8000", "version": "v1",
+                                                                 "vllm": {"maxUnavailable": None}}})
+    assert unbudgeted(no_budget) == ["Deployment/observer-vllm"]  # null turns the budget off, and the check sees it
     proxy = next(c for c in pod["containers"] if c["name"] == "observer-proxy")
     assert proxy["args"][proxy["args"].index("--upstream") + 1] == "http://127.0.0.1:8000"
 

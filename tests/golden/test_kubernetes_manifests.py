@@ -26,7 +26,7 @@ OVERLAYS = ["deploy", "deploy/k8s/central", "deploy/k8s/single", "deploy/k8s/sid
 K8S_VERSION = "1.32.0"
 ADDRESS = "http://observer.observability.svc:9464"
 BUILTIN = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
-           "ConfigMap", "Service", "Deployment", "PersistentVolumeClaim", "Secret"}
+           "ConfigMap", "Service", "Deployment", "PersistentVolumeClaim", "Secret", "PodDisruptionBudget"}
 
 # The prometheus-operator monitor CRDs are not in tests/fixtures; these schemas hold the subset of
 # ServiceMonitor / PodMonitor fields we use, written from the operator's API docs, unknown fields refused.
@@ -192,8 +192,29 @@ def vllm_serving_problems(name: str, pod: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: nothing is mounted at --model {model}")
         elif not mount.get("readOnly") or mount["name"] not in mounts_of:
             problems.append(f"{where}: the model volume {mount['name']} is not a read-only volume of the pod")
+        sc = c.get("securityContext", {})
+        for field, want in (("runAsNonRoot", True), ("allowPrivilegeEscalation", False),
+                            ("readOnlyRootFilesystem", True)):
+            if sc.get(field) is not want:
+                problems.append(f"{where}: securityContext.{field} is not {str(want).lower()}")
+        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+            problems.append(f"{where}: capabilities are not all dropped")
+        writable = {m["mountPath"] for m in c.get("volumeMounts", []) if not m.get("readOnly")}
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        if sc.get("readOnlyRootFilesystem") and ("/tmp" not in writable or env.get("HOME") not in writable):
+            problems.append(f"{where}: a read-only root filesystem without a writable /tmp and HOME (vLLM's "
+                            f"caches)")
     runs_vllm = any("vllm" in c["image"] for c in pod["containers"])
     if runs_vllm:
+        if not pod.get("nodeSelector") and not pod.get("affinity", {}).get("nodeAffinity"):
+            problems.append(f"{name}: no GPU node placement (nodeSelector or node affinity)")
+        if not any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", [])):
+            problems.append(f"{name}: does not tolerate the nvidia.com/gpu taint of GPU nodes")
+        spread = [t for t in pod.get("topologySpreadConstraints", [])
+                  if t.get("topologyKey") == "kubernetes.io/hostname"]
+        anti = pod.get("affinity", {}).get("podAntiAffinity")
+        if not spread and not anti:
+            problems.append(f"{name}: no spread across nodes (a node's loss takes every replica)")
         grace = pod.get("terminationGracePeriodSeconds")
         longest = max((c.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
                        for c in pod["containers"]), default=0)
@@ -212,14 +233,32 @@ def vllm_serving_problems(name: str, pod: dict[str, Any]) -> list[str]:
     return problems
 
 
+def unbudgeted(objs: list[dict[str, Any]]) -> list[str]:
+    """The vLLM workloads among `objs` that no PodDisruptionBudget beside them covers (a drain could take every
+    replica at once), by name."""
+    budgets = [o["spec"]["selector"].get("matchLabels", {}) for o in objs if o["kind"] == "PodDisruptionBudget"]
+    out = []
+    for o in objs:
+        if o["kind"] not in ("Deployment", "Rollout", "StatefulSet"):
+            continue
+        template = o["spec"]["template"]
+        labels = template["metadata"].get("labels", {})
+        if any("vllm" in c["image"] for c in template["spec"]["containers"]) and not any(
+                b and all(labels.get(k) == v for k, v in b.items()) for b in budgets):
+            out.append(f"{o['kind']}/{o['metadata']['name']}")
+    return out
+
+
 VLLM_OVERLAYS = ["deploy/k8s/sidecar", "deploy/argo"]
 
 
 @pytest.mark.parametrize("overlay", VLLM_OVERLAYS)
 def test_every_vllm_workload_would_serve_a_model(overlay: str) -> None:
-    pods = [(n, p) for n, p in _pod_specs(kustomize(overlay)) if any("vllm" in c["image"] for c in p["containers"])]
+    objs = kustomize(overlay)
+    pods = [(n, p) for n, p in _pod_specs(objs) if any("vllm" in c["image"] for c in p["containers"])]
     assert pods, f"{overlay} ships no vLLM workload"
     assert [problem for n, p in pods for problem in vllm_serving_problems(n, p)] == []
+    assert unbudgeted(objs) == [], "a vLLM workload without a PodDisruptionBudget"
 
 
 def test_the_serving_check_refuses_the_old_example() -> None:
@@ -227,6 +266,13 @@ def test_the_serving_check_refuses_the_old_example() -> None:
                            "args": ["--model", "/models/current"],
                            "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}}}]}
     found = " ".join(vllm_serving_problems("Rollout/llm", old))
-    for missing in ("startupProbe", "preStop", "nvidia.com/gpu", "mutable path", "nothing is mounted",
-                    "terminationGracePeriodSeconds"):
-        assert missing in found
+    for missing in ("startupProbe", "preStop", "nvidia.com/gpu limit", "mutable path", "nothing is mounted",
+                    "terminationGracePeriodSeconds", "runAsNonRoot", "allowPrivilegeEscalation",
+                    "readOnlyRootFilesystem", "capabilities", "GPU node placement", "nvidia.com/gpu taint",
+                    "spread across nodes"):
+        assert missing in found, missing
+    workload = {"kind": "Deployment", "metadata": {"name": "llm"},
+                "spec": {"template": {"metadata": {"labels": {"app": "llm"}}, "spec": old}}}
+    assert unbudgeted([workload]) == ["Deployment/llm"]
+    other = {"kind": "PodDisruptionBudget", "spec": {"selector": {"matchLabels": {"app": "other"}}}}
+    assert unbudgeted([workload, other]) == ["Deployment/llm"]

@@ -7,7 +7,10 @@ stays quiet on the healthy rollout before each incident.
 3. an HPA scaling the canary's ReplicaSet instead of the Rollout;
 4. a promotion with a long `scaleDownDelaySeconds`: the previous version's pods are kept (not stale), then
    scaled away inside that window;
-5. a canary pod the scheduler cannot place (Insufficient nvidia.com/gpu).
+5. a canary pod the scheduler cannot place (Insufficient nvidia.com/gpu);
+6. the new version's replicas all scheduled onto one node (the spread is soft).
+
+The healthy rollout's pods sit on three nodes.
 """
 
 from __future__ import annotations
@@ -36,15 +39,16 @@ ROLLOUTS = "llm-serving/rollouts.argoproj.io"
 HPAS = "llm-serving/horizontalpodautoscalers.autoscaling"
 STEPS: list[dict[str, Any]] = [{"setWeight": 5}, {"pause": {}}, {"setWeight": 50}, {"pause": {}}]
 HYGIENE = {names.ALERT_REPLICA_SHARE, names.ALERT_STALE_REVISION, names.ALERT_AUTOSCALER_CONFLICT,
-           names.ALERT_ROLLBACK_WINDOW_LOST, names.ALERT_PODS_NOT_ARRIVING}
+           names.ALERT_ROLLBACK_WINDOW_LOST, names.ALERT_PODS_NOT_ARRIVING, names.ALERT_VERSION_ON_ONE_NODE}
 
 
 def _firing(prom: Prometheus) -> set[str]:
     return {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"} & HYGIENE
 
 
-def _pod(h: str, i: int) -> dict[str, Any]:
-    return pod(f"llm-{h}-{i}", labels={"app": "llm", "rollouts-pod-template-hash": h}, port=9 + i)
+def _pod(h: str, i: int, node: str | None = None) -> dict[str, Any]:
+    return pod(f"llm-{h}-{i}", labels={"app": "llm", "rollouts-pod-template-hash": h}, port=9 + i,
+               node=node or f"node-{i % 3}")
 
 
 def test_each_hygiene_incident_fires_its_alert(tmp_path: Path) -> None:
@@ -129,3 +133,12 @@ def test_each_hygiene_incident_fires_its_alert(tmp_path: Path) -> None:
                            message=lambda: f"firing {_firing(prom)}")
                 (fired,) = [a for a in prom.alerts() if a["labels"]["alertname"] == names.ALERT_PODS_NOT_ARRIVING]
                 assert (fired["labels"]["state"], fired["labels"]["reason"]) == ("unschedulable", "insufficient_gpu")
+
+                # 6. two more pods of ccc land beside its first: every replica on one node
+                assert names.ALERT_VERSION_ON_ONE_NODE not in _firing(prom)
+                for i in (2, 3):
+                    api.put(PODS, _pod("ccc", i, node="node-0"))
+                wait_until(lambda: names.ALERT_VERSION_ON_ONE_NODE in _firing(prom), timeout=60,
+                           message=lambda: f"firing {_firing(prom)}")
+                (fired,) = [a for a in prom.alerts() if a["labels"]["alertname"] == names.ALERT_VERSION_ON_ONE_NODE]
+                assert fired["labels"]["version"] == "ccc"
