@@ -327,12 +327,12 @@ class ScriptedKubeApi:
 
 def pod(name: str, *, labels: Mapping[str, str], port: int, ready: bool = True, ip: str | None = "127.0.0.1",
         node: str = "node-a", namespace: str = "llm-serving", port_name: str = "http",
-        start_time: str | None = None) -> Obj:
+        start_time: str | None = None, image: str = "vllm/vllm-openai:v0.33.0") -> Obj:
     """A Pod with one container port; Ready (Running, condition True) unless `ready=False`; `start_time`
     is its status.startTime (RFC 3339, as the API server writes it)."""
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-            "spec": {"nodeName": node, "containers": [{"name": "vllm", "ports": [
+            "spec": {"nodeName": node, "containers": [{"name": "vllm", "image": image, "ports": [
                 {"name": port_name, "containerPort": port}]}]},
             "status": {"phase": "Running", **({"podIP": ip} if ip else {}),
                        **({"startTime": start_time} if start_time else {}),

@@ -72,6 +72,7 @@ FINGERPRINT = "fingerprint"  # on VERSION_INFO: what a version actually serves
 TOKENIZER = "tokenizer"  # 12 hex of the /tokenize probe's token ids, `mixed` (replicas disagree) or `unknown`
 JOB = "job"  # periodic job name on JOB_* self-metrics; Prometheus' job on `up`
 OUTCOME = "outcome"  # JOB_RUNS / JUDGE_CALLS outcome
+IMAGE = "image"  # VERSION_MUTABLE_IMAGE: an image reference (at most 4 a version, 128 characters)
 ACTION = "action"  # ROLLOUT_ACTIONS: promote | rollback
 RESULT = "result"  # ROLLOUT_ACTIONS: written | conflict | forbidden | not_found | unreachable | http_error
 SET_VERSION = "set_version"  # golden-set content hash (one per configured set)

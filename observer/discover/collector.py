@@ -55,6 +55,9 @@ class DiscoveryCollector(Collector):
                                  labels=[names.VERSION, names.GROUP, names.ROLE])
         nodes = GaugeMetricFamily(names.VERSION_NODES, "Distinct nodes the version's serving pods run on (a node's "
                                   "loss takes every replica when it is 1).", labels=[names.VERSION, names.GROUP])
+        moving = GaugeMetricFamily(names.VERSION_MUTABLE_IMAGE, "Serving pods of the version running an image by a "
+                                   "tag that moves (:latest, or no tag) without a digest: the version name can hide "
+                                   "another build.", labels=[names.VERSION, names.GROUP, names.IMAGE])
         weight = GaugeMetricFamily(names.ROLLOUT_CANARY_WEIGHT, "The canary's expected traffic share, from the "
                                    "model's rollout source: an Argo Rollout's step (setWeight, or its routed weight), "
                                    "a primitive's weights, or the canary's share of ready pods where requests follow "
@@ -87,6 +90,8 @@ class DiscoveryCollector(Collector):
                 pods.add_metric([v.name, group, v.role], st.pods.get(v.name, 0))
                 if v.name in st.nodes:
                     nodes.add_metric([v.name, group], st.nodes[v.name])
+                for image, n in sorted(st.mutable_images.get(v.name, {}).items()):
+                    moving.add_metric([v.name, group, image], n)
             if st.canary_weight is not None:
                 weight.add_metric([group], st.canary_weight)
             if st.canary_replica_share is not None:
@@ -105,4 +110,4 @@ class DiscoveryCollector(Collector):
             if w is not None:
                 kept.add_metric([group, w.version], w.pods)
                 left.add_metric([group], max(0.0, w.delay - (c.clock() - w.promoted_at)))
-        yield from (pods, nodes, weight, share, stale, conflict, scaling, states, kept, left)
+        yield from (pods, nodes, moving, weight, share, stale, conflict, scaling, states, kept, left)

@@ -28,6 +28,8 @@ from observer.discover.podstate import pod_state
 # Bounded values of the `problem` label of observer_discovery_problems_total.
 PROBLEMS = ("malformed_pod", "no_ip", "no_identity", "invalid_identity", "no_port", "pods_over_cap",
             "versions_over_cap", "role_conflict", "malformed_rollout", "duplicate_identity", "no_openai_url")
+MAX_MUTABLE_IMAGES = 4  # images by a mutable tag exported per version (a pod has a few containers)
+MAX_IMAGE_CHARS = 128  # an image reference as a label value, cut there
 # What to do about a problem, for the log line an on-call reads (the rest name themselves).
 FIXES = {
     "no_openai_url": "golden and shadow replays skip the version: set discovery.kubernetes.models[].openai_url, "
@@ -54,6 +56,14 @@ def _timestamp(value: Any) -> float | None:
         return None
 
 
+def mutable_image(image: str) -> bool:
+    """An image reference by `:latest` or by no tag at all, and without a `@sha256:` digest."""
+    if "@" in image:
+        return False
+    last = image.rsplit("/", 1)[-1]  # a registry port (host:5000/x) is not a tag
+    return ":" not in last or last.rsplit(":", 1)[1] == "latest"
+
+
 def _list(obj: Any, key: str) -> Sequence[Any]:
     v = obj.get(key) if isinstance(obj, Mapping) else None
     return v if isinstance(v, list) else []
@@ -74,6 +84,13 @@ class PodInfo:
     started_at: float | None = None  # status.startTime (Unix seconds): the kubelet took the pod on
     state: str = "ready"  # podstate.STATES: why it does not serve, when it does not
     state_reason: str = ""  # bounded (podstate): unschedulable and failing only
+    images: tuple[str, ...] = ()  # spec.containers[].image, in order
+
+    @property
+    def mutable_images(self) -> tuple[str, ...]:
+        """The images it runs by a tag that moves (`:latest`, or none, which means latest) and no digest: the
+        same version name can start another build on the next pod."""
+        return tuple(i for i in self.images if mutable_image(i))
 
     @classmethod
     def parse(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -98,10 +115,12 @@ class PodInfo:
         node = spec.get("nodeName")
         ready = ready and status.get("phase", "Running") == "Running"
         state, reason = pod_state(status, ready)
+        images = tuple(c["image"] for c in _list(spec, "containers")
+                       if isinstance(c, Mapping) and isinstance(c.get("image"), str))
         return cls(namespace=ns, name=name, ip=ip if isinstance(ip, str) and ip else None,
                    node=node if isinstance(node, str) and node else None, ready=ready,
                    deleting=bool(meta.get("deletionTimestamp")), labels=dict(labels), ports=ports,
-                   started_at=_timestamp(status.get("startTime")), state=state, state_reason=reason)
+                   started_at=_timestamp(status.get("startTime")), state=state, state_reason=reason, images=images)
 
     @property
     def waiting(self) -> str | None:
@@ -225,6 +244,8 @@ class ModelState:
     """version → its pods not serving, by `state` or `state:reason` (a version with none Ready included)."""
     nodes: Mapping[str, int] = field(default_factory=dict)
     """version → the distinct nodes its serving pods run on (pods whose node is known)."""
+    mutable_images: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """version → image by a mutable tag → its serving pods running it (at most MAX_MUTABLE_IMAGES a version)."""
 
 
 def count_waiting(pods: Iterable[tuple[str, PodInfo]], cap: int) -> dict[str, dict[str, int]]:
@@ -373,6 +394,7 @@ def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
     versions: list[VersionSpec] = []
     counted: dict[str, int] = {}
     spread: dict[str, int] = {}
+    mutable: dict[str, dict[str, int]] = {}
     for name, member in ranked[: spec.max_versions_per_model]:
         kept = chosen[name]
         if len(kept) > spec.max_pods_per_version:
@@ -385,6 +407,13 @@ def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         nodes = sorted({p.node for p in own if p.node is not None})
         counted[name] = len(kept)
         spread[name] = len(nodes)
+        moving: dict[str, int] = {}
+        for p in own:
+            for image in p.mutable_images:
+                if image in moving or len(moving) < MAX_MUTABLE_IMAGES:
+                    moving[image[:MAX_IMAGE_CHARS]] = moving.get(image[:MAX_IMAGE_CHARS], 0) + 1
+        if moving:
+            mutable[name] = moving
         model = member.model or m.served_model
         versions.append(VersionSpec(
             name=name, role=member.role, model=model, vllm=[u for _, u in kept], openai=openai,
@@ -404,7 +433,8 @@ def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
                                          share if v.role == "canary" else 1 - share if v.role == "stable" else None})
                     for v in versions]
     return ModelState(model=m.name, versions=tuple(versions), pods=counted, canary_weight=weight,
-                      canary_replica_share=share, stale_revision_pods=stale, waiting=waiting, nodes=spread)
+                      canary_replica_share=share, stale_revision_pods=stale, waiting=waiting, nodes=spread,
+                      mutable_images=mutable)
 
 
 def model_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[PodInfo],

@@ -57,6 +57,7 @@ def hygiene_group(a: Alerting) -> Group:
     rules.append(_pods_not_arriving(a))
     rules.append(_rollback_window(a))
     rules.append(_one_node(a))
+    rules.append(_mutable_image(a))
     rules.append(_tokenizers(a))
     return Group(names.RULE_GROUP_HYGIENE, tuple(rules))
 
@@ -185,6 +186,28 @@ def _one_node(a: Alerting) -> Alert:
                           series(f"2x{steps}", f"3x{steps}"), at, interval),
                   Example(f"{names.ALERT_VERSION_ON_ONE_NODE} quiet with one replica",
                           series(f"1x{steps}", f"1x{steps}"), at, interval)))
+
+
+def _mutable_image(a: Alerting) -> Alert:
+    """A serving version runs an image by a tag that moves: its name no longer pins its engine."""
+    interval, at, steps = timing(a, a.limits.leading_for)
+    g, moving = names.GROUP, names.VERSION_MUTABLE_IMAGE
+    key: Labels = ((g, "llm"), (names.IMAGE, "vllm/vllm-openai:latest"), (_V, "aaa"))
+    return Alert(
+        name=names.ALERT_MUTABLE_IMAGE, expr=f"max by ({g}, {_V}, {names.IMAGE}) ({moving}) > 0", severity="warning",
+        for_seconds=a.limits.leading_for,
+        summary="{{ $labels.group }}: {{ $labels.version }} runs {{ $labels.image }}, a tag that moves",
+        description=("{{ printf \"%.0f\" $value }} serving pods of version {{ $labels.version }} run "
+                     "{{ $labels.image }}: `:latest` (or no tag) without a digest. A pod started tomorrow can pull "
+                     "another engine under the same version name, so a canary verdict no longer says which engine "
+                     "it judged; pin a release tag or a digest."),
+        runbook="mutable-image-tag",
+        examples=(Example(f"{names.ALERT_MUTABLE_IMAGE} fires on :latest",
+                          (Series(selector(moving, dict(key)), f"2x{steps}"),), at, interval,
+                          (Firing(key, 2.0),)),
+                  Example(f"{names.ALERT_MUTABLE_IMAGE} quiet once pinned",
+                          (Series(selector(moving, dict(key)), f"2x{steps // 2} stale"),), at,
+                          interval)))
 
 
 def _autoscaling(a: Alerting) -> list[Alert]:

@@ -333,3 +333,18 @@ def test_every_runbook_has_a_command_block_an_on_call_engineer_can_paste() -> No
     for branch in ("ObserverQueueDepthHigh", "maxReplicaCount", "Pending", "node pool", "Throttled time",
                    "escalate", "argo rollouts abort", "argo rollouts undo"):
         assert branch in latency, branch
+
+
+def test_the_ttft_runbook_leads_to_the_alerts_that_explain_a_slow_ttft() -> None:
+    latency = (RUNBOOKS / "slo-latency.md").read_text(encoding="utf-8")
+    generated = {v for k, v in vars(names).items() if k.startswith("ALERT_") and isinstance(v, str)}
+    explaining = (names.ALERT_QUEUE_DEPTH, names.ALERT_AUTOSCALER_CEILING, names.ALERT_PODS_NOT_ARRIVING,
+                  names.ALERT_REPLICA_OUTLIER, names.ALERT_VERSION_ON_ONE_NODE, names.ALERT_PATH_TTFT)
+    for alert in explaining:
+        assert f"`{alert}`" in latency, alert
+    assert set(re.findall(r"`(Observer[A-Za-z]+)`", latency)) <= generated | {"ObserverSLOBurnRatePage",
+                                                                              "ObserverSLOBurnRateTicket"}
+    assert "within 15 minutes" in latency and "## Follow-up" in latency
+    rollback = latency.split("*Roll back* (canary)", 1)[1].split("\n- ", 1)[0]
+    for part in ("weights", "prompt", "engine config", "together"):
+        assert part in rollback, part

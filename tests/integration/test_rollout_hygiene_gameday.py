@@ -8,7 +8,8 @@ stays quiet on the healthy rollout before each incident.
 4. a promotion with a long `scaleDownDelaySeconds`: the previous version's pods are kept (not stale), then
    scaled away inside that window;
 5. a canary pod the scheduler cannot place (Insufficient nvidia.com/gpu);
-6. the new version's replicas all scheduled onto one node (the spread is soft).
+6. the new version's replicas all scheduled onto one node (the spread is soft);
+7. a pod of it started from `vllm/vllm-openai:latest`.
 
 The healthy rollout's pods sit on three nodes.
 """
@@ -39,16 +40,17 @@ ROLLOUTS = "llm-serving/rollouts.argoproj.io"
 HPAS = "llm-serving/horizontalpodautoscalers.autoscaling"
 STEPS: list[dict[str, Any]] = [{"setWeight": 5}, {"pause": {}}, {"setWeight": 50}, {"pause": {}}]
 HYGIENE = {names.ALERT_REPLICA_SHARE, names.ALERT_STALE_REVISION, names.ALERT_AUTOSCALER_CONFLICT,
-           names.ALERT_ROLLBACK_WINDOW_LOST, names.ALERT_PODS_NOT_ARRIVING, names.ALERT_VERSION_ON_ONE_NODE}
+           names.ALERT_ROLLBACK_WINDOW_LOST, names.ALERT_PODS_NOT_ARRIVING, names.ALERT_VERSION_ON_ONE_NODE,
+           names.ALERT_MUTABLE_IMAGE}
 
 
 def _firing(prom: Prometheus) -> set[str]:
     return {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"} & HYGIENE
 
 
-def _pod(h: str, i: int, node: str | None = None) -> dict[str, Any]:
+def _pod(h: str, i: int, node: str | None = None, image: str = "vllm/vllm-openai:v0.33.0") -> dict[str, Any]:
     return pod(f"llm-{h}-{i}", labels={"app": "llm", "rollouts-pod-template-hash": h}, port=9 + i,
-               node=node or f"node-{i % 3}")
+               node=node or f"node-{i % 3}", image=image)
 
 
 def test_each_hygiene_incident_fires_its_alert(tmp_path: Path) -> None:
@@ -142,3 +144,11 @@ def test_each_hygiene_incident_fires_its_alert(tmp_path: Path) -> None:
                            message=lambda: f"firing {_firing(prom)}")
                 (fired,) = [a for a in prom.alerts() if a["labels"]["alertname"] == names.ALERT_VERSION_ON_ONE_NODE]
                 assert fired["labels"]["version"] == "ccc"
+
+                # 7. one more pod of ccc, from an image by a tag that moves
+                assert names.ALERT_MUTABLE_IMAGE not in _firing(prom)
+                api.put(PODS, _pod("ccc", 4, image="vllm/vllm-openai:latest"))
+                wait_until(lambda: names.ALERT_MUTABLE_IMAGE in _firing(prom), timeout=60,
+                           message=lambda: f"firing {_firing(prom)}")
+                (fired,) = [a for a in prom.alerts() if a["labels"]["alertname"] == names.ALERT_MUTABLE_IMAGE]
+                assert (fired["labels"]["version"], fired["labels"]["image"]) == ("ccc", "vllm/vllm-openai:latest")
