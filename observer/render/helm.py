@@ -68,6 +68,8 @@ def values_schema() -> dict[str, Any]:
         "image": _obj({"repository": _str("Image repository.", minLength=1),
                        "tag": _str("Image tag; empty: the chart's appVersion."),
                        "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]}}, required=("repository",)),
+        "logFormat": {"enum": ["json", "text"], "description": "The observer's and the proxy's log lines: json (one "
+                                                               "object per line, with trace ids) or text."},
         "replicas": {"type": "integer", "minimum": 1, "maximum": 10,
                      "description": "central: replicas sharing the store (one leads); single is always 1."},
         "auth": _SECRET | {"description": "The bearer token of the private routes (ingest, admin, the report's "

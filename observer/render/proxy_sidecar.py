@@ -23,8 +23,10 @@ def proxy_container() -> dict[str, Any]:
         "args": ["proxy", "--config", "/etc/observer/observer.yaml", "--version-from", LABELS_FILE,
                  "--upstream", f"http://127.0.0.1:{VLLM_PORT}",
                  "--listen", f"0.0.0.0:{PROXY_PORT}", "--log-level", "INFO"],
+        # One JSON object per log line, with the trace ids: what a cluster's log pipeline parses.
         "env": [{"name": "OBSERVER_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "observer-auth",
-                                                                                "key": "token"}}}],
+                                                                                "key": "token"}}},
+                {"name": "OBSERVER_LOG_FORMAT", "value": "json"}],
         "ports": [{"name": "http-proxy", "containerPort": PROXY_PORT}],
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http-proxy"}, "periodSeconds": 10},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http-proxy"}, "periodSeconds": 5},

@@ -181,6 +181,7 @@ def test_the_notes_say_where_to_look_first() -> None:
         notes = chart.render(values=helmchart.profile("central"), name="observer", namespace="observability")
     text = next(v for k, v in notes.items() if k.endswith("NOTES.txt"))
     assert "/report" in text and "/readyz" in text and "observer-postgres" in text
+    assert "Off as shipped" in text and "probe" in text  # and how to turn each one on
     assert yaml.safe_load((helmchart.CHART / "Chart.yaml").read_text())["appVersion"] == "0.1.0"
 
 
