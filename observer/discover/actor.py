@@ -145,11 +145,8 @@ class RolloutActor:
 
     def _object(self, m: ModelDiscovery) -> Mapping[str, Any] | None:
         assert m.primitive is not None
-        for key in resources(m.primitive)[:1]:  # the source's own collection comes first
-            r = self.collections.get(key)
-            if r is not None and r.synced:
-                return r.objects.get(m.primitive.name)
-        return None
+        r = self.collections.get(resources(m.primitive)[0])  # the source's own collection comes first
+        return r.objects.get(m.primitive.name) if r is not None and r.synced else None
 
     async def run_once(self) -> None:
         """One look at every acting model (the periodic job)."""

@@ -409,9 +409,9 @@ def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         spread[name] = len(nodes)
         moving: dict[str, int] = {}
         for p in own:
-            for image in p.mutable_images:
+            for image in (i[:MAX_IMAGE_CHARS] for i in p.mutable_images):
                 if image in moving or len(moving) < MAX_MUTABLE_IMAGES:
-                    moving[image[:MAX_IMAGE_CHARS]] = moving.get(image[:MAX_IMAGE_CHARS], 0) + 1
+                    moving[image] = moving.get(image, 0) + 1
         if moving:
             mutable[name] = moving
         model = member.model or m.served_model

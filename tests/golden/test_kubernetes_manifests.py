@@ -5,6 +5,7 @@ One label key and one observer address everywhere; the central config parses."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 import shutil
@@ -18,6 +19,7 @@ import pytest
 import yaml
 
 from observer.config import parse_config
+from observer.render.vllm_pod import cache_env
 from tests.golden.test_argo_templates import validator as argo_validator
 from tests.support.reference import PROMETHEUS_RULE_CRD, crd_validator
 
@@ -201,6 +203,11 @@ def vllm_serving_problems(name: str, pod: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: capabilities are not all dropped")
         writable = {m["mountPath"] for m in c.get("volumeMounts", []) if not m.get("readOnly")}
         env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        # The hand-written manifests and the chart repeat the rendered example's cache settings: one source.
+        moved = [e["name"] for e in cache_env() if env.get(e["name"]) != e["value"]]
+        if sc.get("readOnlyRootFilesystem") and moved:
+            problems.append(f"{where}: the cache environment differs from observer/render/vllm_pod.py "
+                            f"cache_env(): {', '.join(moved)}")
         if sc.get("readOnlyRootFilesystem") and ("/tmp" not in writable or env.get("HOME") not in writable):
             problems.append(f"{where}: a read-only root filesystem without a writable /tmp and HOME (vLLM's "
                             f"caches)")
@@ -271,6 +278,11 @@ def test_the_serving_check_refuses_the_old_example() -> None:
                     "readOnlyRootFilesystem", "capabilities", "GPU node placement", "nvidia.com/gpu taint",
                     "spread across nodes"):
         assert missing in found, missing
+    shipped = next(p for n, p in _pod_specs(kustomize("deploy/k8s/sidecar")) if n.startswith("Deployment/"))
+    drifted = copy.deepcopy(shipped)
+    vllm = next(c for c in drifted["containers"] if c["name"] == "vllm")
+    vllm["env"] = [e for e in vllm["env"] if e["name"] != "TRITON_CACHE_DIR"]
+    assert "TRITON_CACHE_DIR" in " ".join(vllm_serving_problems("Deployment/x", drifted))
     workload = {"kind": "Deployment", "metadata": {"name": "llm"},
                 "spec": {"template": {"metadata": {"labels": {"app": "llm"}}, "spec": old}}}
     assert unbudgeted([workload]) == ["Deployment/llm"]
