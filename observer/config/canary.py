@@ -242,6 +242,22 @@ def go_seconds(duration: str) -> float:
     return h * 3600 + m * 60 + sec
 
 
+class SLOCheckSpec(Spec):
+    """The canary held to the `slo:` objectives, not only to its baseline (docs/canary.md, "Absolute SLO
+    check"): every metric above compares the arms, so a canary as slow as a stable that already breaches its
+    SLO passes them all."""
+
+    enabled: bool = Field(
+        False, description="Check the canary against each engine latency SLO (`slo.latency`, source engine, on "
+                            "a histogram a latency metric reads) and each availability SLO: a canary whose bad "
+                            "share in the window is over the SLO's allowance (1 − objective) is never passed, and "
+                            "one over it by `margin` with enough slices fails. Off as shipped: with it on, a "
+                            "fleet already over its objective promotes nothing, a fix included.")
+    margin: float = Field(
+        0.5, gt=0, le=10, description="Fail above (1 + margin) × the SLO's allowance, tested on slices: at 0.5 a "
+                                      "95% TTFT objective fails a canary shown to be above 7.5%.")
+
+
 class CanarySpec(Spec):
     """Canary-vs-baseline judge and Argo templates."""
 
@@ -297,6 +313,8 @@ class CanarySpec(Spec):
                           "where the sliced tests spend most of their α. false: anytime-valid tests at every look "
                           "(a gate whose steps do not end when the template says).")
     report: ReportSpec = Field(default_factory=ReportSpec, description="The canary report pages.")
+    slo_check: SLOCheckSpec = Field(default_factory=SLOCheckSpec,
+                                    description="The canary held to the SLO objectives as well as its baseline.")
     end: CanaryEndSpec = Field(default_factory=CanaryEndSpec,
                                description="The end of a canary that never decides: hold and page, or fail.")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from observer.analyse.canary import absolute
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome
 from observer.config.canary import CanarySpec, FairnessSpec
 from observer.conventions.labels import EngineState
@@ -84,7 +85,9 @@ def mute_unfair_latency(spec: CanarySpec, results: Sequence[MetricResult], c: Ar
             out.append(MetricResult(**{**r.__dict__, "outcome": Outcome.INCONCLUSIVE,
                                        "detail": f"{r.detail}; not judged: {cost_reason}"}))
             continue
-        reason = mute.get(r.outcome) if r.kind == "latency" else None
+        # An SLO check on latency is muted alike: an overloaded canary pod is over the objective by its load.
+        latency = r.kind == "latency" or (r.kind == absolute.KIND and r.group == "latency")
+        reason = mute.get(r.outcome) if latency else None
         out.append(r if reason is None else MetricResult(
             **{**r.__dict__, "outcome": Outcome.INCONCLUSIVE, "detail": f"{r.detail}; not judged: {reason}"}))
     return out

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
+from observer.analyse.canary import absolute
 from observer.analyse.canary.events import EvaluationSink, verdict_event
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict
 from observer.analyse.canary.pairs import FleetPairs, Pair, expected_share, resolve_alias
@@ -56,6 +57,11 @@ class CanaryService:
         self.evaluations: Counter[tuple[str, str, str]] = Counter()
         self.source_errors: Counter[tuple[str, str]] = Counter()
         self.events = events
+        self.objectives = absolute.objectives(config.slo, config.canary)
+        unread = absolute.unread(config.slo, config.canary)
+        if unread:
+            log.warning("canary.slo_check: latency SLO(s) %s read a histogram no canary latency metric reads; the "
+                        "canary is not held to them (add a latency metric of that family)", ", ".join(unread))
 
     @property
     def pairs(self) -> list[Pair]:
@@ -117,7 +123,8 @@ class CanaryService:
         v = self._ended(Pair(canary, baseline), judge(self.spec, canary=canary, baseline=baseline, canary_data=c,
                                                       baseline_data=b, expected_share=share, now=now,
                                                       planned_seconds=planned,
-                                                      elapsed_seconds=0.0 if since is None else now - since), now)
+                                                      elapsed_seconds=0.0 if since is None else now - since,
+                                                      objectives=self.objectives), now)
         self._latest[Pair(canary, baseline)] = v
         self._arms[Pair(canary, baseline)] = (c, b)
         if self.events is not None:

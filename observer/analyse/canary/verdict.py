@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from observer.analyse.canary import planned, sequential, stats
+from observer.analyse.canary import absolute, planned, sequential, stats
 from observer.analyse.canary.fairness import (
     all_asleep,
     engine_trouble,
@@ -32,7 +32,7 @@ def score(results: Sequence[MetricResult], weights: Mapping[str, float]) -> tupl
     num = den = 0.0
     decided = 0
     for group in sorted({r.group for r in results}):
-        rs = [r for r in results if r.group == group and not r.advisory
+        rs = [r for r in results if r.group == group and not r.advisory and r.kind != absolute.KIND
               and r.outcome in (Outcome.PASS, Outcome.FAIL)]
         if not rs:
             continue
@@ -45,6 +45,8 @@ def score(results: Sequence[MetricResult], weights: Mapping[str, float]) -> tupl
 
 def _describe(r: MetricResult) -> str:
     parts = [f"{r.name} {r.outcome}"]
+    if r.kind == absolute.KIND:
+        return f"{r.name} {r.outcome} ({r.detail})"
     if r.kind == "latency" and r.detail:
         parts.append(f"({r.detail})")
     if r.canary is not None and r.baseline is not None:
@@ -58,10 +60,11 @@ def _describe(r: MetricResult) -> str:
 
 def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData, baseline_data: ArmData,
           expected_share: float | None, now: float, planned_seconds: float | None = None,
-          elapsed_seconds: float = 0.0) -> Verdict:
+          elapsed_seconds: float = 0.0, objectives: Sequence[absolute.Objective] = ()) -> Verdict:
     """Judge the canary against the baseline over one window of data. `planned_seconds`: the step's planned
     length from the analysis start, `elapsed_seconds` since that start (the window's first slice): with both,
-    the sliced tests spend most of their α at the planned end (planned.py)."""
+    the sliced tests spend most of their α at the planned end (planned.py). `objectives`: the SLOs the canary
+    is held to on its own (absolute.py; canary.slo_check)."""
     power = spec.power
     plan, looks = planned.plan(planned_seconds=planned_seconds, elapsed_seconds=elapsed_seconds,
                                slice_seconds=spec.slice_seconds, window_seconds=spec.window_seconds)
@@ -77,6 +80,8 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
 
     results = [judge_metric(m, canary_data, baseline_data, alpha=metric_alpha(spec, m), power=power, plan=plan)
                for m in spec.metrics]
+    results += absolute.checks(objectives, canary, canary_data, margin=spec.slo_check.margin,
+                               alpha=absolute.alpha(spec), beta=1.0 - power, plan=plan)
     unfair = environment_mismatch(spec, canary_data, baseline_data)
     results = mute_unfair_latency(spec, results, canary_data, baseline_data)
     note = canary_data.note or baseline_data.note
@@ -147,6 +152,10 @@ def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData,
                        f"{spec.marginal_score:.0f} on one non-critical failure (a fail needs "
                        f"{SCORE_FAILURES_TO_FAIL}): " + "; ".join(_describe(r) for r in failed),
                        score_value=value, share=share)
+    over = [r for r in critical if r.kind == absolute.KIND and r.outcome is Outcome.INCONCLUSIVE]
+    if over:
+        return verdict(Outcome.INCONCLUSIVE, results, "held to its SLO objective: "
+                       + "; ".join(f"{r.name} {r.detail}" for r in over), score_value=value, share=share)
     undecided_critical = [r for r in critical if r.outcome is not Outcome.PASS]
     if undecided_critical:
         return verdict(Outcome.INCONCLUSIVE, results, "critical metric(s) not decided yet: "

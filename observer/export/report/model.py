@@ -110,7 +110,7 @@ def _num(x: float | None, spec: str = ".4g") -> str:
 def _value(r: MetricResult, x: float | None) -> str:
     if x is None:
         return "—"
-    if r.kind in ("ratio", "latency", "quality"):
+    if r.kind in ("ratio", "latency", "quality", "slo"):
         return f"{x:.3%}" if x < 0.1 else f"{x:.1%}"
     if r.kind == "paired":
         return f"{x:.1%} lost"
@@ -121,6 +121,8 @@ def _interval(r: MetricResult, m: CanaryMetricSpec | None) -> str:
     if r.ci_low is not None and r.ci_high is not None:
         what = "quantile ratio" if r.kind == "latency" else "difference" if r.kind == "quality" else "interval"
         return f"{what} [{r.ci_low:.3g}, {r.ci_high:.3g}]"
+    if r.kind == "slo" and r.baseline is not None:
+        return f"objective allows {r.baseline:.3%}"
     if m is None:
         return "—"
     match m.kind:
