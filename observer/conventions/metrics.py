@@ -257,6 +257,8 @@ ROLLOUT_CANARY_REPLICA_SHARE = "observer_rollout_canary_replica_share_ratio"  # 
 ROLLOUT_STALE_REVISION_PODS = "observer_rollout_stale_revision_pods"  # {group}: pods neither stable nor canary
 ROLLOUT_AUTOSCALER_CONFLICT = "observer_rollout_autoscaler_conflict"  # {group, autoscaler}: HPA/KEDA aims past
 AUTOSCALER_REPLICAS = "observer_autoscaler_replicas"  # {group, autoscaler, kind=min|max|current|desired}
+AUTOSCALER_SIGNAL = "observer_autoscaler_signal"  # {group, autoscaler, signal} = 1: what the autoscaler scales on
+AUTOSCALER_SCALE_DOWN_WAIT = "observer_autoscaler_scale_down_stabilization_seconds"  # {group, autoscaler}
 ROLLOUT_ACTIONS = "observer_rollout_actions"  # counter {group, action, result}: actor mode's writes on the source
 ROLLBACK_WINDOW_PODS = "observer_rollout_rollback_window_pods"  # {group, version}: previous stable's pods, in window
 ROLLBACK_WINDOW_REMAINING = "observer_rollout_rollback_window_remaining_seconds"  # {group}: of scaleDownDelaySeconds
@@ -264,11 +266,14 @@ GROUP = "group"
 RESOURCE = "resource"
 PROBLEM = "problem"
 ROLE = "role"
+SIGNAL = "signal"
 ALERT_REPLICA_SHARE = "ObserverCanaryReplicasOffWeight"
 ALERT_STALE_REVISION = "ObserverOldRevisionStillServing"
 ALERT_AUTOSCALER_CONFLICT = "ObserverAutoscalerTargetsRolloutReplicaSet"
 ALERT_AUTOSCALER_CEILING = "ObserverAutoscalerAtCeiling"
 ALERT_AUTOSCALER_FLAPPING = "ObserverAutoscalerFlapping"
+ALERT_AUTOSCALER_NOT_REACTING = "ObserverAutoscalerNotReacting"
+ALERT_AUTOSCALER_COLD_START = "ObserverAutoscalerColdStartRisk"
 ALERT_PODS_NOT_ARRIVING = "ObserverPodsNotArriving"
 ALERT_ROLLBACK_WINDOW_LOST = "ObserverRollbackWindowLost"
 ALERT_VERSION_ON_ONE_NODE = "ObserverVersionOnOneNode"

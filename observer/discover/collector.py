@@ -73,6 +73,12 @@ class DiscoveryCollector(Collector):
         scaling = GaugeMetricFamily(names.AUTOSCALER_REPLICAS, "Replicas of the HPA scaling the model's Rollout, by "
                                     "kind: min, max (its bounds), current, desired (its status); a count the HPA "
                                     "does not report is absent.", labels=[names.GROUP, "autoscaler", names.KIND])
+        signal = GaugeMetricFamily(names.AUTOSCALER_SIGNAL, "1 per signal the HPA scaling the model's Rollout scales "
+                                   "on: cpu, memory, pods:<metric>, object:<metric>, external:<metric>, or a KEDA "
+                                   "trigger keda:<type> (at most 8).", labels=[names.GROUP, "autoscaler", names.SIGNAL])
+        wait = GaugeMetricFamily(names.AUTOSCALER_SCALE_DOWN_WAIT, "Seconds the HPA scaling the model's Rollout waits "
+                                 "before it scales down (behavior.scaleDown.stabilizationWindowSeconds; 300 unset).",
+                                 labels=[names.GROUP, "autoscaler"])
         states = GaugeMetricFamily(names.VERSION_PODS, "Pods of each version by state: ready, or why not "
                                    "(unschedulable, starting, failing, not_ready; reason: the scheduler's or the "
                                    "container's, bounded).",
@@ -86,6 +92,10 @@ class DiscoveryCollector(Collector):
             for a in st.autoscalers:
                 for kind, n in a.counts().items():
                     scaling.add_metric([group, a.name, kind], float(n))
+                for sig in a.signals:
+                    signal.add_metric([group, a.name, sig], 1.0)
+                if a.scale_down_stabilization is not None:
+                    wait.add_metric([group, a.name], float(a.scale_down_stabilization))
             for v in st.versions:
                 pods.add_metric([v.name, group, v.role], st.pods.get(v.name, 0))
                 if v.name in st.nodes:
@@ -110,4 +120,4 @@ class DiscoveryCollector(Collector):
             if w is not None:
                 kept.add_metric([group, w.version], w.pods)
                 left.add_metric([group], max(0.0, w.delay - (c.clock() - w.promoted_at)))
-        yield from (pods, nodes, moving, weight, share, stale, conflict, scaling, states, kept, left)
+        yield from (pods, nodes, moving, weight, share, stale, conflict, scaling, signal, wait, states, kept, left)

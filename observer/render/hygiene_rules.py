@@ -66,6 +66,10 @@ FLAPPING_WINDOW = 1800.0
 """Seconds over which the HPA's desired replicas are watched for back-and-forth changes."""
 FLAPPING_CHANGES = 6
 """Changes of the desired replicas within FLAPPING_WINDOW that count as flapping (three up-and-downs)."""
+NOT_REACTING_WINDOW = 600.0
+"""Seconds the HPA's desired replicas stay unchanged, below its ceiling, while requests queue, before the
+not-reacting alert's `for` starts: an HPA that reads the model's load asks for more within a minute or two (its
+sync period is 15 s; its scale-up stabilisation 0 by default)."""
 
 
 PODS_WAIT_FOR = 900.0
@@ -210,6 +214,17 @@ def _mutable_image(a: Alerting) -> Alert:
                           interval)))
 
 
+_HPA = "HorizontalPodAutoscaler/llm"
+
+
+def _hpa_counts(steps: int, **counts: str) -> tuple[Series, ...]:
+    """An example's HPA replica counts by kind (values in promtool's series notation) and the canary's role."""
+    g = names.GROUP
+    return (*(Series(selector(names.AUTOSCALER_REPLICAS, {g: "llm", "autoscaler": _HPA, names.KIND: k}), v)
+              for k, v in counts.items()),
+            Series(selector(names.VERSION_ROLE, {_V: "canary", g: "llm", names.ROLE: "canary"}), f"1x{steps}"))
+
+
 def _autoscaling(a: Alerting) -> list[Alert]:
     """The autoscaler of a Rollout at its ceiling while requests queue, and flapping (discovery's HPA gauges)."""
     interval, at, steps = timing(a, a.limits.leading_for)
@@ -231,13 +246,12 @@ def _autoscaling(a: Alerting) -> list[Alert]:
     flap_steps = 12
 
     def hpa_series(current: int, maximum: int) -> tuple[Series, ...]:
-        return (Series(selector(reps, {g: "llm", "autoscaler": hpa, kind: "current"}), f"{current}x{steps}"),
-                Series(selector(reps, {g: "llm", "autoscaler": hpa, kind: "max"}), f"{maximum}x{steps}"),
-                Series(selector(role, {_V: "canary", g: "llm", names.ROLE: "canary"}), f"1x{steps}"))
+        return _hpa_counts(steps, current=f"{current}x{steps}", max=f"{maximum}x{steps}")
 
     busy = Series(selector(queue, {_V: "canary"}), f"{floor * 2:g}x{steps}")
     idle = Series(selector(queue, {_V: "canary"}), f"{floor / 4:g}x{steps}")
     return [
+        *_not_reacting(a, queued, floor),
         Alert(name=names.ALERT_AUTOSCALER_CEILING, expr=ceiling, severity="warning",
               for_seconds=a.limits.leading_for,
               summary="{{ $labels.group }}: {{ $labels.autoscaler }} at maxReplicas while requests queue",
@@ -266,6 +280,79 @@ def _autoscaling(a: Alerting) -> list[Alert]:
                                 (Series(selector(reps, {g: "llm", "autoscaler": hpa, kind: "desired"}),
                                         "2 2 2 3 3 4 4 4 4 4 4 4"),), flap_interval * (flap_steps - 1),
                                 flap_interval))),
+    ]
+
+
+def _not_reacting(a: Alerting, queued: str, floor: float) -> list[Alert]:
+    """An HPA below its ceiling that wants no more replicas while requests queue (a trigger on CPU only, a dead
+    metrics adapter, a KEDA query that returns nothing), and a floor or scale-down wait the cold start outruns."""
+    interval, at, steps = timing(a, a.limits.leading_for)
+    g, kind, reps, role = names.GROUP, names.KIND, names.AUTOSCALER_REPLICAS, names.VERSION_ROLE
+    key: Labels = (("autoscaler", _HPA), (g, "llm"))
+    by = f"{g}, autoscaler"
+    window = duration(NOT_REACTING_WINDOW * a.time_scale)
+
+    def count(k: str) -> str:
+        return f"max by ({by}) ({selector(reps, {kind: k})})"
+
+    flat = (f"{count('desired')}\n<= on ({by}) {count('current')}\nand on ({by}) ({count('current')} < on ({by}) "
+            f"{count('max')})\nand on ({by}) (max by ({by}) (changes({selector(reps, {kind: 'desired'})}[{window}])) "
+            f"== 0)\nand on ({g})\n{queued} > {floor!r}")
+    cold = names.COLD_START
+    # The mean cold start of the model's versions since the observer watched them start (a pod start is rare:
+    # a rate over an hour is empty most of the time).
+    cold_by_group = (f"max by ({g}) (sum by ({_V}) ({cold}_sum) / sum by ({_V}) ({cold}_count) * on ({_V}) "
+                     f"group_left ({g}) max by ({_V}, {g}) ({role}))")
+    wait = names.AUTOSCALER_SCALE_DOWN_WAIT
+    risk = (f'label_replace({count("min")} == 0, "{names.REASON}", "scales_to_zero", "", "")\nor\n'
+            f'label_replace(max by ({by}) ({wait}) < on ({g}) group_left () {cold_by_group}, "{names.REASON}", '
+            f'"scale_down_before_cold_start", "", "")')
+
+    def hpa(desired: str, current: int = 2, maximum: int = 4) -> tuple[Series, ...]:
+        return _hpa_counts(steps, desired=desired, current=f"{current}x{steps}", max=f"{maximum}x{steps}")
+
+    busy = Series(selector(names.QUEUE_DEPTH_PER_REPLICA, {_V: "canary"}), f"{floor * 2:g}x{steps}")
+    rises = f"2x{steps // 2} 3x{steps - steps // 2}"
+
+    def bounds(low: int, down_wait: int, cold_sum: float) -> tuple[Series, ...]:
+        return (*_hpa_counts(steps, min=f"{low}x{steps}"),
+                Series(selector(wait, {g: "llm", "autoscaler": _HPA}), f"{down_wait}x{steps}"),
+                Series(selector(f"{cold}_sum", {_V: "canary"}), f"{cold_sum:g}x{steps}"),
+                Series(selector(f"{cold}_count", {_V: "canary"}), f"2x{steps}"))
+
+    return [
+        Alert(name=names.ALERT_AUTOSCALER_NOT_REACTING, expr=flat, severity="warning",
+              for_seconds=a.limits.leading_for,
+              summary="{{ $labels.group }}: {{ $labels.autoscaler }} does not react to the queue",
+              description=(f"{{{{ $labels.autoscaler }}}} wants {{{{ printf \"%.0f\" $value }}}} replicas of "
+                           f"{{{{ $labels.group }}}}, below its maxReplicas, and has not changed that for {window} "
+                           f"while requests queue (over {floor:g} per replica): what it scales on does not see "
+                           f"the model's load ({names.AUTOSCALER_SIGNAL} says what it reads: CPU only, a metric "
+                           f"the adapter no longer serves, a KEDA trigger whose query is empty)."),
+              runbook="autoscaler-not-reacting",
+              examples=(Example(f"{names.ALERT_AUTOSCALER_NOT_REACTING} fires on an HPA that never scales",
+                                (*hpa(f"2x{steps}"), busy), at, interval, (Firing(key, 2.0),)),
+                        Example(f"{names.ALERT_AUTOSCALER_NOT_REACTING} quiet on an HPA that scales up",
+                                (*hpa(rises, current=2), busy), at, interval),
+                        Example(f"{names.ALERT_AUTOSCALER_NOT_REACTING} quiet at the ceiling (AtCeiling's case)",
+                                (*hpa(f"4x{steps}", current=4), busy), at, interval))),
+        Alert(name=names.ALERT_AUTOSCALER_COLD_START, expr=risk, severity="warning",
+              for_seconds=a.limits.leading_for,
+              summary="{{ $labels.group }}: {{ $labels.autoscaler }} lets users wait for a cold start",
+              description=("{{ $labels.autoscaler }} ({{ $labels.group }}): {{ $labels.reason }}. A floor of 0 "
+                           "makes the first request after a quiet spell wait for a pod to start and load the "
+                           "model; a scale-down wait ({{ printf \"%.0f\" $value }} s) shorter than the model's "
+                           f"measured cold start ({cold}) gives pods back before a new one could replace "
+                           "them, so a dip in traffic costs the next peak a cold start."),
+              runbook="autoscaler-cold-start",
+              examples=(Example(f"{names.ALERT_AUTOSCALER_COLD_START} fires on minReplicas 0",
+                                bounds(0, 600, 480.0), at, interval,
+                                (Firing((*key, (names.REASON, "scales_to_zero")), 0.0),)),
+                        Example(f"{names.ALERT_AUTOSCALER_COLD_START} fires on a scale-down wait under the cold start",
+                                bounds(1, 60, 480.0), at, interval,
+                                (Firing((*key, (names.REASON, "scale_down_before_cold_start")), 60.0),)),
+                        Example(f"{names.ALERT_AUTOSCALER_COLD_START} quiet with a floor and a long wait",
+                                bounds(1, 600, 480.0), at, interval))),
     ]
 
 

@@ -33,11 +33,51 @@ def test_the_hpas_of_the_rollout_with_their_bounds_and_counts() -> None:
          "spec": {"scaleTargetRef": {"kind": "Rollout", "name": "llm"}, "maxReplicaCount": 6}},
     ]
     got = autoscaler_states(ROLLOUT, objs, problems)
-    assert got == (AutoscalerState("HorizontalPodAutoscaler/keda-hpa-llm", 1, 6, 3, 4),
-                   AutoscalerState("HorizontalPodAutoscaler/llm", 2, 8, 8, 8))
+    # KEDA's HPA takes its ScaledObject's floor: 0 when unset (KEDA scales to zero itself).
+    assert got == (AutoscalerState("HorizontalPodAutoscaler/keda-hpa-llm", 0, 6, 3, 4, (), 300),
+                   AutoscalerState("HorizontalPodAutoscaler/llm", 2, 8, 8, 8, ("cpu",), 300))
     assert got[1].counts() == {"min": 2, "max": 8, "current": 8, "desired": 8}
     assert not problems
     assert autoscaler_states(None, objs, problems) == ()
+
+
+def test_what_each_autoscaler_scales_on_and_how_long_it_waits_to_scale_down() -> None:
+    problems: Counter[str] = Counter()
+    metrics = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization"}}},
+               {"type": "Pods", "pods": {"metric": {"name": "vllm_num_requests_waiting"}}},
+               {"type": "External", "external": {"metric": {"name": "queue"}}},
+               {"type": "ContainerResource", "containerResource": {"name": "memory", "container": "vllm"}}]
+    (state,) = autoscaler_states(ROLLOUT, [hpa("llm", maxReplicas=4, metrics=metrics,
+                                               behavior={"scaleDown": {"stabilizationWindowSeconds": 60}})], problems)
+    assert state.signals == ("cpu", "pods:vllm_num_requests_waiting", "external:queue", "memory")
+    assert state.scale_down_stabilization == 60 and not state.resource_only
+    (cpu,) = autoscaler_states(ROLLOUT, [hpa("llm", maxReplicas=4, metrics=metrics[:1])], problems)
+    assert cpu.resource_only and cpu.scale_down_stabilization == 300  # Kubernetes' default wait
+    assert autoscaler_states(ROLLOUT, [hpa("llm", maxReplicas=4)], problems)[0].signals == ("cpu",)  # v2 default
+    many = [{"type": "Pods", "pods": {"metric": {"name": f"m{i}" + "x" * 80}}} for i in range(12)]
+    (capped,) = autoscaler_states(ROLLOUT, [hpa("llm", maxReplicas=4, metrics=many)], problems)
+    assert len(capped.signals) == 8 and all(len(s) <= 64 for s in capped.signals)
+
+
+def test_keda_triggers_and_floor_come_from_the_scaled_object() -> None:
+    problems: Counter[str] = Counter()
+
+    def scaled(name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": name},
+                "spec": {"scaleTargetRef": {"name": "llm-deploy"}, **spec}}  # kind defaults to Deployment
+
+    objs = [scaled("llm", minReplicaCount=1, triggers=[{"type": "prometheus", "metadata": {}}, {"type": "cpu"}]),
+            hpa("keda-hpa-llm", kind="Deployment", target="llm-deploy", minReplicas=1, maxReplicas=6,
+                metrics=[{"type": "External", "external": {"metric": {"name": "s0-prometheus"}}}])]
+    (state,) = autoscaler_states(ROLLOUT, objs, problems)
+    assert (state.signals, state.min_replicas) == (("keda:prometheus", "keda:cpu"), 1)
+    # An HPA named in advanced.horizontalPodAutoscalerConfig; a ScaledObject without a floor scales to zero.
+    objs = [scaled("llm", advanced={"horizontalPodAutoscalerConfig": {"name": "llm-hpa"}},
+                   triggers=[{"type": "prometheus"}]),
+            hpa("llm-hpa", kind="Deployment", target="llm-deploy", minReplicas=1, maxReplicas=6)]
+    (state,) = autoscaler_states(ROLLOUT, objs, problems)
+    assert (state.name, state.signals, state.min_replicas) == ("HorizontalPodAutoscaler/llm-hpa",
+                                                               ("keda:prometheus",), 0)
 
 
 def test_an_hpa_without_status_or_bounds_is_counted_and_its_counts_absent() -> None:
