@@ -19,12 +19,15 @@ from observer.analyse.signals.identity import (
     UNKNOWN,
     ReplicaIdentities,
     combined,
+    engine_version,
     probe_body,
     tokenize_url,
     tokenizer_hash,
+    version_url,
 )
 from observer.analyse.signals.model import replica_name
 from observer.collect.scraper import Scraper, TargetHealth
+from observer.conventions.labels import ENGINE_VERSION
 from observer.fleetview import FleetView
 
 log = logging.getLogger("observer.scrape")
@@ -58,8 +61,9 @@ class ScrapeLoop:
         log.debug("scrape cycle: %d target(s), %d down, %.3fs", len(results), down, self.last_cycle_seconds)
 
     async def served_models(self) -> None:
-        """Read each version's /v1/models (vLLM reports max_model_len and the weights' `root` there) and ask each
-        replica's /tokenize for its tokenizer-and-template hash, for the version inventory."""
+        """Read each version's /v1/models (vLLM reports max_model_len and the weights' `root` there), ask each
+        replica's /tokenize for its tokenizer-and-template hash and its /version for the engine's release, for
+        the version inventory."""
         versions = list(self.fleet.versions())
         self.identities.retain({v.name for v in versions})
         for v in versions:
@@ -78,10 +82,24 @@ class ScrapeLoop:
             hashes = {(replica_name(v, i, target), m): await self._tokenizer(v.name, target, m)
                       for i, target in enumerate(v.vllm) for m in models}
             self.identities.record(v.name, hashes)
+            engine = combined([await self._engine_version(v.name, target) for target in v.vllm])
             for m in models:
                 info.setdefault(m, {})["tokenizer"] = combined([h for (_, model), h in hashes.items() if model == m])
+                if engine != UNKNOWN:
+                    info[m][ENGINE_VERSION] = engine
             if info:
                 self.store.record_served_info(v.name, info)
+
+    async def _engine_version(self, version: str, metrics_url: str) -> str:
+        """One replica's vLLM release from /version; UNKNOWN without it (an engine that serves none)."""
+        url = version_url(metrics_url)
+        try:
+            r = await self.http.get(url, timeout=self.timeout_seconds)
+            r.raise_for_status()
+            return engine_version(r.json())
+        except (httpx.HTTPError, ValueError) as e:
+            log.debug("version %s: no engine version from %s: %s", version, url, e)
+            return UNKNOWN
 
     async def _tokenizer(self, version: str, metrics_url: str, model: str) -> str:
         """One replica's tokenizer-and-template hash; UNKNOWN (logged once per answer kind) without /tokenize."""

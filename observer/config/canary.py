@@ -183,9 +183,11 @@ class FairnessSpec(Spec):
         0.2, gt=0, le=1, description="A canary prefix-cache hit ratio this far below the baseline's means it "
                                      "is still warming up: its latency is inconclusive. null: off.")
     same_environment: list[str] = Field(
-        default_factory=lambda: ["gpu_model", "gpu_driver", "engine_args"],
-        description="Facts that must match between arms (DCGM modelName and driver, vLLM cache_config_info); "
-                    "a difference makes the whole verdict inconclusive. Remove one when it is what rolls out.")
+        default_factory=lambda: ["gpu_model", "gpu_driver", "engine_args", "engine_version"],
+        description="Facts that must match between arms (DCGM modelName and driver, vLLM cache_config_info, "
+                    "vLLM's release from /version; `weights`, from /v1/models, can be listed too); a difference "
+                    "makes the whole verdict inconclusive. Remove one when it is what rolls out (engine_version "
+                    "for a vLLM upgrade).")
 
 
 class ReportSpec(Spec):

@@ -73,6 +73,11 @@ class VersionSpec(Spec):
         description="Pods of this version that do not serve yet, by `state` or `state:reason` (set by Kubernetes "
                     "discovery: `unschedulable:insufficient_gpu`, `starting`, `failing:crashloop`, `not_ready`). "
                     "A canary waiting for pods is never passed.")
+    images: list[str] = Field(
+        default_factory=list,
+        description="The images this version's pods run, by digest where the kubelet reports one "
+                    "(`repo@sha256:…`), else as the pod names them (set by Kubernetes discovery, at most 4): part "
+                    "of the version's fingerprint, so a rebuilt engine under the same tag is another identity.")
 
     @field_validator("name")
     @classmethod

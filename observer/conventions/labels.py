@@ -12,6 +12,8 @@ LE = "le"
 KIND = "kind"  # target kind: vllm | dcgm; token kind on cost ratios: prompt | generation | total
 GPU_MODEL = "gpu_model"  # DCGM modelName (bounded by cost.max_gpu_models, then "other")
 GPU_DRIVER = "gpu_driver"  # DCGM_FI_DRIVER_VERSION label (one per node image)
+ENGINE_VERSION = "engine_version"  # vLLM's release from its /version (`mixed` when replicas differ)
+WEIGHTS = "weights"  # the weights a version's engine loaded (/v1/models `root`: a path or a hub id), bounded
 ENGINE_ARGS = "engine_args"  # vLLM cache settings from cache_config_info, key=value joined (bounded text)
 
 

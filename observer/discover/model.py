@@ -13,6 +13,7 @@ role-label reader here (`argo_plan`), and the primitives' (observer/discover/pla
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,8 @@ from observer.discover.podstate import pod_state
 PROBLEMS = ("malformed_pod", "no_ip", "no_identity", "invalid_identity", "no_port", "pods_over_cap",
             "versions_over_cap", "role_conflict", "malformed_rollout", "duplicate_identity", "no_openai_url")
 MAX_MUTABLE_IMAGES = 4  # images by a mutable tag exported per version (a pod has a few containers)
+MAX_VERSION_IMAGES = 4  # images (by digest where known) a version's identity holds
+MAX_IDENTITY_CHARS = 200  # one of them: a long registry path and a digest
 MAX_IMAGE_CHARS = 128  # an image reference as a label value, cut there
 # What to do about a problem, for the log line an on-call reads (the rest name themselves).
 FIXES = {
@@ -54,6 +57,16 @@ def _timestamp(value: Any) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _digest(image_id: object) -> str:
+    """The `sha256:…` digest in a container status's imageID (`docker-pullable://repo@sha256:…`, `repo@sha256:…`,
+    or a bare `sha256:…` image id), "" when it has none."""
+    m = DIGEST.search(image_id) if isinstance(image_id, str) else None
+    return m.group(0) if m else ""
 
 
 def mutable_image(image: str) -> bool:
@@ -85,6 +98,14 @@ class PodInfo:
     state: str = "ready"  # podstate.STATES: why it does not serve, when it does not
     state_reason: str = ""  # bounded (podstate): unschedulable and failing only
     images: tuple[str, ...] = ()  # spec.containers[].image, in order
+    digests: tuple[str, ...] = ()  # the image each container runs by digest (`sha256:…`), "" where not reported
+
+    @property
+    def identities(self) -> tuple[str, ...]:
+        """Each container's image by digest where the kubelet reported one (status.containerStatuses[].imageID),
+        else as the spec names it: what a version's fingerprint holds its engine build by."""
+        return tuple(f"{i.split('@')[0]}@{d}" if d else i
+                     for i, d in zip(self.images, self.digests or ("",) * len(self.images), strict=False))
 
     @property
     def mutable_images(self) -> tuple[str, ...]:
@@ -115,12 +136,17 @@ class PodInfo:
         node = spec.get("nodeName")
         ready = ready and status.get("phase", "Running") == "Running"
         state, reason = pod_state(status, ready)
-        images = tuple(c["image"] for c in _list(spec, "containers")
-                       if isinstance(c, Mapping) and isinstance(c.get("image"), str))
+        containers = [c for c in _list(spec, "containers")
+                      if isinstance(c, Mapping) and isinstance(c.get("image"), str)]
+        images = tuple(c["image"] for c in containers)
+        ids = {cs.get("name"): cs.get("imageID") for cs in _list(status, "containerStatuses")
+               if isinstance(cs, Mapping)}
+        digests = tuple(_digest(ids.get(c.get("name"))) for c in containers)
         return cls(namespace=ns, name=name, ip=ip if isinstance(ip, str) and ip else None,
                    node=node if isinstance(node, str) and node else None, ready=ready,
                    deleting=bool(meta.get("deletionTimestamp")), labels=dict(labels), ports=ports,
-                   started_at=_timestamp(status.get("startTime")), state=state, state_reason=reason, images=images)
+                   started_at=_timestamp(status.get("startTime")), state=state, state_reason=reason, images=images,
+                   digests=digests if any(digests) else ())
 
     @property
     def waiting(self) -> str | None:
@@ -415,11 +441,13 @@ def build_state(spec: KubernetesDiscovery, m: ModelDiscovery, pods: Iterable[Pod
         if moving:
             mutable[name] = moving
         model = member.model or m.served_model
+        builds = sorted({i[:MAX_IDENTITY_CHARS] for p in own for i in p.identities})[:MAX_VERSION_IMAGES]
         versions.append(VersionSpec(
             name=name, role=member.role, model=model, vllm=[u for _, u in kept], openai=openai,
             router=router_for(m, model), dcgm=sorted({u for n in nodes for u in dcgm.get(n, ())}),
             pods=[PodRef(namespace=p.namespace or spec.namespace, pod=p.name, started_at=p.started_at) for p in own],
-            expected_traffic_weight=member.weight, group=m.name, pods_waiting=dict(waiting.get(name, {}))))
+            expected_traffic_weight=member.weight, group=m.name, pods_waiting=dict(waiting.get(name, {})),
+            images=builds))
     pods_in = {role: sum(counted[v.name] for v in versions if v.role == role) for role in ("stable", "canary")}
     share = (pods_in["canary"] / (pods_in["canary"] + pods_in["stable"])
              if pods_in["canary"] and pods_in["stable"] and not row.shared_pods else None)

@@ -34,7 +34,6 @@ CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 HUNG_HOLD_SECONDS = 30.0
 """How long a hung engine holds an API request before the simulated gateway gives up with 504."""
-VLLM_VERSION = "0.33.0"
 _PIECE = re.compile(r"\s*\S+")
 
 
@@ -96,7 +95,7 @@ def create_replica_app(version: SimVersion, replica: Replica, *, metrics_paths: 
 
     @app.get("/version")
     async def version_info() -> dict[str, str]:
-        return {"version": VLLM_VERSION}
+        return {"version": engine.profile.engine_version}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

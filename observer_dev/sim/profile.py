@@ -58,6 +58,8 @@ class Profile(BaseModel):
                                                                    "this version is routed (≥ 1: saturated).")
     router_stale_endpoints: int = Field(0, ge=0, le=1000, description="Endpoints whose metrics the EPP sees as stale.")
     abort_rate: float = Field(0.005, ge=0, le=1, description="Share of load requests aborted by clients.")
+    engine_version: str = Field("0.33.0", min_length=1, max_length=40,
+                                description="The vLLM release /version answers (an engine upgrade is another).")
     preemption_rate: float = Field(0.0, ge=0, le=1, description="Share of requests preempted once.")
     prefix_cache_hit_ratio: float = Field(0.3, ge=0, le=1, description="Share of prompt tokens cached.")
     accuracy: float = Field(0.9, ge=0, le=1, description="Chance a golden-set prompt gets its reference.")

@@ -73,3 +73,34 @@ def test_each_replica_is_asked_its_tokenizer_and_a_replica_with_another_template
     assert [ln for ln in replicas if 'version="stable"' in ln and 'tokenizer="unknown"' in ln], replicas
     by_version = {ln.split('version="')[1].split('"')[0]: ln.split('tokenizer="')[1].split('"')[0] for ln in info}
     assert by_version == {"stable": "unknown", "canary": "mixed"}, info
+
+
+def test_a_canary_on_another_engine_release_is_named_and_not_judged_as_a_weights_change() -> None:
+    """The simulator's /version answers each version's release: a canary on vLLM 0.34.0 beside a stable on 0.33.0
+    is inconclusive on `engine_version` (saying how to judge an engine rollout), its report names what changes,
+    and the release is in the fingerprint and the environment series."""
+    from observer.config import parse_config
+    from tests.support.sim import config_yaml, fleet_dict
+
+    data, _ = fleet_dict(interval_seconds=1.0)
+    data["canary"] = {"interval_seconds": 1.0}
+    cfg = parse_config(config_yaml(data), source="test config", environ={})
+    with running_fleet(cfg) as (fleet, cfg):
+        fleet.set_profile("canary", engine_version="0.34.0")
+        with run_observer(cfg, areas=["scrape", "canary"]) as obs:
+            obs.wait_ready()
+            deadline = time.monotonic() + 40
+            env: list[str] = []
+            body: dict[str, object] = {}
+            while time.monotonic() < deadline:
+                env = [ln for ln in obs.get("/metrics").text.splitlines()
+                       if ln.startswith("observer_version_environment_info{")]
+                body = obs.get("/api/v1/canary/verdict").json()
+                if len(env) == 2 and "engine_version differs" in str(body.get("reason", "")):
+                    break
+                time.sleep(0.3)
+            assert sorted(ln.split('engine_version="')[1].split('"')[0] for ln in env) == ["0.33.0", "0.34.0"], env
+            assert body["verdict"] == "inconclusive", body
+            assert "drop engine_version from canary.fairness.same_environment" in str(body["reason"]), body
+            page = obs.get("/report/canary/canary").text
+            assert "What changes" in page and "vLLM 0.33.0 → 0.34.0" in page, page[:2000]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from observer import conventions as names
 from observer.analyse.canary import absolute
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome
 from observer.config.canary import CanarySpec, FairnessSpec
@@ -47,7 +48,9 @@ def environment_mismatch(spec: CanarySpec, c: ArmData, b: ArmData) -> list[str]:
     for key in spec.fairness.same_environment:
         vc, vb = c.environment.get(key), b.environment.get(key)
         if vc and vb and vc != vb:
-            out.append(f"{key} differs: canary {vc[:80]!r} vs baseline {vb[:80]!r}")
+            out.append(f"{key} differs: canary {vc[:80]!r} vs baseline {vb[:80]!r}" + (
+                f" (an engine rollout: drop {key} from canary.fairness.same_environment to judge it as one)"
+                if key == names.ENGINE_VERSION else ""))
     return out
 
 

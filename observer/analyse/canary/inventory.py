@@ -1,7 +1,8 @@
 """Version inventory: one info series per (version, served model) carrying a fingerprint of what serves.
 
 The fingerprint hashes the served model name and max model length read from vLLM with the prompt-template
-and sampling-defaults hashes given in config, so "a rollback that forgot the prompt template" (same model,
+and sampling-defaults hashes given in config (and, where the engine reports them, its tokenizer, weights, cache
+settings and release), so "a rollback that forgot the prompt template" (same model,
 other fingerprint than before) and "old pods still serving after promotion" (two fingerprints for one
 version) become visible in PromQL: `count by (version) (observer_version_info) > 1`.
 """
@@ -41,6 +42,8 @@ class VersionInfo:
     tokenizer: str = ""  # the replicas' /tokenize probe hash (observer.analyse.signals.identity), mixed, unknown
     root: str = ""  # the weights the engine says it loaded (/v1/models `root`: a path or a hub id)
     engine_args: str = ""  # vLLM's cache settings (cache_config_info), as the fairness check compares them
+    engine_version: str = ""  # vLLM's release from its replicas' /version (`mixed` when they differ)
+    images: str = ""  # the pods' images, by digest where the kubelet reports one (Kubernetes discovery)
 
     @property
     def fingerprint(self) -> str:
@@ -48,7 +51,9 @@ class VersionInfo:
         so a fingerprint is stable across observer upgrades for engines that report none)."""
         facts = [self.model, self.max_model_len, self.prompt_template_hash, self.sampling_defaults_hash]
         facts += [f"{k}={v}" for k, v in (("tokenizer", self.tokenizer), ("root", self.root),
-                                           ("engine_args", self.engine_args)) if v and v != "unknown"]
+                                           ("engine_args", self.engine_args), ("engine_version", self.engine_version),
+                                           ("images", self.images))
+                  if v and v != "unknown"]
         return hashlib.sha256("\x1f".join(facts).encode()).hexdigest()[:12]
 
 
@@ -65,7 +70,9 @@ def inventory(fleet: FleetView, signals: ServedModels | None) -> list[VersionInf
                                    prompt_template_hash=(v.prompt_template_hash or "")[:MAX_LABEL],
                                    sampling_defaults_hash=(v.sampling_defaults_hash or "")[:MAX_LABEL],
                                    tokenizer=str(info.get("tokenizer", "unknown"))[:16], root=str(info.get("root", "")),
-                                   engine_args=str(info.get(names.ENGINE_ARGS, ""))))
+                                   engine_args=str(info.get(names.ENGINE_ARGS, "")),
+                                   engine_version=str(info.get(names.ENGINE_VERSION, ""))[:40],
+                                   images=",".join(v.images)))
     return out
 
 
@@ -103,9 +110,10 @@ class EnvironmentCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        g = GaugeMetricFamily(names.VERSION_ENVIRONMENT, "Facts that must match between a canary and its baseline "
+        g = GaugeMetricFamily(names.VERSION_ENVIRONMENT, "Facts compared between a canary and its baseline "
                               "(value 1): GPU model and driver from DCGM, vLLM cache settings from "
-                              "cache_config_info.", labels=[names.VERSION, *ENVIRONMENT_KEYS])
+                              "cache_config_info, vLLM's release from /version, the weights from /v1/models.",
+                              labels=[names.VERSION, *ENVIRONMENT_KEYS])
         if self.signals is not None:
             for v in self.fleet.versions():
                 env = environment(self.signals, v.name)

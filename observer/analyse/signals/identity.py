@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,22 @@ def tokenize_url(metrics_url: str) -> str:
     """The engine's /tokenize beside its /metrics (vLLM serves both from the API server's root)."""
     parts = urlsplit(metrics_url)
     return f"{parts.scheme}://{parts.netloc}/tokenize"
+
+
+def version_url(metrics_url: str) -> str:
+    """The engine's /version beside its /metrics (vLLM's API server answers {"version": "0.x.y"})."""
+    parts = urlsplit(metrics_url)
+    return f"{parts.scheme}://{parts.netloc}/version"
+
+
+MAX_ENGINE_VERSION_CHARS = 40
+ENGINE_VERSION = re.compile(r"^[0-9A-Za-z.+_-]{1,40}$")
+
+
+def engine_version(body: Any) -> str:
+    """The version in a /version answer, UNKNOWN when it has none that looks like one."""
+    v = body.get("version") if isinstance(body, dict) else None
+    return v if isinstance(v, str) and ENGINE_VERSION.match(v) else UNKNOWN
 
 
 def probe_body(model: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from observer.analyse.canary.judge import metric_slices
 from observer.analyse.canary.results import ArmData, MetricResult, Outcome, Verdict
 from observer.config.canary import CanaryMetricSpec, CanarySpec, MetricKind
 from observer.config.spec import ObserverConfig
-from observer.conventions.labels import EngineState
+from observer.conventions.labels import ENGINE_VERSION, WEIGHTS, EngineState
 from observer.conventions.latency import LATENCY
 from observer.conventions.ratios import ratio_query
 from observer.export.report import plots
@@ -88,6 +88,7 @@ class PairPage:
     plots: tuple[plots.Plot, ...]
     missing_plots: tuple[str, ...]  # "title: why" for each plot there was no data to draw
     fairness: tuple[Check, ...]
+    changes: str  # what the canary changes besides its weights, in words (engine_version, weights); "" unknown
     golden: tuple[tuple[str, str, str], ...]  # (set, canary pass rate, baseline pass rate)
     paired: tuple[tuple[str, Mapping[str, int]], ...]
     paired_note: str
@@ -290,6 +291,25 @@ def fairness(spec: CanarySpec, v: Verdict, c: ArmData, b: ArmData) -> tuple[Chec
     return tuple(out)
 
 
+def what_changes(c: ArmData, b: ArmData) -> str:
+    """The canary's change in words, from the engine release and the weights both arms report: an engine
+    upgrade under the same weights, new weights on the same engine, or both at once (which no verdict can tell
+    apart). Empty where an arm does not report them, or nothing differs."""
+    (ce, be), (cw, bw) = ((c.environment.get(k, ""), b.environment.get(k, "")) for k in (ENGINE_VERSION, WEIGHTS))
+    engine = bool(ce and be and ce != be)
+    weights = bool(cw and bw and cw != bw)
+    if engine and weights:
+        return (f"The engine and the weights change at once: vLLM {be} → {ce} and {bw} → {cw}. A difference the "
+                f"verdict finds cannot be told apart between them; roll one out at a time.")
+    if engine:
+        same = " under the same weights" if cw and cw == bw else " (the weights are not reported)"
+        return f"An engine upgrade{same}: vLLM {be} → {ce}."
+    if weights:
+        same = f" on the same engine (vLLM {ce})" if ce and ce == be else ""
+        return f"New weights{same}: {bw} → {cw}."
+    return ""
+
+
 def _rate(x: tuple[int, int] | None) -> str:
     return "—" if x is None or x[1] <= 0 else f"{x[0] / x[1]:.1%} of {x[1]}"
 
@@ -318,7 +338,7 @@ def page(config: ObserverConfig, v: Verdict, c: ArmData, b: ArmData, *, now: flo
         evaluated_at=v.evaluated_at, age_seconds=max(0.0, now - v.evaluated_at), window_seconds=v.window_seconds,
         looks=looks, weight="—" if v.expected_share is None else f"{v.expected_share:.3g}",
         metrics=metric_rows(config, v), failing=failing, plots=tuple(drawn), missing_plots=tuple(missing),
-        fairness=fairness(spec, v, c, b),
+        fairness=fairness(spec, v, c, b), changes=what_changes(c, b),
         golden=tuple((s or "all sets", _rate(c.golden.get(s)), _rate(b.golden.get(s))) for s in golden_sets),
         paired=tuple((check, counts.evidence()) for check, counts in sorted(c.paired.items())),
         paired_note=c.paired_note, judge=dict(v.judge), kappa="—" if kappa is None else f"{kappa:.3f}",

@@ -110,7 +110,7 @@ def needs(metrics: Sequence[CanaryMetricSpec]) -> tuple[set[LatencyId], set[str]
     return families, golden, checks, fields
 
 
-ENVIRONMENT_KEYS = (names.GPU_MODEL, names.GPU_DRIVER, names.ENGINE_ARGS)
+ENVIRONMENT_KEYS = (names.GPU_MODEL, names.GPU_DRIVER, names.ENGINE_ARGS, names.ENGINE_VERSION, names.WEIGHTS)
 
 
 def as_finished(routed: Mapping[str, float] | None) -> dict[str, float] | None:

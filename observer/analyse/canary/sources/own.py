@@ -142,10 +142,15 @@ class OwnSource:
                        routed_requests=routed and requests is not None)
 
 
+MAX_FACT_CHARS = 160
+"""Characters of an engine version or weights fact (a label value of VERSION_ENVIRONMENT)."""
+
+
 def environment(signals: SignalsReader, version: str) -> dict[str, str]:
-    """The fairness facts the scrapes give: GPU model(s) and driver(s) from DCGM labels, and the engine's cache
-    settings from vLLM's cache_config_info. The own source judges with them and the exporter publishes them
-    (VERSION_ENVIRONMENT), so fleet mode judges with the same facts."""
+    """The fairness facts the scrapes give: GPU model(s) and driver(s) from DCGM labels, the engine's cache
+    settings from vLLM's cache_config_info, its release from /version and its weights from /v1/models. The own
+    source judges with them and the exporter publishes them (VERSION_ENVIRONMENT), so fleet mode judges with the
+    same facts."""
     out = {}
     latest = signals.latest(version)
     gpu = None if latest is None else latest.gpu
@@ -153,9 +158,16 @@ def environment(signals: SignalsReader, version: str) -> dict[str, str]:
         out[names.GPU_MODEL] = ",".join(gpu.models)
     if gpu is not None and gpu.drivers:
         out[names.GPU_DRIVER] = ",".join(gpu.drivers)
-    args = sorted({info[ENGINE_ARGS] for info in signals.served_models(version).values() if ENGINE_ARGS in info})
+    served = signals.served_models(version).values()
+    args = sorted({info[ENGINE_ARGS] for info in served if ENGINE_ARGS in info})
     if args:
         out[names.ENGINE_ARGS] = " | ".join(args)[:MAX_ENGINE_ARGS_CHARS]
+    # The engine's release and the weights it loaded: shown beside the arms, and the release compared (a canary
+    # that upgrades vLLM under the same weights is an engine rollout, judged as one only on purpose).
+    for key, field in ((names.ENGINE_VERSION, names.ENGINE_VERSION), (names.WEIGHTS, "root")):
+        values = sorted({str(info[field]) for info in served if info.get(field) and info[field] != "unknown"})
+        if values:
+            out[key] = ",".join(values)[:MAX_FACT_CHARS]
     return out
 
 
