@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup debian-packages prometheus postgresql real-vllm gateways demo gameday test lint typecheck render-check bench clean
+.PHONY: setup debian-packages prometheus postgresql real-vllm gateways demo gameday test lint typecheck render-check sbom bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -65,6 +65,11 @@ render-check: setup
 	$(BIN)/observer render --check --config deploy/observer.yaml
 	$(BIN)/python -m observer_dev.helmchart kustomize --check
 	$(BIN)/python -m observer_dev.docsgen --check
+	$(BIN)/python -m observer_dev.sbom --check
+
+# The image's bill of materials (CycloneDX, deploy/sbom.cdx.json) from requirements.lock: run after changing the lock.
+sbom: setup
+	$(BIN)/python -m observer_dev.sbom
 
 # The set-up steps run side by side (mostly downloads and unpacking), and the checks start as soon as the
 # observer's own virtualenv is ready, while the real vLLM's is still being built. The suite runs in two
