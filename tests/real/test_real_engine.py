@@ -274,6 +274,12 @@ def test_the_broken_template_shows_in_the_tokenizer_probe_without_reading_a_file
     stable, canary = probe(engines.stable.url), probe(engines.canary.url)
     assert UNKNOWN not in (stable, canary)
     assert stable == probe(engines.stable.url) and canary != stable
+    # The same job asks each replica's /version: the release (measured: "0.32.0"), the same on both arms.
+    from observer.analyse.signals.identity import engine_version, version_url
+
+    releases = {engine_version(httpx.get(version_url(f"{s.url}/metrics"), timeout=30).json())
+                for s in (engines.stable, engines.canary)}
+    assert len(releases) == 1 and UNKNOWN not in releases, releases
 
 
 def test_make_demo_real_runs_on_the_tier_servers(engines: Engines) -> None:
