@@ -229,13 +229,16 @@ def shared_work(jobs: int) -> dict[str, Any]:
                 if n_replicas == 1:
                     out["jobs_per_s_one_replica"] = jobs / (wait_done(url, jobs, 300) - started)
                     continue
-                while job_states(url).get("done", 0) < jobs // 3:
-                    time.sleep(0.02)
+                wait_done(url, jobs // 3, 300)
                 leaders = [metric(r.url, "observer_leader") for r in replicas]
                 lead = leaders.index(1.0)
                 survivor = replicas[1 - lead]
                 held = held_by(url, replicas[lead].proc.pid)
-                while not held:
+                looked = time.monotonic()
+                while not held:  # the leader must be killed holding a job, or nothing is measured
+                    if time.monotonic() - looked > 30 or job_states(url).get("done", 0) >= jobs:
+                        raise SystemExit(f"the leader held no job to be killed with ({job_states(url)}): the "
+                                         f"jobs ran out first; raise --jobs")
                     time.sleep(0.005)
                     held = held_by(url, replicas[lead].proc.pid)
                 replicas[lead].proc.send_signal(signal.SIGKILL)
