@@ -38,6 +38,7 @@ from observer_dev.gameday.flagger import SUCCEEDED as FLAGGER_SUCCEEDED
 from observer_dev.gameday.flagger import FlaggerLoop
 from observer_dev.gameday.looks import (
     ARGO_FAIL_LOOKS,
+    DIMENSION_LOOKS,
     alert_exprs,
     alert_problems,
     alert_round,
@@ -428,7 +429,11 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
         except GamedayError as e:
             row.detail = str(e)
         looked = len(row.verdicts)
-        for look in range(ARGO_FAIL_LOOKS if s.expect == "fail" else 1):
+        # Argo measures each Prometheus metric every interval of the step, and one Failed measurement counts: the
+        # dimension's metric reads the periodic judgment's gauges, a scrape behind the web verdict, so a `fail`
+        # scenario's measurements go on until it has failed too (or they run out).
+        measurements = 1 if s.expect != "fail" else ARGO_FAIL_LOOKS + (DIMENSION_LOOKS if s.dimension else 0)
+        for look in range(measurements):
             if look:
                 time.sleep(plan.scrape_interval)
             row.web_gate, row.guardrail, row.prometheus, body = argo_checks(config, prom_url, obs.url)
@@ -437,7 +442,10 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                                  f"{row.guardrail}, Prometheus {row.prometheus}")
             # A gate run can fail on another dimension while the verdict read with it sits at its boundary
             # (inconclusive): that look does not settle a `fail` scenario; the next measurement does.
-            if row.web_gate.startswith("Failed") and (s.expect != "fail" or body.get("verdict") == "fail"):
+            decided = row.web_gate.startswith("Failed") and (s.expect != "fail" or body.get("verdict") == "fail")
+            if decided and s.expect == "fail" and s.dimension:
+                decided = row.prometheus.get(s.dimension, "").startswith("Failed")
+            if decided:
                 break
         if row.verdicts:
             row.verdicts[-1] = str(body["verdict"])

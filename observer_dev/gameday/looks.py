@@ -118,6 +118,10 @@ ARGO_FAIL_LOOKS = 3
 and one Failed measurement aborts it; a verdict near its threshold (a sequential test that restarts, a
 score at the marginal line) can go from fail to inconclusive between two evaluations, so the final check
 takes up to this many measurements, one scrape interval apart, and every check reads the same one."""
+DIMENSION_LOOKS = 4
+"""More Argo measurements a `fail` scenario with a dimension may take, until that dimension's Prometheus metric
+has failed too: it reads the periodic judgment's gauges (exported every canary.interval_seconds, then scraped),
+which trail the verdict the web gate reads by an export and a scrape."""
 
 
 MUST_FAIL_LOOKS = 3
