@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from observer.discover.model import RolloutInfo, _dict
+from observer.discover.model import RolloutInfo, _dict, _list
 
 HPA = "HorizontalPodAutoscaler"
 SCALED_OBJECT = "ScaledObject"
@@ -64,11 +64,6 @@ def _int(obj: Mapping[str, Any], key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def _list(obj: Mapping[str, Any], key: str) -> list[Any]:
-    v = obj.get(key)
-    return v if isinstance(v, list) else []
-
-
 def _targets(spec: Mapping[str, Any], rollout: RolloutInfo, *, default_kind: str | None = None) -> bool:
     ref = _dict(spec, "scaleTargetRef")
     kind, target = ref.get("kind", default_kind), ref.get("name")
@@ -79,9 +74,9 @@ def _targets(spec: Mapping[str, Any], rollout: RolloutInfo, *, default_kind: str
 def _signal(metric: Mapping[str, Any]) -> str:
     """One HPA `spec.metrics[]` entry as a signal name."""
     kind = str(metric.get("type", "?"))
+    body = _dict(metric, kind[:1].lower() + kind[1:])  # Resource → resource, ContainerResource → containerResource
     if kind in ("Resource", "ContainerResource"):
-        return str(_dict(metric, kind[0].lower() + kind[1:]).get("name", "?"))
-    body = _dict(metric, kind[0].lower() + kind[1:]) if kind else {}
+        return str(body.get("name", "?"))
     return f"{kind.lower()}:{_dict(body, 'metric').get('name', '?')}"
 
 

@@ -136,10 +136,10 @@ def check(o: Objective, c: ArmData, *, margin: float, alpha: float, beta: float 
     head = (f"{o.describe()}: canary {share:.3%} of {round(total)} against the SLO's {o.allowed:.3%} "
             f"(objective {1.0 - o.allowed:.4g})")
     rows = [r for r in (bad_and_total(o, s) for s in c.slices) if r is not None and r[1] > 0]
+    x = np.array([r[0] for r in rows], dtype=float)
+    n = np.array([r[1] for r in rows], dtype=float)
     p_value, slices = None, None
     if len(rows) >= MIN_SLICES_TO_FAIL:
-        x = np.array([r[0] for r in rows], dtype=float)
-        n = np.array([r[1] for r in rows], dtype=float)
         # Excess bad requests over the fail bound, per slice; a slice's size its weight (sequential.t_sequence).
         a_any, a_end = (alpha, 0.0) if plan is None else plan.split(alpha)
         p_value, _, reject = sequential.t_sequence(x - bound * n, alpha=a_any, sizes=n / n.mean())

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from observer import conventions as names
 from observer.analyse.canary.sources import ENVIRONMENT_KEYS, SignalsReader, environment
+from observer.analyse.signals.identity import MAX_ENGINE_VERSION_CHARS
 from observer.fleetview import FleetView
 
 MAX_LABEL = 128
@@ -71,7 +72,7 @@ def inventory(fleet: FleetView, signals: ServedModels | None) -> list[VersionInf
                                    sampling_defaults_hash=(v.sampling_defaults_hash or "")[:MAX_LABEL],
                                    tokenizer=str(info.get("tokenizer", "unknown"))[:16], root=str(info.get("root", "")),
                                    engine_args=str(info.get(names.ENGINE_ARGS, "")),
-                                   engine_version=str(info.get(names.ENGINE_VERSION, ""))[:40],
+                                   engine_version=str(info.get(names.ENGINE_VERSION, ""))[:MAX_ENGINE_VERSION_CHARS],
                                    images=",".join(v.images)))
     return out
 

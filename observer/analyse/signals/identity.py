@@ -45,13 +45,14 @@ def version_url(metrics_url: str) -> str:
 
 
 MAX_ENGINE_VERSION_CHARS = 40
-ENGINE_VERSION = re.compile(r"^[0-9A-Za-z.+_-]{1,40}$")
+RELEASE = re.compile(rf"^[0-9A-Za-z.+_-]{{1,{MAX_ENGINE_VERSION_CHARS}}}$")
+"""What a /version answer's release must look like to be taken (a label value: bounded, no markup)."""
 
 
 def engine_version(body: Any) -> str:
     """The version in a /version answer, UNKNOWN when it has none that looks like one."""
     v = body.get("version") if isinstance(body, dict) else None
-    return v if isinstance(v, str) and ENGINE_VERSION.match(v) else UNKNOWN
+    return v if isinstance(v, str) and RELEASE.match(v) else UNKNOWN
 
 
 def probe_body(model: str) -> dict[str, Any]:
