@@ -260,10 +260,12 @@ async def test_golden_judge_errors_are_read_from_prometheus(rig: tuple[Exporter,
     assert r.outcome.value != "pass" and "the judge failed on" in r.detail, r
 
 
-async def test_each_pods_latency_is_read_by_its_target_label() -> None:
+async def test_each_pods_latency_is_read_by_its_target_label(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sidecar mode: one observer per vLLM pod, each its own target. The judge reads each pod's TTFT slices by
     the label naming the pod (`pod_label`, here the target's `instance`), for the pods-as-units pass; the
-    pods' slices add up to the arm's. Where that label tells observer replicas apart instead, no pod is read."""
+    pods' slices add up to the arm's. Where that label tells observer replicas apart instead, no pod is read.
+    An arm with more pods than the bound is counted first and none of its pods is read (the canary's one is)."""
+    from observer.analyse.canary.sources import prometheus as prom_source
     from observer.collect.promql import PromQLClient
     from observer.config.canary import default_metrics
     from observer.config.prometheus import PrometheusClientSpec
@@ -291,6 +293,19 @@ async def test_each_pods_latency_is_read_by_its_target_label() -> None:
                                            client=PromQLClient(prom.url, spec, http=http))
                     arms[key] = {v: await src.arm(v, default_metrics(), since=since, now=now, with_drift=False)
                                  for v in ("canary", "stable")}
+                monkeypatch.setattr(prom_source, "MAX_PODS", 3)
+                client = PromQLClient(prom.url, PrometheusClientSpec(pod_label="instance"), http=http)
+                ranged: list[str] = []
+                real_range = client.query_range
+
+                async def counted(promql: str, **kw: float) -> list[dict[str, object]]:
+                    ranged.append(promql)
+                    return await real_range(promql, **kw)
+
+                monkeypatch.setattr(client, "query_range", counted)
+                src = PrometheusSource(url=prom.url, http=http, slice_seconds=2.0, client=client)
+                arms["bounded"] = {v: await src.arm(v, default_metrics(), since=since, now=now, with_drift=False)
+                                   for v in ("canary", "stable")}
     finally:
         for server, thread in servers:
             server.shutdown()
@@ -309,3 +324,69 @@ async def test_each_pods_latency_is_read_by_its_target_label() -> None:
     # 400 observations a pod; the slices hold those inside the window
     assert sum(count(s) for p in stable.pods.values() for s in p.slices) >= 5 * 300
     assert arms["replicas"]["canary"].pods == {} and arms["replicas"]["stable"].pods == {}
+    assert set(arms["bounded"]["canary"].pods) == set(canary.pods), ranged
+    assert arms["bounded"]["stable"].pods == {}
+    per_pod = [q for q in ranged if q.startswith("sum by (instance, le)")]
+    assert per_pod and all('version="canary"' in q for q in per_pod), per_pod  # the stable pods never read
+
+
+async def test_histogram_slices_summed_first_match_the_per_series_read_across_restarts_and_joins() -> None:
+    """A version's bucket changes are summed over its series first and then differenced where the same series
+    stand at both ends of a slice with no reset near it (cheap at fleet size); a pod that restarts (its counters
+    start again from 0) or joins mid-window sends its slices to the per-series read. Either way every slice is
+    the per-series read's."""
+    steady, restarting, late = Exporter(), Exporter(), Exporter()
+
+    class Restartable:  # what one port serves: the pod's process of the moment
+        def __init__(self, exp: Exporter) -> None:
+            self.exp = exp
+
+        def collect(self) -> Any:
+            return self.exp.registry.collect()
+
+    pod = Restartable(restarting)
+    ports = [free_port() for _ in range(3)]
+    servers = {0: start_http_server(ports[0], addr="127.0.0.1", registry=steady.registry),
+               1: start_http_server(ports[1], addr="127.0.0.1", registry=pod)}  # type: ignore[arg-type]
+    try:
+        with run_prometheus([f"127.0.0.1:{p}" for p in ports], scrape_interval="1s") as prom:
+            prom.wait_for(f"{names.REQUESTS}_total", min_series=8)
+            since = time.time()
+            for second in range(24):
+                if second == 8:  # the pod restarts: a new process, its counters from 0
+                    restarting = pod.exp = Exporter()
+                if second == 14:  # a pod joins
+                    servers[2] = start_http_server(ports[2], addr="127.0.0.1", registry=late.registry)
+                for exp in (steady, restarting, *((late,) if second >= 14 else ())):
+                    exp.traffic("stable", 40, error_rate=0.0, ttft_median=0.3)
+                time.sleep(1.0)
+            time.sleep(2.5)
+            now = time.time()
+            async with httpx.AsyncClient() as http:
+                src = PrometheusSource(url=prom.url, http=http, slice_seconds=2.0)
+                instant: list[float] = []
+                real_query = src.query
+
+                async def counted(promql: str, *, at: float) -> list[dict[str, Any]]:
+                    instant.append(at)
+                    return await real_query(promql, at=at)
+
+                src.query = counted  # type: ignore[method-assign]
+                step, ends = src._slice_ends(since, now)
+                v = '{version="stable"}'
+                got = await src._bucket_slices(names.HIST_TTFT, v, ends[0], ends[-1], step)
+                exact = await src.query_range(f"sum by (le) ({src._delta(f'{names.HIST_TTFT}_bucket{v}', '2s')})",
+                                              start=ends[0], end=ends[-1], step=step)
+    finally:
+        for server, thread in servers.values():
+            server.shutdown()
+            thread.join(timeout=5)
+    want: dict[int, dict[str, float]] = {}
+    for series in exact:
+        for ts, value in series["values"]:
+            want.setdefault(round((float(ts) - ends[0]) / step), {})[series["metric"]["le"]] = float(value)
+    have = {i: {s["metric"]["le"]: float(s["value"][1]) for s in vector} for i, vector in got.items()}
+    assert have == want
+    # The restart and the join each sent a few slices to the per-series read; the rest were summed first.
+    assert 2 <= len(instant) <= len(ends) // 2, (len(instant), len(ends))
+    assert sum(v["+Inf"] for v in have.values()) >= 40 * 2 * 18  # the traffic of the window is there
