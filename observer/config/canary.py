@@ -29,6 +29,7 @@ class MetricKind(StrEnum):
     DRIFT = "drift"
     COST = "cost"
     PAIRED = "paired"
+    FEEDBACK = "feedback"
 
 
 class CanaryPairSpec(Spec):
@@ -47,13 +48,18 @@ class CanaryMetricSpec(Spec):
                     "edge + quantile ratio; quality: golden-set pass-rate non-inferiority; drift: the drift "
                     "area's verdict for a field; cost: cost per generated token, canary ÷ baseline, against "
                     "`max_ratio` (a point estimate, no test: keep it advisory); paired: the same prompts replayed "
-                    "to both arms (quality.shadow), a sequential sign test on the pairs one arm won.")
+                    "to both arms (quality.shadow), a sequential sign test on the pairs one arm won; feedback: users' "
+                    "negative share (thumbs down, low ratings, regenerate, abandon) on sampled answers, the slice "
+                    "test of ratio metrics, `nodata` below `min_responses` events an arm.")
     paired_check: str = Field(
         "judge", description="paired: `judge` (the pairwise judge, both orders) or a rule check run on both "
                              "answers of a pair (refusal, empty, invalid_json, truncation, repetition).")
     effect_share: float = Field(
         0.75, gt=0.5, lt=1, description="paired: share of decided pairs a worse canary loses that the judge "
                                         "must detect; sets the decided pairs needed before a Pass.")
+    min_responses: int = Field(
+        30, ge=1, le=1_000_000, description="feedback: events each arm needs in the window before the metric "
+                                            "says more than nodata (users answer 2-10% of answers).")
     max_ratio: float = Field(1.25, gt=1, le=100, description="cost: the canary fails above this many times the "
                                                              "baseline's cost per generated token.")
     finished_reasons: list[str] = Field(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from observer.config.base import Spec
 
@@ -225,6 +225,36 @@ class ConversationSpec(Spec):
     max_key_chars: int = Field(256, ge=1, le=4096, description="A longer key is dropped (counted too_long).")
 
 
+class FeedbackSpec(Spec):
+    """Users' feedback on answers, ingested at `POST /api/v1/feedback` and joined to the sampled response it is
+    about (docs/feedback.md)."""
+
+    enabled: bool = Field(True, description="Serve the feedback ingest (behind the API token, as mirror ingest).")
+    late_seconds: float = Field(
+        86_400.0, gt=0, le=30 * 86_400, description="An event more than this long after the answer it is about "
+                                                    "is refused (counted `late`): feedback days later says little "
+                                                    "of the version that answered.")
+    rating_scale: tuple[float, float] = Field((1.0, 5.0), description="The lowest and highest rating users give.")
+    negative_at_most: float = Field(2.0, description="A rating at or below this is negative.")
+    max_events_per_unit: int = Field(
+        50, ge=1, le=100_000, description="Most events one conversation (or one response, without a "
+                                          "conversation key) counts per late window; more are refused (`flood`).")
+    max_batch_events: int = Field(1_000, ge=1, le=100_000, description="Most events in one request.")
+    max_comment_chars: int = Field(4_000, ge=0, le=100_000,
+                                   description="A longer comment is cut; comments are redacted, stored and "
+                                               "never exported.")
+
+    @model_validator(mode="after")
+    def _scale(self) -> FeedbackSpec:
+        low, high = self.rating_scale
+        if not low < high:
+            raise ValueError(f"rating_scale {list(self.rating_scale)} must be [lowest, highest] with lowest < highest")
+        if not low <= self.negative_at_most < high:
+            raise ValueError(f"negative_at_most {self.negative_at_most:g} must lie in the rating scale "
+                             f"[{low:g}, {high:g}) (a rating at or below it is negative)")
+        return self
+
+
 class SamplingSpec(Spec):
     """Live output sampling, mirror ingest, sample store and redaction."""
 
@@ -252,6 +282,8 @@ class SamplingSpec(Spec):
                                       description="Applications' OpenTelemetry GenAI spans with content, as samples.")
     conversations: ConversationSpec = Field(default_factory=ConversationSpec,
                                             description="Conversation keys on samples (hashed): drift's units.")
+    feedback: FeedbackSpec = Field(default_factory=FeedbackSpec,
+                                   description="Users' feedback (thumbs, ratings, regenerate) on sampled answers.")
 
     def fraction_for(self, version: str) -> float:
         """The sampling fraction of `version`."""

@@ -71,7 +71,7 @@ def argo_group(m: CanaryMetricSpec) -> str:
         case MetricKind.RATIO:  # the engine's own counters gate like errors; sampled live checks like quality
             assert m.counts is not None
             return RATIOS[m.counts].argo_dimension
-        case MetricKind.QUALITY | MetricKind.PAIRED:
+        case MetricKind.QUALITY | MetricKind.PAIRED | MetricKind.FEEDBACK:  # users' feedback judges the answers
             return "quality"
         case MetricKind.COST:
             return "cost"

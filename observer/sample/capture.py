@@ -145,6 +145,7 @@ def _merge_stream(kind: Kind, events: Sequence[str]) -> dict[str, Any]:
         if "error" in chunk:
             raise CaptureError("the stream carried an error event")
         merged.setdefault("model", chunk.get("model"))
+        merged.setdefault("id", chunk.get("id"))
         if isinstance(chunk.get("usage"), dict):
             merged["usage"] = chunk["usage"]
         for choice in chunk.get("choices") or []:
@@ -174,6 +175,10 @@ def _decoded(capture: Capture) -> bytes:
     raise CaptureError(f"reply content encoding {encoding!r} is not supported for sampling")
 
 
+MAX_RESPONSE_ID = 200
+"""Longest engine response id kept (vLLM's `chatcmpl-<32 hex>` is 41): a longer one is not an id to join by."""
+
+
 def to_record(capture: Capture, *, key: Callable[[object], str | None] | None = None, openai_user: bool = False
               ) -> SampleRecord:
     """Parse a capture into a SampleRecord (source `proxy`); CaptureError when it cannot be read. `key` turns the
@@ -192,7 +197,7 @@ def to_record(capture: Capture, *, key: Callable[[object], str | None] | None = 
                 raise CaptureError("the reply has no choices")
             choice = body["choices"][0]
             message = choice.get("message") if isinstance(choice, dict) else None
-            reply = {"model": body.get("model"), "usage": body.get("usage"),
+            reply = {"model": body.get("model"), "usage": body.get("usage"), "id": body.get("id"),
                      "text": _choice_text(capture.kind, choice, stream=False),
                      "finish_reason": choice.get("finish_reason"),
                      "tool_calls": message.get("tool_calls") if isinstance(message, dict) else None}
@@ -201,6 +206,7 @@ def to_record(capture: Capture, *, key: Callable[[object], str | None] | None = 
     raw_usage = reply.get("usage")
     usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     model = reply.get("model") or request.get("model")
+    response_id = reply.get("id")
     finish = reply.get("finish_reason")
     output = str(reply.get("text") or "")
     template, sampling = fingerprint.request_fingerprint(request, chat=capture.kind == "chat")
@@ -213,6 +219,7 @@ def to_record(capture: Capture, *, key: Callable[[object], str | None] | None = 
         prompt_tokens=_int(usage.get("prompt_tokens")), output_tokens=_int(usage.get("completion_tokens")),
         latency_s=capture.latency_s, ttft_s=capture.ttft_s, source="proxy", template_hash=template,
         sampling_hash=sampling, traceparent=capture.traceparent or None,
+        response_id=response_id if isinstance(response_id, str) and 0 < len(response_id) <= MAX_RESPONSE_ID else None,
         conversation=None if key is None else key(capture.conversation or (
             request.get("user") if openai_user and isinstance(request.get("user"), str) else None)))
 

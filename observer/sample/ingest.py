@@ -71,6 +71,8 @@ class IngestSample(BaseModel):
                                      "a chat id): stored only as a keyed hash; drift tests conversations as units.")
     conversation_key: str | None = Field(None, pattern=f"^[0-9a-f]{{{KEY_HEX}}}$", description="A conversation "
                                          "key already keyed with the shared conversation secret (the sidecar's).")
+    response_id: str | None = Field(None, min_length=1, max_length=200, description="The id the engine gave the "
+                                    "answer (`chatcmpl-…`): users' feedback on it joins by this id.")
 
     @field_validator("traceparent")
     @classmethod
@@ -104,13 +106,29 @@ class IngestBatch(BaseModel):
     samples: list[IngestSample] = Field(min_length=1)
 
 
-def _error(status: int, error: str, field: str, detail: str) -> JSONResponse:
+def error_response(status: int, error: str, field: str, detail: str) -> JSONResponse:
+    """An error answer in the one error shape (export/contract)."""
     body = contract.ErrorBody(error=error, field=field, detail=detail)  # the one error shape (export/contract)
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status)
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_json(request: Request, max_request_bytes: int) -> Any:
+    """The request's JSON body, or the error to answer: 413 over `max_request_bytes`, 400 when it is not JSON
+    (NaN and Infinity included) or nests too deeply."""
+    body, too_large = await contract.read_capped(request.headers.get("content-length"), request.stream(),
+                                                 max_request_bytes)
+    if too_large is not None:
+        return error_response(413, "too_large", "body", too_large)
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as e:
+        return error_response(400, "invalid_json", "body", f"body is not valid JSON: {e}")
+    except RecursionError:
+        return error_response(400, "invalid_json", "body", "body nests JSON too deeply")
 
 
 def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Redactor | None,
@@ -136,49 +154,42 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
         # An ingest client's own drops count whatever becomes of this batch: the client forgets them once
         # it has an answer.
         metrics.client_report(request.headers.get("x-observer-client"), request.headers.get("x-observer-dropped"))
-        body, too_large = await contract.read_capped(request.headers.get("content-length"), request.stream(),
-                                                     max_request_bytes)
-        if too_large is not None:
-            return _error(413, "too_large", "body", too_large)
-        try:
-            data = json.loads(body, parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError) as e:
-            return _error(400, "invalid_json", "body", f"body is not valid JSON: {e}")
-        except RecursionError:
-            return _error(400, "invalid_json", "body", "body nests JSON too deeply")
+        data = await read_json(request, max_request_bytes)
+        if isinstance(data, JSONResponse):
+            return data
         if isinstance(data, dict) and isinstance(data.get("samples"), list) \
                 and len(data["samples"]) > max_batch_samples:
-            return _error(413, "too_many_samples", "samples",
+            return error_response(413, "too_many_samples", "samples",
                           f"{len(data['samples'])} samples exceed the batch limit {max_batch_samples}")
         try:
             batch = IngestBatch.model_validate(data)
         except ValidationError as e:
             err = e.errors()[0]
             field = ".".join(str(p) for p in err["loc"]) or "body"
-            return _error(400, "invalid_sample", field, f"{field}: {err['msg']}")
+            return error_response(400, "invalid_sample", field, f"{field}: {err['msg']}")
         key = request.headers.get("idempotency-key")
         if key is not None and not _KEY.fullmatch(key):
-            return _error(400, "invalid_header", "Idempotency-Key",
+            return error_response(400, "invalid_header", "Idempotency-Key",
                           "Idempotency-Key must be 1-200 printable ASCII characters")
         records: list[SampleRecord] = []
         now = clock()
         for i, s in enumerate(batch.samples):
             if s.version not in versions:
-                return _error(422, "unknown_version", f"samples.{i}.version",
+                return error_response(422, "unknown_version", f"samples.{i}.version",
                               f"unknown version {s.version!r}; configured: {known()}")
             if s.ts is not None and s.ts > now + FUTURE_SLACK_SECONDS:
-                return _error(400, "invalid_sample", f"samples.{i}.ts",
+                return error_response(400, "invalid_sample", f"samples.{i}.ts",
                               f"samples.{i}.ts: {s.ts:.0f} is more than a day ahead of the observer's clock "
                               f"({now:.0f}); send Unix seconds")
             try:
                 prompt = s.prompt if s.prompt is not None else render_messages(s.messages)
             except CaptureError as e:
-                return _error(400, "invalid_sample", f"samples.{i}.messages", f"samples.{i}.{e}")
+                return error_response(400, "invalid_sample", f"samples.{i}.messages", f"samples.{i}.{e}")
             records.append(SampleRecord(
                 version=s.version, prompt=prompt, output=s.output, ts=s.ts if s.ts is not None else now,
                 model=s.model, finish_reason=s.finish_reason, prompt_tokens=s.prompt_tokens,
                 output_tokens=s.output_tokens, latency_s=s.latency_s, ttft_s=s.ttft_s,
-                tenant_tier=s.tenant_tier, source=s.source, traceparent=s.traceparent,
+                tenant_tier=s.tenant_tier, source=s.source, traceparent=s.traceparent, response_id=s.response_id,
                 conversation=s.conversation_key or (keyer.key(s.conversation) if keyer is not None else None),
                 **_observed(s)))
         for r in records:
@@ -203,7 +214,8 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
     async def list_samples(version: str, limit: int = Query(50, ge=1, le=1000),
                            since: float | None = None, source: str | None = None) -> JSONResponse:
         if version not in versions:
-            return _error(422, "unknown_version", "version", f"unknown version {version!r}; configured: {known()}")
+            return error_response(422, "unknown_version", "version",
+                                  f"unknown version {version!r}; configured: {known()}")
         rows = await asyncio.to_thread(store.samples, version, since=since, limit=limit, source=source)
         return JSONResponse({"samples": [_public(r) for r in rows]})
 
@@ -231,7 +243,7 @@ def _public(sample: Any) -> dict[str, Any]:
     out = {k: getattr(sample, k) for k in (
         "id", "version", "ts", "source", "model", "prompt", "output", "finish_reason", "prompt_tokens",
         "output_tokens", "latency_s", "ttft_s", "tenant_tier", "content_hash", "template_hash", "sampling_hash",
-        "traceparent", "conversation")}
+        "traceparent", "conversation", "response_id")}
     out["scores"] = {name: {"passed": s.passed, "score": None if s.score is None or math.isnan(s.score)
                             else s.score, "reason": s.reason} for name, s in sample.scores.items()}
     return out

@@ -32,6 +32,11 @@ DROP_REASONS: tuple[str, ...] = (
 )
 CONVERSATION_OUTCOMES = ("kept", "no_secret", "too_long")
 """What became of a conversation key a source gave (observer.sample.conversation)."""
+FEEDBACK_REJECT_REASONS = ("invalid", "unknown_response", "duplicate", "late", "off_scale", "flood",
+                           "store_error")
+"""Why a feedback event was not counted: malformed, about no sampled response, its id stored before, given
+after the late window, a rating or thumb off its scale, past the per-conversation bound, the store failed."""
+FEEDBACK_OUTCOMES = ("negative", "positive")
 CLIENTS = ("litellm", "otel", "other")
 """Ingest clients that report what they dropped before it reached the observer (`X-Observer-Client`)."""
 CLIENT_DROP_REASONS = ("queue_full", "unknown_version", "rejected", "observer_down", "unreadable", "other")
@@ -55,6 +60,8 @@ class SamplingMetrics:
     uncapped: Counter[str] = field(default_factory=Counter)  # version: generation requests without max_tokens
     client_dropped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (client, reason)
     conversation_keys: Counter[str] = field(default_factory=Counter)  # outcome (sample.conversation.OUTCOMES)
+    feedback: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (version, kind, outcome)
+    feedback_rejected: Counter[str] = field(default_factory=Counter)  # reason (FEEDBACK_REJECT_REASONS)
     added: dict[str, Hist] = field(default_factory=dict)
     ttft: dict[str, Hist] = field(default_factory=dict)
     e2e: dict[str, Hist] = field(default_factory=dict)
@@ -123,6 +130,12 @@ class SamplingCollector(Collector):
         yield _counter(names.CONVERSATION_KEYS, "Conversation keys the sources gave, by what became of them: kept "
                        "(as a keyed hash), no_secret (no conversation secret set), too_long.", [names.OUTCOME],
                        [((k,), m.conversation_keys.get(k, 0)) for k in CONVERSATION_OUTCOMES])
+        yield _counter(names.FEEDBACK_EVENTS, "Users' feedback events joined to a sampled response and stored, by "
+                       "the version that answered, kind (thumbs, rating, regenerate, abandon) and outcome.",
+                       [names.VERSION, names.KIND, names.OUTCOME], m.feedback.items())
+        yield _counter(names.FEEDBACK_REJECTED, "Feedback events not counted, by reason: invalid, unknown_response "
+                       "(no sampled response with that id), duplicate, late, off_scale, flood, store_error.",
+                       [names.REASON], [((r,), m.feedback_rejected.get(r, 0)) for r in FEEDBACK_REJECT_REASONS])
         redactions = {(k,): float(m.redactions.get(k, 0)) for k in self._kinds}
         redactions.update({(k,): float(v) for k, v in m.redactions.items()})
         yield _counter(names.REDACTIONS, "Matches replaced by a placeholder before storage, by kind.",

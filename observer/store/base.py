@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from observer.errors import StoreError
+from observer.store.feedback import FeedbackStore
 from observer.store.jobs import SharedWork
 from observer.store.pairs import PairStore
 from observer.store.records import SOURCES, SampleRecord, Score, Source, StoredSample
@@ -69,9 +70,9 @@ class SampleStore(Protocol):
 
 
 @runtime_checkable
-class ManagedStore(SampleStore, SharedWork, PairStore, Protocol):
-    """A SampleStore the service runs: per-version counts, size, retention, the shared work queue and the
-    shadow-replay pairs (SQLite and PostgreSQL)."""
+class ManagedStore(SampleStore, SharedWork, PairStore, FeedbackStore, Protocol):
+    """A SampleStore the service runs: per-version counts, size, retention, the shared work queue, the
+    shadow-replay pairs and users' feedback (SQLite and PostgreSQL)."""
 
     def counts(self) -> dict[str, int]:
         """The number of stored samples per version."""
@@ -98,13 +99,13 @@ class ManagedStore(SampleStore, SharedWork, PairStore, Protocol):
 def stored_sample(row: Sequence[Any], scores: Mapping[str, Score]) -> StoredSample:
     """A StoredSample from a row of the stores' common column order (id, version, ts, source, model, prompt,
     output, finish_reason, prompt_tokens, output_tokens, latency_s, ttft_s, tenant_tier, content_hash,
-    template_hash, sampling_hash, traceparent, conversation)."""
+    template_hash, sampling_hash, traceparent, conversation, response_id)."""
     (sid, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, latency_s,
-     ttft_s, tenant_tier, chash, template, sampling, traceparent, conversation) = row
+     ttft_s, tenant_tier, chash, template, sampling, traceparent, conversation, response_id) = row
     return StoredSample(version=version, prompt=prompt, output=output, ts=ts, model=model,
                         finish_reason=finish_reason, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                         latency_s=latency_s, ttft_s=ttft_s, tenant_tier=tenant_tier, source=source,
                         template_hash=template, sampling_hash=sampling, traceparent=traceparent,
-                        conversation=conversation, id=int(sid),
+                        conversation=conversation, response_id=response_id, id=int(sid),
                         content_hash=chash,
                         scores=MappingProxyType(dict(scores)))

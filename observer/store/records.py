@@ -37,6 +37,7 @@ class SampleRecord:
     sampling_hash: str | None = None
     traceparent: str | None = None  # the W3C traceparent the request carried (its scores link to its trace)
     conversation: str | None = None  # keyed hash of the user's conversation (observer.sample.conversation)
+    response_id: str | None = None  # the id the engine gave the response (`chatcmpl-…`): user feedback joins by it
 
 
 @dataclass(frozen=True)

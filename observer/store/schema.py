@@ -125,6 +125,26 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE samples ADD COLUMN conversation TEXT;
     """,
+    # 9: users' feedback, joined to the sampled response it is about (by the engine's response id or the trace).
+    """
+    ALTER TABLE samples ADD COLUMN response_id TEXT;
+    CREATE INDEX samples_response_id ON samples (response_id);
+    CREATE INDEX samples_trace_id ON samples ((substr(traceparent, 4, 32)));
+    CREATE TABLE feedback (
+        event_id TEXT PRIMARY KEY,
+        version TEXT NOT NULL,
+        sample_id BIGINT NOT NULL,
+        unit TEXT NOT NULL,
+        answered DOUBLE PRECISION NOT NULL,
+        ts DOUBLE PRECISION NOT NULL,
+        kind TEXT NOT NULL,
+        value DOUBLE PRECISION,
+        negative INTEGER NOT NULL,
+        comment TEXT
+    );
+    CREATE INDEX feedback_by_version ON feedback (version, ts);
+    CREATE INDEX feedback_by_unit ON feedback (unit, ts);
+    """,
 )
 
 
@@ -242,5 +262,25 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     # 9: the keyed hash of the user's conversation: the drift tests' independent unit.
     """
     ALTER TABLE samples ADD COLUMN conversation TEXT;
+    """,
+    # 10: users' feedback, joined to the sampled response it is about (by the engine's response id or the trace).
+    """
+    ALTER TABLE samples ADD COLUMN response_id TEXT;
+    CREATE INDEX samples_response_id ON samples (response_id);
+    CREATE INDEX samples_trace_id ON samples (substr(traceparent, 4, 32));
+    CREATE TABLE feedback (
+        event_id TEXT PRIMARY KEY,
+        version TEXT NOT NULL,
+        sample_id INTEGER NOT NULL,
+        unit TEXT NOT NULL,
+        answered REAL NOT NULL,
+        ts REAL NOT NULL,
+        kind TEXT NOT NULL,
+        value REAL,
+        negative INTEGER NOT NULL,
+        comment TEXT
+    );
+    CREATE INDEX feedback_by_version ON feedback (version, ts);
+    CREATE INDEX feedback_by_unit ON feedback (unit, ts);
     """,
 )

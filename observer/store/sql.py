@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 from observer.store.base import SampleRecord, StoredSample, StoreError
+from observer.store.feedback import FeedbackRecord, Response
 from observer.store.jobs import ClaimedJob, DriftReportRecord, Enqueued, GoldenRunRecord, JobSpec, Release
 from observer.store.pairs import PairRecord
 
 INGEST_KEY_SECONDS = 3600.0  # an idempotency key dedupes retries for this long, then it is pruned
 
 COLUMNS = ("id, version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
-           "latency_s, ttft_s, tenant_tier, content_hash, template_hash, sampling_hash, traceparent, conversation")
+           "latency_s, ttft_s, tenant_tier, content_hash, template_hash, sampling_hash, traceparent, conversation, "
+           "response_id")
 
 
 def samples_query(version: str, *, since: float | None, until: float | None, limit: int | None,
@@ -52,19 +54,19 @@ def content_hash(prompt: str, output: str) -> str:
 
 INSERT_COLUMNS = ("version, ts, source, model, prompt, output, finish_reason, prompt_tokens, output_tokens, "
                   "latency_s, ttft_s, tenant_tier, content_hash, template_hash, sampling_hash, traceparent, "
-                  "conversation")
+                  "conversation, response_id")
 
 
 def insert_sql(mark: str) -> str:
     """INSERT of one sample row (the values of `insert_rows`)."""
-    return f"INSERT INTO samples ({INSERT_COLUMNS}) VALUES ({', '.join([mark] * 17)})"
+    return f"INSERT INTO samples ({INSERT_COLUMNS}) VALUES ({', '.join([mark] * 18)})"
 
 
 def insert_rows(samples: Sequence[SampleRecord]) -> list[tuple[Any, ...]]:
     """The rows of `samples` in INSERT_COLUMNS order, each with its content hash."""
     return [(s.version, s.ts, s.source, s.model, s.prompt, s.output, s.finish_reason, s.prompt_tokens,
              s.output_tokens, s.latency_s, s.ttft_s, s.tenant_tier, content_hash(s.prompt, s.output),
-             s.template_hash, s.sampling_hash, s.traceparent, s.conversation)
+             s.template_hash, s.sampling_hash, s.traceparent, s.conversation, s.response_id)
             for s in samples]
 
 
@@ -274,3 +276,64 @@ def pair_record(row: Sequence[Any]) -> PairRecord:
     data = json.loads(body) if isinstance(body, str) else body
     return PairRecord(canary=canary, baseline=baseline, sample_id=int(sid), ts=float(ts),
                       body=MappingProxyType(data))
+
+
+FEEDBACK_COLUMNS = "event_id, version, sample_id, unit, answered, ts, kind, value, negative, comment"
+
+
+def insert_feedback_sql(mark: str) -> str:
+    """INSERT of one feedback event, nothing when its id is stored already (a retried batch)."""
+    return (f"INSERT INTO feedback ({FEEDBACK_COLUMNS}) VALUES ({', '.join([mark] * 10)}) "
+            "ON CONFLICT (event_id) DO NOTHING")
+
+
+def feedback_row(e: FeedbackRecord) -> tuple[Any, ...]:
+    return (e.event_id, e.version, e.sample_id, e.unit, e.answered, e.ts, e.kind, e.value, int(e.negative),
+            e.comment)
+
+
+def feedback_record(row: Sequence[Any]) -> FeedbackRecord:
+    event_id, version, sample_id, unit, answered, ts, kind, value, negative, comment = row
+    return FeedbackRecord(event_id=event_id, version=version, sample_id=int(sample_id), unit=unit,
+                          answered=float(answered), ts=float(ts), kind=kind,
+                          value=None if value is None else float(value), negative=bool(negative), comment=comment)
+
+
+def feedback_sql(mark: str, limit: int) -> str:
+    return (f"SELECT {FEEDBACK_COLUMNS} FROM feedback WHERE version = {mark} AND ts >= {mark} AND ts < {mark} "
+            f"AND answered >= {mark} ORDER BY ts, event_id LIMIT {max(0, int(limit))}")
+
+
+ANSWERED_SQL = "SELECT COUNT(*) FROM samples WHERE version = {m} AND ts >= {m} AND ts < {m} AND source <> 'golden'"
+
+TRACE_ID = "substr(traceparent, 4, 32)"
+"""The trace id inside a stored W3C traceparent (`00-<trace id>-<span id>-<flags>`); indexed by this expression."""
+
+
+def responses_sql(mark: str, *, by: str, n: int) -> str:
+    """Samples whose `by` (response_id, or TRACE_ID) is one of n values, newest first."""
+    return (f"SELECT {by}, id, version, ts, conversation FROM samples WHERE {by} IN ({', '.join([mark] * n)}) "
+            "ORDER BY ts DESC, id DESC")
+
+
+def find_responses(read: Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]], mark: str, *,
+                   response_ids: Collection[str], trace_ids: Collection[str]
+                   ) -> tuple[dict[str, Response], dict[str, Response]]:
+    """The sampled responses with these engine response ids, and with these trace ids, through `read`."""
+    found = [responses_by_key(read(responses_sql(mark, by=by, n=len(keys)), keys)) if keys else {}
+             for by, keys in (("response_id", sorted(response_ids)), (TRACE_ID, sorted(trace_ids)))]
+    return found[0], found[1]
+
+
+def responses_by_key(rows: Sequence[Sequence[Any]]) -> dict[str, Response]:
+    """The newest response per key of rows from `responses_sql`."""
+    out: dict[str, Response] = {}
+    for key, sid, version, ts, conversation in rows:
+        out.setdefault(str(key), Response(sample_id=int(sid), version=version, ts=float(ts),
+                                          unit=conversation or f"sample:{int(sid)}"))
+    return out
+
+
+def unit_feedback_sql(mark: str, n: int) -> str:
+    return (f"SELECT unit, COUNT(*) FROM feedback WHERE ts >= {mark} AND unit IN ({', '.join([mark] * n)}) "
+            "GROUP BY unit")

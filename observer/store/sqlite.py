@@ -13,13 +13,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
+from observer.store.feedback import FeedbackRecord, Response
 from observer.store.jobs import (
     ClaimedJob,
     DriftReportRecord,
@@ -33,6 +34,7 @@ from observer.store.jobs import (
 from observer.store.pairs import PairRecord
 from observer.store.schema import SQLITE_MIGRATIONS as MIGRATIONS
 from observer.store.sql import (
+    ANSWERED_SQL,
     INGEST_KEY_SECONDS,
     JOB_COUNTS_SQL,
     LEASE_RAN_OUT,
@@ -43,9 +45,14 @@ from observer.store.sql import (
     drift_report_row,
     encode_meta,
     enqueue_rows,
+    feedback_record,
+    feedback_row,
+    feedback_sql,
+    find_responses,
     fingerprint_counts_query,
     golden_run_row,
     insert_drift_report_sql,
+    insert_feedback_sql,
     insert_golden_run_sql,
     insert_job_sql,
     insert_pair_sql,
@@ -62,6 +69,7 @@ from observer.store.sql import (
     released,
     renew_sql,
     spend_one,
+    unit_feedback_sql,
 )
 
 _T = TypeVar("_T")
@@ -255,6 +263,7 @@ class SqliteStore(SqlReads):
                 db.execute("DELETE FROM golden_runs WHERE started < ?", (cutoff,))
                 db.execute("DELETE FROM drift_reports WHERE checked_at < ?", (cutoff,))
                 db.execute("DELETE FROM pairs WHERE ts < ?", (cutoff,))
+                db.execute("DELETE FROM feedback WHERE ts < ?", (cutoff,))
                 db.execute("DELETE FROM ingest_keys WHERE created < ?", (self._clock() - INGEST_KEY_SECONDS,))
                 for (version,) in db.execute("SELECT DISTINCT version FROM samples").fetchall():
                     row = db.execute("SELECT ts, id FROM samples WHERE version = ? ORDER BY ts DESC, id DESC "
@@ -413,6 +422,35 @@ class SqliteStore(SqlReads):
         with self._locked() as db:
             rows = db.execute(paired_samples_sql("?", len(sample_ids)), (canary, *map(int, sample_ids))).fetchall()
         return {int(r[0]) for r in rows}
+
+    def add_feedback(self, events: Sequence[FeedbackRecord]) -> list[bool]:
+        rows = [feedback_row(e) for e in events]
+
+        def insert(db: sqlite3.Connection) -> list[bool]:
+            return [db.execute(insert_feedback_sql("?"), row).rowcount > 0 for row in rows]
+        return self._write(f"store {len(rows)} feedback event(s)", insert) if rows else []
+
+    def responses(self, *, response_ids: Collection[str], trace_ids: Collection[str]
+                  ) -> tuple[dict[str, Response], dict[str, Response]]:
+        with self._locked() as db:
+            return find_responses(lambda sql, args: db.execute(sql, args).fetchall(), "?",
+                                  response_ids=response_ids, trace_ids=trace_ids)
+
+    def unit_feedback(self, units: Collection[str], *, since: float) -> dict[str, int]:
+        keys = sorted(units)
+        if not keys:
+            return {}
+        with self._locked() as db:
+            return {str(u): int(n) for u, n in db.execute(unit_feedback_sql("?", len(keys)), (since, *keys))}
+
+    def feedback(self, version: str, *, since: float, until: float, limit: int) -> list[FeedbackRecord]:
+        with self._locked() as db:
+            return [feedback_record(r) for r in
+                    db.execute(feedback_sql("?", limit), (version, since, until, since)).fetchall()]
+
+    def answered(self, version: str, *, since: float, until: float) -> int:
+        with self._locked() as db:
+            return int(db.execute(ANSWERED_SQL.format(m="?"), (version, since, until)).fetchone()[0])
 
     def not_ready(self) -> str | None:
         """Always ready: a file that cannot be opened fails at start instead."""

@@ -18,6 +18,7 @@ from observer.analyse.canary.sources import (
     CanarySource,
     CostReader,
     DriftReader,
+    FeedbackReader,
     OwnSource,
     PairsReader,
     PrometheusSource,
@@ -36,16 +37,16 @@ from observer.wiring.runtime import BaseComponent, Context, Job
 
 
 def make_source(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
-                drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None
-                ) -> CanarySource:
+                drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None,
+                feedback: FeedbackReader | None = None) -> CanarySource:
     """The data source the config names: Prometheus, or the observer's own services."""
     spec = ctx.config.canary
     if spec.source == "prometheus" and spec.prometheus_url is not None:  # the config requires the URL then
         client = PromQLClient(spec.prometheus_url, spec.prometheus, http=promql.build_client(spec.prometheus))
         return PrometheusSource(url=spec.prometheus_url, http=ctx.http, slice_seconds=spec.slice_seconds,
-                                client=client, pairs=pairs)
+                                client=client, pairs=pairs, feedback=feedback)
     return OwnSource(signals=signals, quality=quality, drift=drift, slice_seconds=spec.slice_seconds, cost=cost,
-                     pairs=pairs)
+                     pairs=pairs, feedback=feedback)
 
 
 @dataclass
@@ -106,14 +107,15 @@ def report_router(ctx: Context, service: CanaryService, *, examples: ExampleStor
 
 def build(ctx: Context, *, signals: SignalsReader | None, quality: QualityReader | None,
           drift: DriftReader | None, cost: CostReader | None = None, pairs: PairsReader | None = None,
-          examples: ExampleStore | None = None, redactor: Redactor | None = None,
-          kappa: Callable[[], float | None] = lambda: None,
+          feedback: FeedbackReader | None = None, examples: ExampleStore | None = None,
+          redactor: Redactor | None = None, kappa: Callable[[], float | None] = lambda: None,
           events: EvaluationSink | None = None) -> CanaryComponent | None:
     """Return the canary component (its `service` judges pairs), or None when the area is disabled."""
     spec = ctx.config.canary
     if not spec.enabled:
         return None
-    source = make_source(ctx, signals=signals, quality=quality, drift=drift, cost=cost, pairs=pairs)
+    source = make_source(ctx, signals=signals, quality=quality, drift=drift, cost=cost, pairs=pairs,
+                         feedback=feedback)
     service = CanaryService(ctx.config, source, clock=ctx.clock, fleet=ctx.fleet, events=events)
     own = source.client.http if isinstance(source, PrometheusSource) and source.client.http is not ctx.http else None
     report = (report_router(ctx, service, examples=examples, redactor=redactor, kappa=kappa)

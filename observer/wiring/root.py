@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from observer.analyse.canary.service import CanaryService
+from observer.analyse.canary.sources import StoreFeedback
 from observer.analyse.drift.state import DriftState
 from observer.analyse.embed import Embedder
 from observer.analyse.quality.shadow import ShadowReplayer
@@ -92,6 +93,7 @@ def assemble(ctx: Context, *, areas: Collection[Area] | None = None,
         out.components.append(dr)
     if "canary" in selected and (ca := canary.build(ctx, signals=out.signals, quality=out.quality,
                                                     drift=out.drift, cost=out.signals, pairs=out.shadow,
+                                                    feedback=None if out.store is None else StoreFeedback(out.store),
                                                     examples=out.store, redactor=redactor,
                                                     kappa=kappa or no_kappa, events=events)) is not None:
         out.canary = ca.service

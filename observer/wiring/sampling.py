@@ -17,6 +17,7 @@ from observer.fleetview import VersionNames
 from observer.httpserve import ConnectionGuard
 from observer.sample.checks import proxy_upstream, shared_upstream, validate
 from observer.sample.conversation import Keyer
+from observer.sample.feedback import feedback_router
 from observer.sample.genai import GenAiSource
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
@@ -110,6 +111,10 @@ class SamplingComponent(BaseComponent):
                               guard=self.ctx.private_guard(),
                               max_request_bytes=config.server.max_request_bytes,
                               max_batch_samples=config.sampling.max_batch_samples, clock=self.ctx.clock),
+                *((feedback_router(store=self.store, metrics=self.metrics, spec=config.sampling.feedback,
+                                   redactor=self.pipeline.redactor, guard=self.ctx.private_guard(),
+                                   max_request_bytes=config.server.max_request_bytes, clock=self.ctx.clock),)
+                  if config.sampling.feedback.enabled else ()),
                 *((otlp_router(self.spans, guard=self.ctx.private_guard(),
                                max_request_bytes=config.server.max_request_bytes, genai=self.genai),)
                   if self.spans is not None or self.genai is not None else ()))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import yaml
 from rich.console import Console
 from rich.table import Table
@@ -65,6 +66,7 @@ from observer_dev.gameday.scenarios import (
     Row,
     Scenario,
 )
+from observer_dev.gameday.users import GamedayUsersError, give_feedback
 from observer_dev.promserver import PrometheusError, free_port, run_prometheus
 from observer_dev.sim.dcgm_exposition import MODEL_NAME as SIM_GPU_MODEL
 
@@ -178,6 +180,9 @@ def _config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workd
         data["quality"] = {"enabled": True, "golden_dirs": [str(GOLDEN_SETS)], "golden_sets": ["factual"],
                            "interval_seconds": 3600, "run_at_start": False,
                            "live": {"interval_seconds": 1.0, "checks": ["goodput"]}}
+    if scenario.needs == "feedback":  # mirrored samples and the users' feedback on them, nothing else scored
+        work = workdir or Path(tempfile.gettempdir())
+        data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")}}
     if scenario.needs == "proxy":  # the observer's in-process sampling proxy fronts the canary
         work = workdir or Path(tempfile.gettempdir())
         data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")},
@@ -214,8 +219,9 @@ def _ready(obs: RunningObserver, what: str) -> None:
     _wait(lambda: httpx.get(obs.url + "/readyz", timeout=1).status_code == 200, timeout=20, what=what)
 
 
-def _ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: float) -> int:
-    """Mirror `want` of the simulator's recent `version` requests into the observer (POST /api/v1/samples)."""
+def _ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: float) -> list[dict[str, Any]]:
+    """Mirror `want` of the simulator's recent `version` requests into the observer (POST /api/v1/samples);
+    returns what was mirrored."""
     seen: set[tuple[float, str]] = set()
     batch: list[dict[str, Any]] = []
     deadline = time.monotonic() + 120
@@ -229,14 +235,14 @@ def _ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: 
             # Each simulated request is a conversation of its own (a keyed id, as a sidecar sends it).
             conversation = hashlib.sha256(f"{version}:{x.ts}:{x.prompt}".encode()).hexdigest()[:32]
             batch.append({"version": version, "prompt": x.prompt, "output": x.output, "ts": x.ts,
-                          "conversation_key": conversation,
+                          "conversation_key": conversation, "response_id": f"chatcmpl-{conversation}",
                           "model": "llm", "finish_reason": x.finish_reason, "prompt_tokens": x.prompt_tokens,
                           "output_tokens": x.output_tokens, "latency_s": x.latency_s, "ttft_s": x.ttft_s})
     for i in range(0, len(batch), 1000):
         r = httpx.post(f"{observer_url}/api/v1/samples", json={"samples": batch[i:i + 1000]}, timeout=30)
         if r.status_code >= 300:
             raise GamedayError(f"ingest of {version} samples answered HTTP {r.status_code}: {r.text[:200]}")
-    return len(batch)
+    return batch
 
 
 def _prepare_drift(fleet: Any, observer_url: str, cfg: ObserverConfig) -> None:
@@ -244,7 +250,7 @@ def _prepare_drift(fleet: Any, observer_url: str, cfg: ObserverConfig) -> None:
     observer's config `cfg`: its store and baseline folder), ingest canary samples."""
     from observer.analyse.drift.pinning import pin_baseline
 
-    n = _ingest(fleet, observer_url, "stable", want=1500, seconds=5.0)
+    n = len(_ingest(fleet, observer_url, "stable", want=1500, seconds=5.0))
     try:
         pin_baseline(cfg, "stable", now=time.time(), created_by="gameday", promote=True)
     except ObserverError as e:
@@ -331,6 +337,8 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
     obs = start_observer(config)
     body: dict[str, Any] = {}
     streak = passes = 0
+    users = np.random.default_rng(sum(map(ord, s.name)))  # the scenario's users, the same each run
+    answered: set[str] = set()  # the answers they have seen
     try:
         _ready(obs, "the observer's first scrape")
         # The same pair through Flagger's loop, webhooks and MetricTemplates, interval by interval beside the
@@ -382,6 +390,15 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 for version in ("stable", "canary"):  # both arms mirrored: the goodput check compares them
                     _ingest(fleet, obs.url, version, want=150, seconds=1.0)
                 time.sleep(plan.scrape_interval * 3.0)  # live scoring runs every second
+            elif s.needs == "feedback":  # both arms mirrored; their users answer some of what they got
+                for version in ("stable", "canary"):
+                    rate, negative = s.feedback[version]
+                    try:
+                        give_feedback(obs.url, _ingest(fleet, obs.url, version, want=150, seconds=1.0),
+                                      response_rate=rate, negative=negative, rng=users, seen=answered)
+                    except GamedayUsersError as e:
+                        raise GamedayError(str(e)) from e
+                time.sleep(plan.scrape_interval * 2.0)
             else:
                 time.sleep(plan.scrape_interval * 2.0)  # about one round per two-second slice
             if s.expect == "alerts":

@@ -45,7 +45,13 @@ class Scenario:
     metrics: tuple[Mapping[str, Any], ...] = ()  # canary metrics added to the defaults for this scenario
     canary_end: Mapping[str, Any] = field(default_factory=dict)  # canary.end for this scenario (default: hold 2h)
     pending_pods: int = 0  # canary pods the scheduler cannot place (cluster topology only: pods are API objects)
+    # needs "feedback": per version, the share of mirrored answers its users answer and the share they dislike
+    feedback: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
+
+FEEDBACK_METRIC: Mapping[str, Any] = {"name": "feedback", "kind": "feedback", "critical": True, "group": "quality",
+                                      "base_rate": 0.1}
+"""The users' feedback as a gate: critical here, so that it alone decides a scenario where nothing else moves."""
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("healthy", "healthy canary", "pass"),
@@ -87,6 +93,12 @@ SCENARIOS: tuple[Scenario, ...] = (
              canary={"gpus_per_replica": 2}, costly=True),
     Scenario("goodput", "same cost, time per output token ×3: worse goodput", "fail", canary={"itl_scale": 3.0},
              dimension="quality", needs="goodput", must_fail=("goodput",), min_rounds=30),
+    Scenario("users-notice", "only the users notice: latency and golden sets unchanged, negative feedback "
+             "doubled", "fail", needs="feedback", dimension="quality", must_fail=("feedback",), min_rounds=30,
+             metrics=(FEEDBACK_METRIC,), feedback={"stable": (0.25, 0.12), "canary": (0.25, 0.24)}),
+    Scenario("users-silent", "negative feedback doubled, but the canary's users gave too few answers",
+             "inconclusive", needs="feedback", metrics=(FEEDBACK_METRIC,), reason="feedback",
+             feedback={"stable": (0.25, 0.12), "canary": (0.003, 0.24)}),
     Scenario("decode", "decode slower: time per output token ×1.5, TTFT and errors unchanged", "fail",
              canary={"itl_scale": 1.5}, dimension="latency", must_fail=("itl",)),
     Scenario("template-rollback", "weights rolled back, the new system prompt kept", "alerts", change_after=2,

@@ -232,6 +232,39 @@ def test_shadow_pairs_are_stored_once_read_in_order_and_pruned(clocked: tuple[Ma
     assert [p.sample_id for p in store.pairs("canary", since=0.0, limit=10)] == [8]
 
 
+def test_feedback_joins_responses_is_stored_once_and_pruned(clocked: tuple[ManagedStore, Clock]) -> None:
+    from observer.store.feedback import FeedbackRecord
+
+    store, clock = clocked
+    clock.now = 1_000_100.0
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    a, b, _ = store.add([rec(i=1, response_id="chatcmpl-a", conversation="c" * 32),
+                         rec("canary", 2, traceparent=f"00-{trace}-00f067aa0ba902b7-01"),
+                         rec(i=3, source="golden")])
+    by_id, by_trace = store.responses(response_ids={"chatcmpl-a", "chatcmpl-none"}, trace_ids={trace, "0" * 32})
+    assert set(by_id) == {"chatcmpl-a"} and set(by_trace) == {trace}
+    assert (by_id["chatcmpl-a"].sample_id, by_id["chatcmpl-a"].version, by_id["chatcmpl-a"].unit) == (a, "stable",
+                                                                                                      "c" * 32)
+    assert (by_trace[trace].version, by_trace[trace].unit) == ("canary", f"sample:{b}")
+    assert store.responses(response_ids=set(), trace_ids=set()) == ({}, {})
+
+    def ev(event_id: str, sid: int, unit: str, ts: float, *, version: str = "stable") -> FeedbackRecord:
+        return FeedbackRecord(event_id=event_id, version=version, sample_id=sid, unit=unit, answered=1_000_001.0,
+                              ts=ts, kind="thumbs", value=0.0, negative=True, comment="é 👋")
+
+    assert store.add_feedback([ev("e1", a, "u", clock.now - 10), ev("e2", a, "u", clock.now - 1),
+                               ev("e1", a, "u", clock.now)]) == [True, True, False]
+    assert store.add_feedback([ev("e2", a, "u", clock.now)]) == [False] and store.add_feedback([]) == []
+    got = store.feedback("stable", since=1_000_000.0, until=clock.now + 1, limit=10)
+    assert [(e.event_id, e.negative, e.comment) for e in got] == [("e1", True, "é 👋"), ("e2", True, "é 👋")]
+    assert store.feedback("stable", since=1_000_002.0, until=clock.now + 1, limit=10) == []  # answered before
+    assert store.unit_feedback({"u", "v"}, since=clock.now - 5) == {"u": 1}
+    assert store.answered("stable", since=0.0, until=2e9) == 1  # the golden replay is not a user's answer
+    clock.now += 3600
+    store.prune(max_age_seconds=3600 + 5, max_rows_per_version=1000)  # cutoff between the two events
+    assert [e.event_id for e in store.feedback("stable", since=0.0, until=clock.now, limit=10)] == ["e2"]
+
+
 def test_fingerprint_counts_group_by_hash_pair_in_the_range(store: ManagedStore) -> None:
     store.add([rec(i=1, template_hash="aaaaaaaaaaaa", sampling_hash="111111111111",
                    traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),

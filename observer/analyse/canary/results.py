@@ -66,6 +66,27 @@ class PairCounts:
                 "position_inconsistent": self.inconsistent, "errors": self.errors}
 
 
+@dataclass(frozen=True)
+class FeedbackWindow:
+    """Users' feedback on one arm's sampled answers over the window, and per slice (the same slices on both arms)."""
+
+    events: int
+    negatives: int
+    responses: int
+    """Sampled live answers of the window: the response rate's denominator."""
+    units: int
+    """Conversations (or lone answers) the events came from."""
+    slices: tuple[tuple[int, int], ...] = ()
+    """(negatives, events) per slice of the window, by when the user gave them."""
+    note: str = ""
+    truncated: bool = False
+    """Only the newest slices of a window longer than the reader's bound were read (no planned end then)."""
+
+    @property
+    def response_rate(self) -> float | None:
+        return self.events / self.responses if self.responses else None
+
+
 ROUTED_NOTE = "no vLLM series under its model name (vLLM counts an adapter under the base model): judge router_ttft"
 """Why an engine-side metric is nodata for a version whose requests are the router's."""
 
@@ -105,6 +126,8 @@ class ArmData:
     """Canary arm only: paired comparisons with its baseline over the window, by paired check."""
     paired_note: str = ""
     """Why paired comparisons are missing or stopped (replay budget spent, shadow replay off)."""
+    feedback: FeedbackWindow | None = None
+    """Users' feedback on the arm's sampled answers; None where no store is read."""
     judge_identity: Mapping[str, str] = field(default_factory=dict)
     """The LLM judge behind quality results (model, prompt hash, rubric hash), pinned in the verdict."""
     admission_rejections: float | None = None

@@ -127,7 +127,7 @@ def _interval(r: MetricResult, m: CanaryMetricSpec | None) -> str:
     if m is None:
         return "—"
     match m.kind:
-        case MetricKind.RATIO | MetricKind.LATENCY:
+        case MetricKind.RATIO | MetricKind.LATENCY | MetricKind.FEEDBACK:
             return f"pass under {m.effect_ratio:g}× baseline"
         case MetricKind.QUALITY:
             return f"margin {m.margin:g}"

@@ -10,6 +10,7 @@ from observer.analyse.canary.sources.base import (
     CanarySource,
     CostReader,
     DriftReader,
+    FeedbackReader,
     PairsReader,
     QualityReader,
     SignalsReader,
@@ -17,6 +18,7 @@ from observer.analyse.canary.sources.base import (
     needs,
     paired_counts,
 )
+from observer.analyse.canary.sources.feedback import StoreFeedback
 from observer.analyse.canary.sources.own import OwnSource, environment
 from observer.analyse.canary.sources.prometheus import PrometheusSource, histogram_from_vector
 
@@ -25,12 +27,14 @@ __all__ = [
     "CanarySource",
     "CostReader",
     "DriftReader",
+    "FeedbackReader",
     "OwnSource",
     "PairsReader",
     "PrometheusSource",
     "QualityReader",
     "SignalsReader",
     "SourceError",
+    "StoreFeedback",
     "environment",
     "histogram_from_vector",
     "needs",

@@ -8,6 +8,7 @@ from typing import Protocol, assert_never
 
 from observer import conventions as names
 from observer.analyse.canary.judge import ArmData, PairCounts
+from observer.analyse.canary.results import FeedbackWindow
 from observer.analyse.drift.state import DriftResult
 from observer.analyse.signals import SliceTotals, VersionSignals
 from observer.collect.model import Histogram
@@ -62,6 +63,12 @@ def paired_counts(outcomes: Sequence[Mapping[str, str]], checks: set[str]) -> di
                           errors=t["error"]) for c, t in tally.items()}
 
 
+class FeedbackReader(Protocol):
+    """What the canary reads of users' feedback (observer.analyse.canary.sources.feedback.StoreFeedback)."""
+
+    def window(self, version: str, *, since: float, now: float, step: float) -> FeedbackWindow: ...
+
+
 class DriftReader(Protocol):
     """What the canary reads from the drift area (observer.analyse.drift.state.DriftState)."""
 
@@ -103,7 +110,7 @@ def needs(metrics: Sequence[CanaryMetricSpec]) -> tuple[set[LatencyId], set[str]
                 checks.update([m.live_check] if m.live_check is not None else [])
             case MetricKind.DRIFT:
                 fields.update([m.field] if m.field is not None else [])
-            case MetricKind.COST | MetricKind.PAIRED:  # read by the cost and pair readers, asked for apart
+            case MetricKind.COST | MetricKind.PAIRED | MetricKind.FEEDBACK:  # their own readers, asked apart
                 pass
             case _:
                 assert_never(m.kind)

@@ -11,6 +11,7 @@ from observer.analyse.canary.judge import ArmData, DriftObservation, PairCounts
 from observer.analyse.canary.sources.base import (
     CostReader,
     DriftReader,
+    FeedbackReader,
     PairsReader,
     QualityReader,
     SignalsReader,
@@ -33,8 +34,9 @@ class OwnSource:
 
     def __init__(self, *, signals: SignalsReader | None, quality: QualityReader | None = None,
                  drift: DriftReader | None = None, slice_seconds: float = 60.0, cost: CostReader | None = None,
-                 pairs: PairsReader | None = None) -> None:
+                 pairs: PairsReader | None = None, feedback: FeedbackReader | None = None) -> None:
         self.signals = signals
+        self.feedback = feedback
         self.pairs = pairs
         self.quality = quality
         self.drift = drift
@@ -126,8 +128,10 @@ class OwnSource:
         elif paired_checks and self.pairs is not None:
             outcomes, note, identity = self.pairs.paired_outcomes(version, since=since)
             paired = paired_counts(outcomes, paired_checks)
+        feedback = self.feedback.window(version, since=since, now=now, step=self.slice_seconds) \
+            if self.feedback is not None and any(m.kind == "feedback" for m in metrics) and now > since else None
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
-                       golden_judge_errors=golden_errors,
+                       golden_judge_errors=golden_errors, feedback=feedback,
                        http_status=None if http is None else {str(k): float(v) for k, v in http.items()},
                        slices=slices, replicas=None if latest is None else latest.replicas_up,
                        prefix_cache_hit_ratio=None if latest is None else latest.prefix_cache_hit_ratio,

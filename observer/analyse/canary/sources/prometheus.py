@@ -13,6 +13,7 @@ from observer import conventions as names
 from observer.analyse.canary.judge import ArmData, DriftObservation, PairCounts
 from observer.analyse.canary.sources.base import (
     ENVIRONMENT_KEYS,
+    FeedbackReader,
     PairsReader,
     SourceError,
     as_finished,
@@ -45,8 +46,9 @@ class PrometheusSource:
 
     def __init__(self, *, url: str, http: httpx.AsyncClient, timeout: float = 10.0,
                  slice_seconds: float = 60.0, client: PromQLClient | None = None,
-                 pairs: PairsReader | None = None) -> None:
+                 pairs: PairsReader | None = None, feedback: FeedbackReader | None = None) -> None:
         self.url = url.rstrip("/")
+        self.feedback = feedback  # users' feedback lives in the shared store too
         self.pairs = pairs  # paired outcomes come from the shared sample store, as in the own source
         self.slice_seconds = slice_seconds
         self.client = client or PromQLClient(self.url, PrometheusClientSpec(timeout_seconds=timeout), http=http)
@@ -319,6 +321,9 @@ class PrometheusSource:
         elif paired_checks and self.pairs is not None:  # the pairs live in the shared store, not in Prometheus
             outcomes, note, identity = await asyncio.to_thread(self.pairs.paired_outcomes, version, since=since)
             paired = paired_counts(outcomes, paired_checks)
+        feedback = await asyncio.to_thread(self.feedback.window, version, since=since, now=now,
+                                           step=self.slice_seconds) \
+            if self.feedback is not None and any(m.kind == "feedback" for m in metrics) and now > since else None
         replicas = await self._scalar(f"max({names.REPLICAS}{v})", now)
         saturated = await self._scalar(f"max(max_over_time({names.ROUTER_SATURATED}{v}{rng}))", now)
         states = await self.query(f"max by ({names.STATE}) ({names.REPLICAS_IN_STATE}{v})", at=now)
@@ -327,7 +332,7 @@ class PrometheusSource:
                     if str(s["metric"].get(names.STATE, "")) in known}
         prefix = await self._scalar(f"max({names.WIN_PREFIX_CACHE_HIT_RATIO}{v})", now)
         return ArmData(requests=requests, histograms=hists, golden=golden, live_checks=live, drift=drift,
-                       golden_judge_errors=golden_errors,
+                       golden_judge_errors=golden_errors, feedback=feedback,
                        slices=slices, pods=pods, cost_per_million_tokens=cost, paired=paired, paired_note=note,
                        judge_identity=identity, http_status=statuses,
                        replicas=None if replicas is None else round(replicas), prefix_cache_hit_ratio=prefix,
