@@ -47,15 +47,6 @@ class Response:
     unit: str
 
 
-@dataclass(frozen=True)
-class FeedbackTally:
-    """A version's feedback over a window, and the sampled responses it answered in it."""
-
-    events: int
-    negatives: int
-    responses: int
-
-
 @runtime_checkable
 class FeedbackStore(Protocol):
     """Where feedback lives (both sample stores)."""
@@ -79,4 +70,9 @@ class FeedbackStore(Protocol):
 
     def answered(self, version: str, *, since: float, until: float) -> int:
         """The version's sampled live responses (not golden replays) answered with since <= ts < until."""
+        ...
+
+    def judged_feedback(self, scorer: str, *, since: float, limit: int) -> list[tuple[bool, bool | None]]:
+        """Per answer with feedback given since `since` and a `scorer` result: (the users passed it: no negative
+        event, the scorer's pass or None for an undecided score), newest answers first, at most `limit`."""
         ...

@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.feedback import FeedbackRecord, Response
+from observer.store.feedback import FeedbackRecord
 from observer.store.jobs import (
     ClaimedJob,
     DriftReportRecord,
@@ -36,7 +36,6 @@ from observer.store.jobs import (
 from observer.store.pairs import PairRecord
 from observer.store.schema import POSTGRES_MIGRATIONS as MIGRATIONS
 from observer.store.sql import (
-    ANSWERED_SQL,
     INGEST_KEY_SECONDS,
     JOB_COUNTS_SQL,
     LEASE_RAN_OUT,
@@ -47,10 +46,7 @@ from observer.store.sql import (
     drift_report_row,
     encode_meta,
     enqueue_rows,
-    feedback_record,
     feedback_row,
-    feedback_sql,
-    find_responses,
     fingerprint_counts_query,
     golden_run_row,
     insert_drift_report_sql,
@@ -71,7 +67,6 @@ from observer.store.sql import (
     released,
     renew_sql,
     spend_one,
-    unit_feedback_sql,
 )
 
 # A row is in the feed once no transaction older than its own is still open: then every row with a smaller
@@ -241,6 +236,10 @@ class PostgresStore(SqlReads):
             if key is not None:
                 cur.execute("UPDATE ingest_keys SET ids = %s::jsonb WHERE key = %s", (json.dumps(ids), key))
         return ids
+
+    def _rows(self, what: str, sql: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+        with self._conn(what) as conn:
+            return list(conn.execute(sql, args).fetchall())
 
     def _read(self, sql: str, args: Sequence[Any]) -> list[StoredSample]:
         with self._conn("read samples") as conn:
@@ -441,28 +440,6 @@ class PostgresStore(SqlReads):
             return []
         with self._conn(f"store {len(events)} feedback event(s)") as conn:
             return [int(conn.execute(insert_feedback_sql("%s"), feedback_row(e)).rowcount) > 0 for e in events]
-
-    def responses(self, *, response_ids: Collection[str], trace_ids: Collection[str]
-                  ) -> tuple[dict[str, Response], dict[str, Response]]:
-        with self._conn("find the responses feedback is about") as conn:
-            return find_responses(lambda sql, args: conn.execute(sql, args).fetchall(), "%s",
-                                  response_ids=response_ids, trace_ids=trace_ids)
-
-    def unit_feedback(self, units: Collection[str], *, since: float) -> dict[str, int]:
-        keys = sorted(units)
-        if not keys:
-            return {}
-        with self._conn("count feedback per conversation") as conn:
-            return {str(u): int(n) for u, n in conn.execute(unit_feedback_sql("%s", len(keys)), (since, *keys))}
-
-    def feedback(self, version: str, *, since: float, until: float, limit: int) -> list[FeedbackRecord]:
-        with self._conn(f"read feedback of {version}") as conn:
-            return [feedback_record(r) for r in
-                    conn.execute(feedback_sql("%s", limit), (version, since, until, since)).fetchall()]
-
-    def answered(self, version: str, *, since: float, until: float) -> int:
-        with self._conn(f"count answered responses of {version}") as conn:
-            return int(conn.execute(ANSWERED_SQL.format(m="%s"), (version, since, until)).fetchone()[0])
 
     def close(self) -> None:
         """Close the pool; later calls raise StoreError."""

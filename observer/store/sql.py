@@ -80,12 +80,43 @@ def fingerprint_counts_query(version: str, *, since: float, until: float, mark: 
 
 
 class SqlReads:
-    """The read methods both stores share; a store sets MARK and implements `_read(sql, args)`."""
+    """The read methods both stores share; a store sets MARK and implements `_read(sql, args)` (samples with
+    their scores) and `_rows(what, sql, args)` (plain rows; StoreError naming `what` on failure)."""
 
     MARK = "?"
 
     def _read(self, sql: str, args: Sequence[Any]) -> list[StoredSample]:
         raise NotImplementedError
+
+    def _rows(self, what: str, sql: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+        raise NotImplementedError
+
+    def responses(self, *, response_ids: Collection[str], trace_ids: Collection[str]
+                  ) -> tuple[dict[str, Response], dict[str, Response]]:
+        """The sampled responses with these engine response ids, and with these trace ids (the newest each)."""
+        return find_responses(lambda sql, args: self._rows("find the answers feedback is about", sql, args),
+                              self.MARK, response_ids=response_ids, trace_ids=trace_ids)
+
+    def unit_feedback(self, units: Collection[str], *, since: float) -> dict[str, int]:
+        """Feedback events stored per unit with ts >= since."""
+        keys = sorted(units)
+        rows = self._rows("count feedback per conversation", unit_feedback_sql(self.MARK, len(keys)),
+                          (since, *keys)) if keys else []
+        return {str(u): int(n) for u, n in rows}
+
+    def feedback(self, version: str, *, since: float, until: float, limit: int) -> list[FeedbackRecord]:
+        """A version's feedback events in [since, until) on answers from `since` on, oldest first."""
+        return [feedback_record(r) for r in self._rows(f"read feedback of {version}", feedback_sql(self.MARK, limit),
+                                                       (version, since, until, since))]
+
+    def judged_feedback(self, scorer: str, *, since: float, limit: int) -> list[tuple[bool, bool | None]]:
+        """(users passed, `scorer` passed) per answer with feedback since `since`."""
+        return judged_rows(self._rows("read judged feedback", judged_feedback_sql(self.MARK, limit), (scorer, since)))
+
+    def answered(self, version: str, *, since: float, until: float) -> int:
+        """The version's sampled live answers in [since, until)."""
+        return int(self._rows(f"count answers of {version}", ANSWERED_SQL.format(m=self.MARK),
+                              (version, since, until))[0][0])
 
     def samples(self, version: str, *, since: float | None = None, until: float | None = None,
                 limit: int | None = None, source: str | None = None) -> list[StoredSample]:
@@ -337,3 +368,14 @@ def responses_by_key(rows: Sequence[Sequence[Any]]) -> dict[str, Response]:
 def unit_feedback_sql(mark: str, n: int) -> str:
     return (f"SELECT unit, COUNT(*) FROM feedback WHERE ts >= {mark} AND unit IN ({', '.join([mark] * n)}) "
             "GROUP BY unit")
+
+
+def judged_feedback_sql(mark: str, limit: int) -> str:
+    """(users passed, scorer passed) per answer with feedback since a time and a score of one scorer."""
+    return ("SELECT MAX(f.negative), s.passed FROM feedback f JOIN scores s ON s.sample_id = f.sample_id "
+            f"AND s.scorer = {mark} WHERE f.ts >= {mark} GROUP BY f.sample_id, s.passed "
+            f"ORDER BY MAX(f.answered) DESC LIMIT {max(0, int(limit))}")
+
+
+def judged_rows(rows: Sequence[Sequence[Any]]) -> list[tuple[bool, bool | None]]:
+    return [(not bool(negative), None if passed is None else bool(passed)) for negative, passed in rows]

@@ -13,14 +13,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 from observer.store.base import SampleRecord, Score, StoredSample, StoreError, stored_sample
-from observer.store.feedback import FeedbackRecord, Response
+from observer.store.feedback import FeedbackRecord
 from observer.store.jobs import (
     ClaimedJob,
     DriftReportRecord,
@@ -34,7 +34,6 @@ from observer.store.jobs import (
 from observer.store.pairs import PairRecord
 from observer.store.schema import SQLITE_MIGRATIONS as MIGRATIONS
 from observer.store.sql import (
-    ANSWERED_SQL,
     INGEST_KEY_SECONDS,
     JOB_COUNTS_SQL,
     LEASE_RAN_OUT,
@@ -45,10 +44,7 @@ from observer.store.sql import (
     drift_report_row,
     encode_meta,
     enqueue_rows,
-    feedback_record,
     feedback_row,
-    feedback_sql,
-    find_responses,
     fingerprint_counts_query,
     golden_run_row,
     insert_drift_report_sql,
@@ -69,7 +65,6 @@ from observer.store.sql import (
     released,
     renew_sql,
     spend_one,
-    unit_feedback_sql,
 )
 
 _T = TypeVar("_T")
@@ -181,6 +176,13 @@ class SqliteStore(SqlReads):
                 _rollback(db)
                 raise StoreError(f"could not store {len(rows)} sample(s) in {self.path}: {e}") from e
         return ids
+
+    def _rows(self, what: str, sql: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+        with self._locked() as db:
+            try:
+                return list(db.execute(sql, args).fetchall())
+            except sqlite3.Error as e:
+                raise StoreError(f"could not {what} in sample store {self.path}: {e}") from e
 
     def _read(self, sql: str, args: Sequence[Any]) -> list[StoredSample]:
         with self._locked() as db:
@@ -429,28 +431,6 @@ class SqliteStore(SqlReads):
         def insert(db: sqlite3.Connection) -> list[bool]:
             return [db.execute(insert_feedback_sql("?"), row).rowcount > 0 for row in rows]
         return self._write(f"store {len(rows)} feedback event(s)", insert) if rows else []
-
-    def responses(self, *, response_ids: Collection[str], trace_ids: Collection[str]
-                  ) -> tuple[dict[str, Response], dict[str, Response]]:
-        with self._locked() as db:
-            return find_responses(lambda sql, args: db.execute(sql, args).fetchall(), "?",
-                                  response_ids=response_ids, trace_ids=trace_ids)
-
-    def unit_feedback(self, units: Collection[str], *, since: float) -> dict[str, int]:
-        keys = sorted(units)
-        if not keys:
-            return {}
-        with self._locked() as db:
-            return {str(u): int(n) for u, n in db.execute(unit_feedback_sql("?", len(keys)), (since, *keys))}
-
-    def feedback(self, version: str, *, since: float, until: float, limit: int) -> list[FeedbackRecord]:
-        with self._locked() as db:
-            return [feedback_record(r) for r in
-                    db.execute(feedback_sql("?", limit), (version, since, until, since)).fetchall()]
-
-    def answered(self, version: str, *, since: float, until: float) -> int:
-        with self._locked() as db:
-            return int(db.execute(ANSWERED_SQL.format(m="?"), (version, since, until)).fetchone()[0])
 
     def not_ready(self) -> str | None:
         """Always ready: a file that cannot be opened fails at start instead."""

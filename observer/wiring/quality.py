@@ -34,6 +34,7 @@ from observer.analyse.quality.jobs import (
 )
 from observer.analyse.quality.judge import JudgeClient, JudgeStats
 from observer.analyse.quality.live import JUDGE_CHECK, JUDGE_JOB, LiveScorer
+from observer.analyse.quality.model import scorer_name
 from observer.analyse.quality.pairwise import PairwiseJudge
 from observer.analyse.quality.prompts import JudgePrompt, Rubric
 from observer.analyse.quality.reliability import JudgeReliability, ReliabilityCollector
@@ -43,6 +44,7 @@ from observer.analyse.quality.shadow import FleetShadowPairs, ShadowCollector, S
 from observer.analyse.quality.similarity import Embedder, load_default_embedder
 from observer.analyse.quality.state import QualityState
 from observer.analyse.quality.sync import QualitySync
+from observer.analyse.quality.users import USER_WINDOW_SECONDS, UserAgreement
 from observer.analyse.rounds import Rounds
 from observer.config.fleet import VersionSpec
 from observer.config.quality import QualitySpec
@@ -169,6 +171,11 @@ def build(ctx: Context, *, store: ManagedStore | None,
     if reliability is not None:
         # Checks every minute whether a re-grade is due (identity change, interval); cheap when not.
         jobs.append(Job("quality-reliability", 60.0, reliability.run_once, singleton=True))
+    users = None
+    if live is not None and judge is not None and rubric is not None and store is not None:
+        users = UserAgreement(store, scorer_name("judge", rubric.name), window_seconds=USER_WINDOW_SECONDS,
+                              clock=ctx.clock)
+        jobs.append(Job("quality-users", 60.0, users.run_once))
     jobs.extend(Job(f"work-{w.kind}", work_spec.poll_seconds, w.tick) for w in workers)
     if sync is not None:
         jobs.append(Job("quality-sync", work_spec.sync_seconds, sync.run_once))
@@ -182,7 +189,7 @@ def build(ctx: Context, *, store: ManagedStore | None,
         collectors.append(shadow_collector)
     if judge is not None:
         collectors.append(ReliabilityCollector(judge, reliability, position=shadow_collector.position
-                                               if shadow_collector is not None else None))
+                                               if shadow_collector is not None else None, users=users))
     router = quality_api.router(state, versions=lambda: [v.name for v in fleet.versions()])
     return QualityComponent(state=state, judge=judge, shadow=shadow, job_list=jobs, collector_list=collectors,
                             router_list=(router,), reliability=reliability,

@@ -260,6 +260,9 @@ def test_feedback_joins_responses_is_stored_once_and_pruned(clocked: tuple[Manag
     assert store.feedback("stable", since=1_000_002.0, until=clock.now + 1, limit=10) == []  # answered before
     assert store.unit_feedback({"u", "v"}, since=clock.now - 5) == {"u": 1}
     assert store.answered("stable", since=0.0, until=2e9) == 1  # the golden replay is not a user's answer
+    store.attach_score(a, scorer="judge:helpfulness", passed=False, score=None, reason="", meta={})
+    assert store.judged_feedback("judge:helpfulness", since=0.0, limit=10) == [(False, False)]  # e1, e2 on `a`
+    assert store.judged_feedback("judge:other", since=0.0, limit=10) == []
     clock.now += 3600
     store.prune(max_age_seconds=3600 + 5, max_rows_per_version=1000)  # cutoff between the two events
     assert [e.event_id for e in store.feedback("stable", since=0.0, until=clock.now, limit=10)] == ["e2"]

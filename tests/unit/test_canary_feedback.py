@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from observer.analyse.canary import planned
 from observer.analyse.canary.judge import judge_metric
@@ -92,5 +93,61 @@ def test_the_store_reader_cuts_events_on_the_window_slices(tmp_path: Path) -> No
         assert w.response_rate == 0.4
         capped = StoreFeedback(store, max_events=2).window("c", since=1000.0, now=1180.0, step=60.0)
         assert capped.events == 2 and "only the first 2 events" in capped.note
+        store._db.execute("DROP TABLE feedback")  # a store that cannot answer: nodata with the reason, no raise
+        broken = StoreFeedback(store).window("c", since=1000.0, now=1180.0, step=60.0)
+        assert "no such table: feedback" in broken.error
+        r = judge_metric(METRIC, ArmData(feedback=broken), ArmData(feedback=w), alpha=0.01, power=0.8)
+        assert r.outcome is Outcome.NODATA and "unreadable" in r.detail
+    finally:
+        store.close()
+
+
+def test_the_live_judge_is_graded_against_the_users(tmp_path: Path) -> None:
+    """On answers both the live judge graded and users answered: a judge that agrees with them on 19 of 20 has a
+    high κ, and the gauges say how many answers it rests on; answers with no feedback or no score are not in it."""
+    import httpx
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from observer.analyse.quality.judge import JudgeClient
+    from observer.analyse.quality.prompts import load_prompt
+    from observer.analyse.quality.reliability import ReliabilityCollector
+    from observer.analyse.quality.users import UserAgreement
+
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        ids = store.add([SampleRecord(version="c", prompt="p", output=f"o{i}", ts=1000.0 + i) for i in range(24)])
+        users_pass = [True, False] * 10
+        judge_pass = list(users_pass)
+        judge_pass[0] = False  # one disagreement in twenty: the users liked it, the judge did not
+        events = []
+        for i in range(20):
+            store.attach_score(ids[i], scorer="judge:helpfulness", passed=judge_pass[i], score=None, reason="",
+                               meta={})
+            events.append(FeedbackRecord(event_id=f"e{i}", version="c", sample_id=ids[i], unit=f"u{i}",
+                                         answered=1000.0 + i, ts=1100.0, kind="thumbs",
+                                         value=1.0 if users_pass[i] else 0.0, negative=not users_pass[i]))
+        # a second event on one answer: the answer is the unit (negative if any event is)
+        events.append(FeedbackRecord(event_id="e0b", version="c", sample_id=ids[0], unit="u0", answered=1000.0,
+                                     ts=1101.0, kind="thumbs", value=1.0, negative=False))
+        store.attach_score(ids[22], scorer="judge:helpfulness", passed=True, score=None, reason="", meta={})
+        store.attach_score(ids[21], scorer="rule:refusal", passed=True, score=None, reason="", meta={})
+        events.append(FeedbackRecord(event_id="e21", version="c", sample_id=ids[21], unit="u21", answered=1021.0,
+                                     ts=1100.0, kind="thumbs", value=0.0, negative=True))  # no judge score
+        store.add_feedback(events)
+        users = UserAgreement(store, "judge:helpfulness", window_seconds=3600, clock=lambda: 1200.0)
+        grade = users.compute()
+        a = grade.agreement
+        assert (a.n, a.tp, a.tn, a.fp, a.fn) == (20, 9, 10, 0, 1), a
+        assert a.kappa == pytest.approx(0.9)
+        http = httpx.AsyncClient()
+        judge = JudgeClient(http, base_url="http://127.0.0.1:9/v1", model="j",
+                            prompt=load_prompt(Path(__file__).resolve().parents[2] / "evals" / "judge_prompt.yaml"))
+        registry = CollectorRegistry()
+        registry.register(ReliabilityCollector(judge, None, users=users))
+        text = generate_latest(registry).decode()
+        assert 'observer_judge_user_agreement_answers{judge="j"} 20.0' in text
+        assert 'observer_judge_user_agreement_kappa{judge="j"} 0.89999' in text
+        assert UserAgreement(store, "judge:helpfulness", window_seconds=50, clock=lambda: 1200.0
+                             ).compute().agreement.n == 0  # feedback older than the window
     finally:
         store.close()

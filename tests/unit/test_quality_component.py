@@ -62,7 +62,8 @@ def test_judge_and_live_scoring_with_a_store(tmp_path: Path) -> None:
         jobs = {j.name: (j.interval_seconds, j.singleton) for j in comp.jobs()}
         # the leader enqueues golden rounds and scores live rules; every replica works the queue and syncs
         assert jobs == {"quality-golden": (15.0, True), "quality-live": (30.0, True), "work-golden": (1.0, False),
-                        "work-judge": (1.0, False), "quality-sync": (2.0, False)}
+                        "work-judge": (1.0, False), "quality-sync": (2.0, False),
+                        "quality-users": (60.0, False)}  # each replica grades its own gauge from the shared store
         assert comp.job_kinds() == ("golden", "judge")  # declared; the root collects them for the store's area
     finally:
         store.close()

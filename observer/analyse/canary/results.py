@@ -81,6 +81,8 @@ class FeedbackWindow:
     note: str = ""
     truncated: bool = False
     """Only the newest slices of a window longer than the reader's bound were read (no planned end then)."""
+    error: str = ""
+    """Why the feedback could not be read (the store failed): the metric is nodata with it."""
 
     @property
     def response_rate(self) -> float | None:

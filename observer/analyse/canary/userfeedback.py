@@ -27,6 +27,8 @@ def judge_feedback(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
     if fc is None or fb is None:
         return base_result(m, Outcome.NODATA, detail="no users' feedback read (the sample store is off, or this "
                                                       "source reads none)")
+    if fc.error or fb.error:
+        return base_result(m, Outcome.NODATA, detail=f"users' feedback unreadable: {fc.error or fb.error}")
     if fc.events < m.min_responses or fb.events < m.min_responses:
         return base_result(m, Outcome.NODATA, n_canary=fc.events, n_baseline=fb.events,
                            detail=f"too few feedback events: canary {fc.events}, baseline {fb.events}, "

@@ -21,6 +21,7 @@ from observer import conventions as names
 from observer.analyse.quality.calibrate import Agreement, LabelledItem, calibrate
 from observer.analyse.quality.judge import JudgeClient
 from observer.analyse.quality.prompts import Rubric
+from observer.analyse.quality.users import UserAgreement
 from observer.config.quality import ReliabilitySpec
 
 log = logging.getLogger("observer.quality.reliability")
@@ -90,10 +91,11 @@ class ReliabilityCollector(Collector):
     """Exports the judge's agreement, position consistency and budget (label `judge` = the judge model)."""
 
     def __init__(self, judge: JudgeClient, reliability: JudgeReliability | None,
-                 position: Callable[[], tuple[int, int]] | None = None) -> None:
+                 position: Callable[[], tuple[int, int]] | None = None, users: UserAgreement | None = None) -> None:
         self.judge = judge
         self.reliability = reliability
         self.position = position  # (consistent, judged) shadow pairs
+        self.users = users
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -124,6 +126,18 @@ class ReliabilityCollector(Collector):
                 kappa = GaugeMetricFamily(names.JUDGE_AGREEMENT_KAPPA, "Cohen's kappa of the judge against the "
                                           "human-labelled anchors (last re-grade).", labels=[names.JUDGE])
                 kappa.add_metric(j, a.kappa)
+                yield kappa
+        users = self.users.last if self.users is not None else None
+        if users is not None:
+            answers = GaugeMetricFamily(names.JUDGE_USER_AGREEMENT_ANSWERS, "Sampled answers of the window that "
+                                        "the live judge graded and users gave feedback on.", labels=[names.JUDGE])
+            answers.add_metric(j, users.agreement.n)
+            yield answers
+            if users.agreement.kappa is not None:
+                kappa = GaugeMetricFamily(names.JUDGE_USER_AGREEMENT_KAPPA, "Cohen's kappa of the live judge's "
+                                          "pass against the users' (no negative feedback) on those answers.",
+                                          labels=[names.JUDGE])
+                kappa.add_metric(j, users.agreement.kappa)
                 yield kappa
         if self.position is not None:
             consistent, judged = self.position()

@@ -8,6 +8,7 @@ import math
 
 from observer.analyse.canary.results import FeedbackWindow
 from observer.analyse.signals import MAX_SLICES
+from observer.errors import StoreError
 from observer.store.feedback import FeedbackStore
 
 MAX_EVENTS = 200_000
@@ -28,7 +29,11 @@ class StoreFeedback:
         late = now - since > step * MAX_SLICES
         if late:
             since = now - step * MAX_SLICES
-        events = self.store.feedback(version, since=since, until=now, limit=self.max_events)
+        try:
+            events = self.store.feedback(version, since=since, until=now, limit=self.max_events)
+            responses = self.store.answered(version, since=since, until=now)
+        except StoreError as err:  # the metric says nodata with the reason; the rest of the verdict stands
+            return FeedbackWindow(events=0, negatives=0, responses=0, units=0, error=str(err))
         # On the clock's grid (multiples of `step`), not from `since`: a later look with the same events puts
         # each in the same slice (a grid moving with the window re-cut bursts of events at every look). The
         # first slice is the part of its grid slice inside the window.
@@ -44,6 +49,6 @@ class StoreFeedback:
         if late:
             notes.append(f"the newest {MAX_SLICES} slices of the window read")
         return FeedbackWindow(events=len(events), negatives=sum(e.negative for e in events),
-                              responses=self.store.answered(version, since=since, until=now),
+                              responses=responses,
                               units=len({e.unit for e in events}),
                               slices=tuple((neg, n) for neg, n in slices), note="; ".join(notes), truncated=late)
