@@ -21,7 +21,8 @@ Last line: JSON with feedback_aa_false_fail (the largest over weights and respon
 feedback_aa_false_fail_by_case, feedback_power_within_step ({"1.5x@5pct", "2x@5pct", "1.5x@25pct",
 "2x@25pct"} at the 10 % response rate), feedback_power_by_case, feedback_nodata_share_by_case,
 feedback_worse_passed (worse canaries that passed at some look: the pass bound holds a 2× one to ≤ 20 %),
-tenant_series_at_100k_keys (null: tenants are not built yet).
+tenant_series_at_100k_keys (tenant label values exported after 100,000 distinct keys through the default bound),
+tenant_label_cap, tenant_label_us_per_request.
 """
 
 from __future__ import annotations
@@ -143,6 +144,30 @@ def _task(args: tuple[Case, float, float, int]) -> tuple[Case, Outcomes]:
     return case, run(case, rps=rps, turns=turns, step_s=step_s)
 
 
+def tenant_flood(keys: int = 100_000, seed: int = 3) -> dict[str, float]:
+    """An hour of one version's traffic from `keys` distinct tenant keys through the default tenant bound (no
+    allow-list, top_n 20): 40 real tenants with Zipf-shaped traffic carry 60 % of 300,000 requests, the rest
+    one key each (a client minting keys). The series exported per tenant, and the label set's size."""
+    from observer.config.sampling import TenantSpec
+    from observer.sample.metrics import families
+    from observer.sample.tenants import Tenants
+
+    rng = np.random.default_rng(seed)
+    spec = TenantSpec()
+    tenants = Tenants(spec)
+    real = rng.zipf(1.3, size=180_000)
+    stream = [f"tenant-{min(int(k), 40)}" for k in real] + [f"minted-{i}" for i in range(keys - 40)]
+    order = rng.permutation(len(stream))
+    t0 = time.process_time()
+    for i in order:
+        tenants.metrics.observe("stable", tenants.labels.label(stream[i]), code=200, ttft_s=0.1)
+    cpu = time.process_time() - t0
+    series = {s.labels["tenant"] for f in families(tenants.collector()) for s in f.samples
+              if s.name == "observer_tenant_requests_total"}
+    return {"tenant_series_at_100k_keys": len(series), "tenant_label_cap": len(spec.allow) + spec.top_n + 2,
+            "tenant_keys": len(set(stream)), "tenant_label_us_per_request": round(cpu / len(stream) * 1e6, 2)}
+
+
 def name(case: Case) -> str:
     return f"{'aa' if case.effect == 1.0 else f'{case.effect:g}x'}@{round(case.weight * 100)}pct" \
            f"/{round(case.response_rate * 100)}pct_respond"
@@ -188,13 +213,16 @@ def main() -> None:
               f"{share(by[k], 'scored'):.3f} (α {SCORED_ALPHA:.3g}); nodata at the end {nodata[k]:.3f}"
               + f"; passed within the step {aa_pass.get(k, bad_passed.get(k, 0.0)):.3f}")
     print(f"{len(cases)} steps in {time.monotonic() - t0:.0f} s")
+    flood = tenant_flood()
+    print(f"tenants: {flood['tenant_keys']} distinct keys → {flood['tenant_series_at_100k_keys']} tenant series "
+          f"(cap {flood['tenant_label_cap']}), {flood['tenant_label_us_per_request']} µs CPU per request")
     print(json.dumps({"feedback_aa_false_fail": max(aa.values()), "feedback_aa_false_fail_by_case": aa,
                       "feedback_aa_false_fail_scored_alpha": aa_scored, "feedback_aa_pass_within_step": aa_pass,
                       "feedback_power_within_step": headline, "feedback_power_by_case": power,
                       "feedback_power_scored_alpha": power_scored, "feedback_worse_passed": bad_passed,
                       "feedback_nodata_share_by_case": nodata,
                       "critical_alpha": CRITICAL_ALPHA, "scored_alpha": SCORED_ALPHA,
-                      "tenant_series_at_100k_keys": None, "aa_runs": args.aa_runs, "runs": args.runs,
+                      **flood, "aa_runs": args.aa_runs, "runs": args.runs,
                       "rps": args.rps, "step_min": args.step_min}))
 
 

@@ -255,6 +255,37 @@ class FeedbackSpec(Spec):
         return self
 
 
+class TenantSpec(Spec):
+    """Tenants as a bounded label (docs/feedback.md, "Tenants"): from trusted sources only, allow-listed or
+    among the busiest, the rest `other`."""
+
+    header: str | None = Field(None, max_length=100, description="Request header naming the tenant, set by the "
+                                                                 "authenticating gateway in front of the sampling "
+                                                                 "proxy (null: the proxy reads none).")
+    trusted_peers: list[str] = Field(default_factory=list, description="Addresses or CIDRs of the gateways that "
+                                                                       "set `header`: from any other peer the header "
+                                                                       "is ignored and counted `untrusted`.")
+    allow: list[str] = Field(default_factory=list, max_length=1000,
+                             description="Tenants always labelled by name.")
+    top_n: int = Field(20, ge=0, le=1000, description="Most other tenants labelled by name: the first to reach "
+                                                     "`min_requests`; a label stays for the process's life.")
+    min_requests: int = Field(100, ge=1, le=10_000_000, description="Requests a tenant surely has before it "
+                                                                    "takes one of the top_n labels.")
+    max_key_chars: int = Field(64, ge=1, le=256, description="A longer tenant key is `other` (counted too_long).")
+
+    @field_validator("trusted_peers")
+    @classmethod
+    def _peers(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for peer in value:
+            try:
+                ipaddress.ip_network(peer, strict=False)
+            except ValueError as e:
+                raise ValueError(f"trusted_peers: {peer!r} is not an address or CIDR ({e})") from None
+        return value
+
+
 class SamplingSpec(Spec):
     """Live output sampling, mirror ingest, sample store and redaction."""
 
@@ -282,6 +313,7 @@ class SamplingSpec(Spec):
                                       description="Applications' OpenTelemetry GenAI spans with content, as samples.")
     conversations: ConversationSpec = Field(default_factory=ConversationSpec,
                                             description="Conversation keys on samples (hashed): drift's units.")
+    tenants: TenantSpec = Field(default_factory=TenantSpec, description="Tenants as a bounded label.")
     feedback: FeedbackSpec = Field(default_factory=FeedbackSpec,
                                    description="Users' feedback (thumbs, ratings, regenerate) on sampled answers.")
 

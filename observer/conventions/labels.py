@@ -59,6 +59,7 @@ SOURCE = "source"  # proxy | ingest | otel
 CLIENT = "client"  # an ingest client that reports its own drops: litellm | otel | other
 REDACTION_KIND = "redaction_kind"
 CODE = "code"  # HTTP status code of a proxied request (bounded: the codes HTTP defines)
+TENANT = "tenant"  # bounded: allow-listed or among the top_n busiest (sampling.tenants), else other / none
 WATCHED_CODES: tuple[str, ...] = ("429", "500", "502", "503", "504")
 """Status codes exported from 0 per version (shed, server errors, a client's own 502/504) by the sampling proxy
 and the synthetic probe: rate() on a series born with the first failure sees it a scrape late."""

@@ -241,6 +241,18 @@ def sample_of(kwargs: Mapping[str, Any], response: Any) -> dict[str, Any] | None
                                 metadata.get("session_id")) if isinstance(s, str) and s.strip()), None)
     if session is not None:
         sample["conversation"] = session[:4096]
+    # The answer's id, which users' feedback names (POST /api/v1/feedback); the key's team as the tenant:
+    # LiteLLM authenticated the key, so it is a trusted source (the observer bounds the label).
+    response_id = _get(response, "id")
+    if isinstance(response_id, str) and 0 < len(response_id) <= 200:
+        sample["response_id"] = response_id
+    slo_meta = slo.get("metadata")
+    slo_meta = slo_meta if isinstance(slo_meta, Mapping) else {}
+    team = next((t for t in (slo_meta.get("user_api_key_team_alias"), slo_meta.get("user_api_key_team_id"),
+                             metadata.get("user_api_key_team_alias"), metadata.get("user_api_key_team_id"))
+                 if isinstance(t, str) and t.strip()), None)
+    if team is not None:
+        sample["tenant"] = team[:256]
     return sample
 
 

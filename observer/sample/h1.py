@@ -55,6 +55,7 @@ class Request:
     headers: list[tuple[bytes, bytes]]
     body: bytes
     t0: float  # perf_counter when its head was complete
+    peer: str = ""  # the client's address (the TCP peer: a gateway in front, where there is one)
 
 
 class Flow(Protocol):
@@ -158,6 +159,7 @@ class _Connection(asyncio.Protocol):
         self.guard = server.guard
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
+        self.peer = ""
         self.parser = httptools.HttpRequestParser(self)
         self.http10 = False
         self.refused = False
@@ -180,6 +182,8 @@ class _Connection(asyncio.Protocol):
     # --- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self.server.connections.add(self)
         if self.guard is not None and len(self.server.connections) > self.guard.max_connections:
             self._refuse("too_many_connections")
@@ -279,7 +283,8 @@ class _Connection(asyncio.Protocol):
         q = url.find(b"?")
         path = (url if q < 0 else url[:q]).decode("latin-1")
         body = self.body[0] if len(self.body) == 1 else b"".join(self.body)
-        request = Request(self.parser.get_method().decode("latin-1"), url, path, self.headers, body, self.t0)
+        request = Request(self.parser.get_method().decode("latin-1"), url, path, self.headers, body, self.t0,
+                          self.peer)
         keep = self.parser.should_keep_alive()
         if self.current is None and not self.queue:
             self._dispatch(request, keep)

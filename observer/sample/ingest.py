@@ -29,6 +29,7 @@ from observer.sample.metrics import SamplingMetrics
 from observer.sample.pipeline import redact_records
 from observer.sample.proxy import valid_traceparent
 from observer.sample.redact import Redactor
+from observer.sample.tenants import Tenants
 from observer.store.base import SampleRecord, SampleStore, StoreError
 
 _TEXT_LIMIT = 1_000_000
@@ -73,6 +74,9 @@ class IngestSample(BaseModel):
                                          "key already keyed with the shared conversation secret (the sidecar's).")
     response_id: str | None = Field(None, min_length=1, max_length=200, description="The id the engine gave the "
                                     "answer (`chatcmpl-…`): users' feedback on it joins by this id.")
+    tenant: str | None = Field(None, max_length=256, description="The tenant the request served, as the sender "
+                               "knows it (a LiteLLM team, the gateway's tenant): a bounded label "
+                               "(sampling.tenants), never stored.")
 
     @field_validator("traceparent")
     @classmethod
@@ -133,7 +137,8 @@ async def read_json(request: Request, max_request_bytes: int) -> Any:
 
 def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Redactor | None,
                   versions: Collection[str], guard: Callable[..., None], max_request_bytes: int,
-                  max_batch_samples: int, clock: Callable[[], float], keyer: Keyer | None = None) -> APIRouter:
+                  max_batch_samples: int, clock: Callable[[], float], keyer: Keyer | None = None,
+                  tenants: Tenants | None = None) -> APIRouter:
     """The ingest and admin routes of this area."""
     router = APIRouter(prefix="/api/v1", tags=["samples"], dependencies=[Depends(guard)])
 
@@ -206,6 +211,13 @@ def ingest_router(*, store: SampleStore, metrics: SamplingMetrics, redactor: Red
         metrics.redactions.update(counts)
         for r in records:
             metrics.stored[r.version] += 1
+        if tenants is not None:  # behind the API token: a trusted source of tenants
+            for s in batch.samples:
+                if s.tenant is None:  # a sender that names no tenants makes no tenant series
+                    continue
+                tenants.metrics.observe(s.version, tenants.labels.label(s.tenant),
+                                        code=500 if s.finish_reason == "error" else 200, ttft_s=s.ttft_s,
+                                        prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens)
         return JSONResponse({"accepted": len(ids), "ids": ids})
 
     @router.get("/samples", summary="Read back a version's newest stored samples (admin).",

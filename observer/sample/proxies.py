@@ -17,6 +17,7 @@ from observer.sample.pipeline import SamplePipeline
 from observer.sample.proxy import ProxyApp, app_for, client_for
 from observer.sample.server import RunningServer, start_server
 from observer.sample.spans import SpanJoin
+from observer.sample.tenants import Tenants
 
 log = logging.getLogger("observer.sample")
 
@@ -34,6 +35,7 @@ class InProcessProxies:
     spans: SpanJoin | None
     by_model: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # version → {model: other version}
     conversation_header: str | None = None  # the request header naming the user's conversation
+    tenants: Tenants | None = None  # the process's tenant labels (sampling.tenants)
     _servers: list[RunningServer] = field(default_factory=list, init=False)
     _apps: list[ProxyApp] = field(default_factory=list, init=False)
     _client: httpx.AsyncClient | None = field(default=None, init=False)
@@ -46,7 +48,8 @@ class InProcessProxies:
             host, _, port = listen.rpartition(":")
             app = app_for(self.spec, version=version, upstream=self.upstreams[version], client=self._client,
                           metrics=self.metrics, pipeline=self.pipeline, spans=self.spans,
-                          by_model=self.by_model.get(version), conversation_header=self.conversation_header)
+                          by_model=self.by_model.get(version), conversation_header=self.conversation_header,
+                          tenants=self.tenants)
             self._apps.append(app)
             try:
                 self._servers.append(await start_server(app, host=host, port=int(port), guard=self.guards[version]))

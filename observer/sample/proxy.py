@@ -31,6 +31,7 @@ from observer.sample.metrics import SamplingMetrics
 from observer.sample.otlp_receiver import answer_export
 from observer.sample.pipeline import SamplePipeline
 from observer.sample.spans import SpanJoin
+from observer.sample.tenants import NONE, Tenants
 from observer.sample.upstream import Exchange, UpstreamError, UpstreamPool
 
 log = logging.getLogger("observer.proxy")
@@ -83,8 +84,9 @@ class ProxyApp:
                  registry: CollectorRegistry | None = None, wall: Callable[[], float] = time.time,
                  max_idle_connections: int = 1000, spans: SpanJoin | None = None,
                  gateway_timeout: float | None = None, by_model: Mapping[str, str] | None = None,
-                 conversation_header: str | None = None) -> None:
+                 conversation_header: str | None = None, tenants: Tenants | None = None) -> None:
         self.version = version
+        self.tenants = tenants
         self.conversation_header = conversation_header.lower().encode("latin-1") if conversation_header else None
         # Other versions served at the same upstream under their own model names (LoRA adapters on shared
         # pods): a request naming one is that version's, in the counters and the samples.
@@ -187,11 +189,13 @@ class ProxyApp:
                         version, error.kind, names.PROXY_REQUESTS, extra=request_fields(version, traceparent))
 
     def _done(self, version: str, code: int, added: float, ttft: float | None, e2e: float | None, capture: bool,
-              reason: str | None, shadow: bool = False) -> None:
+              reason: str | None, shadow: bool = False, tenant: str = "") -> None:
         if shadow:  # shadow replays are the observer's own traffic: kept out of the serving SLIs
             self.metrics.shadow[(version, str(code))] += 1
         else:
             self.metrics.observe_request(version, code=code, added_s=added, ttft_s=ttft, e2e_s=e2e)
+            if self.tenants is not None and self.tenants.header is not None:
+                self.tenants.metrics.observe(version, tenant or NONE, code=code, ttft_s=ttft)
         if capture and reason is not None and self.pipeline is not None:
             self.pipeline.discard(version, reason)
 
@@ -217,6 +221,7 @@ class _Forward:
         "size",
         "status",
         "t_sent",
+        "tenant",
         "too_large",
         "traceparent",
         "ttft",
@@ -234,6 +239,7 @@ class _Forward:
         self.shadow = False
         self.traceparent = ""
         self.conversation = ""
+        self.tenant = ""
         self.exchange: Exchange | None = None
         self.t_sent = 0.0
         self.added = 0.0
@@ -257,6 +263,8 @@ class _Forward:
                 self.shadow = True
             elif k == app.conversation_header:
                 self.conversation = v.decode("latin-1")
+            elif app.tenants is not None and k == app.tenants.header and not self.tenant:
+                self.tenant = app.tenants.labels.from_header(v.decode("latin-1"), request.peer)
         if not valid_traceparent(traceparent):
             headers = [(k, v) for k, v in headers if k not in (b"traceparent", b"tracestate")]
             traceparent = new_traceparent()
@@ -313,7 +321,7 @@ class _Forward:
             reason = "upstream_status"
         elif self.too_large:
             reason = "too_large"
-        app._done(self.version, status, self.added, self.ttft, e2e, self.capture, reason, self.shadow)
+        app._done(self.version, status, self.added, self.ttft, e2e, self.capture, reason, self.shadow, self.tenant)
         if app.spans is not None and self.kind is not None and 200 <= status < 300:
             # The engine's TTFT compares with ours only when the reply streams; a plain reply's first byte
             # is its last.
@@ -336,7 +344,7 @@ class _Forward:
             log.warning("proxy %s: upstream reply broke off: %s", self.version, error.kind,
                         extra=request_fields(self.version, self.traceparent))
             app._done(self.version, self.status, self.added, self.ttft, None, self.capture, "incomplete",
-                      self.shadow)
+                      self.shadow, self.tenant)
             self.responder.broke_off()
             return
         app._warn_upstream(error, self.version, self.traceparent)
@@ -346,7 +354,7 @@ class _Forward:
                                      "code": code}}).encode()
         self.responder.reply(code, body)
         app._done(self.version, code, time.perf_counter() - self.request.t0, None, None, self.capture,
-                  "upstream_status", self.shadow)
+                  "upstream_status", self.shadow, self.tenant)
 
     def client_gone(self) -> None:
         """The client closed the connection before the reply ended: the upstream request is cancelled."""
@@ -358,13 +366,15 @@ class _Forward:
         if timeout is not None and now - self.last_byte >= timeout - min(1.0, 0.1 * timeout):
             # Nothing passed for as long as the gateway waits: the gateway gave up and answered its caller
             # with a timeout. That caller was not served: unavailable, whatever status this reply started with.
-            self.app._done(self.version, 504, elapsed, self.ttft, None, self.capture, "incomplete", self.shadow)
+            self.app._done(self.version, 504, elapsed, self.ttft, None, self.capture, "incomplete", self.shadow,
+                           self.tenant)
             return
         if self.responder.started:
             self.app._done(self.version, self.status, self.added, self.ttft, None, self.capture, "incomplete",
-                           self.shadow)
+                           self.shadow, self.tenant)
         else:  # 499: the client closed the request before the upstream answered
-            self.app._done(self.version, 499, elapsed, None, None, self.capture, "incomplete", self.shadow)
+            self.app._done(self.version, 499, elapsed, None, None, self.capture, "incomplete", self.shadow,
+                           self.tenant)
 
 
 def build_client(*, connect_timeout: float, read_timeout: float, max_connections: int) -> httpx.AsyncClient:
@@ -391,12 +401,13 @@ def client_for(spec: ProxySpec) -> httpx.AsyncClient:
 
 def app_for(spec: ProxySpec, *, version: str, upstream: str, client: httpx.AsyncClient, metrics: SamplingMetrics,
             pipeline: SamplePipeline, spans: SpanJoin | None, registry: CollectorRegistry | None = None,
-            by_model: Mapping[str, str] | None = None, conversation_header: str | None = None) -> ProxyApp:
+            by_model: Mapping[str, str] | None = None, conversation_header: str | None = None,
+            tenants: Tenants | None = None) -> ProxyApp:
     """The proxy of one version with `sampling.proxy`'s limits (in the observer, or as the sidecar); `by_model`:
     the other versions served at the same upstream, by model name."""
     return ProxyApp(version=version, upstream=upstream, client=client, metrics=metrics, pipeline=pipeline,
                     max_capture_bytes=spec.max_capture_bytes, ready_path=spec.ready_path, registry=registry,
                     max_idle_connections=spec.max_connections, max_request_bytes=spec.max_request_bytes, spans=spans,
                     gateway_timeout=spec.gateway_timeout_seconds, by_model=by_model,
-                    conversation_header=conversation_header)
+                    conversation_header=conversation_header, tenants=tenants)
 

@@ -26,6 +26,7 @@ from observer.sample.pipeline import SamplePipeline, Sink, StoreSink
 from observer.sample.proxies import InProcessProxies
 from observer.sample.redact import Redactor
 from observer.sample.spans import SpanJoin
+from observer.sample.tenants import Tenants
 from observer.sample.upkeep import StoreUpkeep
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
@@ -80,6 +81,7 @@ class SamplingComponent(BaseComponent):
     fingerprints: FingerprintWatch | None
     spans: SpanJoin | None
     genai: GenAiSource | None = None
+    tenants: Tenants | None = None
     guards: Sequence[ConnectionGuard] = ()
     leader: Leadership | None = None  # the advisory lock of a shared (PostgreSQL) store
     name: str = "sample"
@@ -101,7 +103,8 @@ class SamplingComponent(BaseComponent):
                 WorkCollector(self.ctx.work),
                 *((FingerprintCollector(self.fingerprints),) if self.fingerprints is not None else ()),
                 *((self.spans,) if self.spans is not None else ()),
-                *((self.genai,) if self.genai is not None else ()))
+                *((self.genai,) if self.genai is not None else ()),
+                *((self.tenants.collector(),) if self.tenants is not None else ()))
 
     def routers(self) -> Sequence[APIRouter]:
         config = self.ctx.config
@@ -110,7 +113,8 @@ class SamplingComponent(BaseComponent):
                               versions=VersionNames(self.ctx.fleet),
                               guard=self.ctx.private_guard(),
                               max_request_bytes=config.server.max_request_bytes,
-                              max_batch_samples=config.sampling.max_batch_samples, clock=self.ctx.clock),
+                              max_batch_samples=config.sampling.max_batch_samples, clock=self.ctx.clock,
+                              tenants=self.tenants),
                 *((feedback_router(store=self.store, metrics=self.metrics, spec=config.sampling.feedback,
                                    redactor=self.pipeline.redactor, guard=self.ctx.private_guard(),
                                    max_request_bytes=config.server.max_request_bytes, clock=self.ctx.clock),)
@@ -161,14 +165,15 @@ def build(ctx: Context) -> SamplingComponent | None:
     spans = build_span_join(spec, sorted(guards))
     listeners = {name: o.listen for name, o in spec.versions.items() if o.listen}
     upstreams = {v: proxy_upstream(ctx.config, v) for v in listeners}
+    tenants = Tenants(spec.tenants)
     proxies = InProcessProxies(spec.proxy, listeners, upstreams, guards, metrics, pipeline, spans,
                                by_model={v: shared_upstream(ctx.config, v) for v in listeners},
-                               conversation_header=spec.conversations.header)
+                               conversation_header=spec.conversations.header, tenants=tenants)
     og = spec.otel_genai
     genai = GenAiSource(store=store, metrics=metrics, redactor=pipeline.redactor, versions=VersionNames(ctx.fleet),
                         fraction=spec.fraction_for, models=og.models, version_attribute=og.version_attribute,
                         seed=spec.reservoir.seed, keyer=pipeline.keyer) if og.enabled else None
     return SamplingComponent(ctx=ctx, store=store, pipeline=pipeline, metrics=metrics,
                              upkeep=StoreUpkeep(store, spec.store), proxies=proxies, fingerprints=watch, spans=spans,
-                             genai=genai, guards=tuple(guards.values()), leader=leader)
+                             genai=genai, guards=tuple(guards.values()), leader=leader, tenants=tenants)
 

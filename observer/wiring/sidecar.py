@@ -22,6 +22,7 @@ from observer.sample.pipeline import RemoteSink, Sink, StoreSink
 from observer.sample.podlabels import VersionFile
 from observer.sample.proxy import app_for, client_for
 from observer.sample.sidecar import Sidecar
+from observer.sample.tenants import Tenants
 from observer.store.base import ManagedStore
 from observer.store.open import open_store
 from observer.wiring.runtime import resolve_auth_token
@@ -58,8 +59,10 @@ async def run_proxy(config: ObserverConfig, *, version: str | None = None, liste
     if spans is not None:
         registry.register(spans)
     client = client_for(spec.proxy)
+    tenants = Tenants(spec.tenants)
+    registry.register(tenants.collector())
     app = app_for(spec.proxy, version=version, upstream=target, client=client, metrics=metrics, pipeline=pipeline,
-                  spans=spans, registry=registry, conversation_header=spec.conversations.header)
+                  spans=spans, registry=registry, conversation_header=spec.conversations.header, tenants=tenants)
     log.info("sampling proxy for %s on %s → %s (fraction %.3g, samples to %s)", version, address, target,
              spec.fraction_for(version), remote or spec.store.path)
     guard = proxy_guard(spec, version)

@@ -116,6 +116,11 @@ def test_sample_of_a_litellm_call() -> None:
     assert (got["ts"], got["latency_s"], round(got["ttft_s"], 6)) == (100.0, 0.5, 0.1)
     assert (got["prompt_tokens"], got["output_tokens"]) == (9, 2)
     assert got["traceparent"] == TRACEPARENT
+    assert "response_id" not in got and "tenant" not in got
+    teamed = {**kwargs, "standard_logging_object": {**kwargs["standard_logging_object"],  # type: ignore[dict-item]
+                                                    "metadata": {"user_api_key_team_alias": "search-team"}}}
+    with_id = cb.sample_of(teamed, {**response, "id": "chatcmpl-42"})
+    assert with_id is not None and (with_id["response_id"], with_id["tenant"]) == ("chatcmpl-42", "search-team")
     no_info = {**kwargs, "litellm_params": {}}
     assert cb.sample_of(no_info, response)["version"] == "llama"  # type: ignore[index]
     assert "traceparent" not in cb.sample_of(no_info, response)  # type: ignore[operator]
