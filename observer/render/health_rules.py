@@ -15,6 +15,7 @@ from observer.render.path_rules import path_ttft
 from observer.render.pressure_rules import pressure
 from observer.render.rule_timing import covering, threshold, timing
 from observer.render.rulemodel import Alert, Example, Firing, Group, Labels, Series
+from observer.render.tenant_rules import noisy_neighbour
 
 _V = names.VERSION
 
@@ -80,7 +81,7 @@ def leading_group(a: Alerting) -> Group:
         ),
     )
     rules += (shedding(a), *gpu_health(a), restart_storm(a), engine_hung(a), corrupted(a), replica_outlier(a),
-              path_ttft(a), *pressure(a))
+              path_ttft(a), *pressure(a), noisy_neighbour(a))
     if a.quality_enabled:
         rules += (_probe_failing(a),)
     if a.drift_enabled:
