@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from observer import conventions as names
 from observer.analyse.histogram import Hist
 from observer.config.sampling import TenantSpec
 from observer.conventions import vllm
+from observer.sample.metrics import _counter  # the sampling collector's counter builder
 
 OTHER = "other"
 """The label of every tenant past the cap (and of requests that named none)."""
@@ -164,9 +165,3 @@ class TenantCollector(Collector):
                        "untrusted (a tenant header from a peer not in trusted_peers: ignored), too_long.",
                        [names.REASON], [((r,), self.labels.overflow.get(r, 0)) for r in OVERFLOW_REASONS])
 
-
-def _counter(name: str, doc: str, labels: Sequence[str], values: object) -> CounterMetricFamily:
-    fam = CounterMetricFamily(name, doc, labels=list(labels))
-    for key, value in sorted(values):  # type: ignore[call-overload]
-        fam.add_metric(list(key), float(value))
-    return fam
