@@ -50,22 +50,24 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from observer import jsonsafe
-from observer.analyse import histogram
 from observer.analyse.canary.judge import ArmData, Outcome, judge_metric
 from observer.analyse.canary.verdict import judge
 from observer.config.canary import CanaryMetricSpec, CanarySpec
 from observer_dev.sim import pods
-from tests.support.canary_streams import TTFT_EDGES, ArmProfile, Step, any_step, lognormal_quantile, to_histogram
+from tests.support.canary_anchors import (
+    KAYENTA_ALPHA,
+    fixed_critical,
+    fixed_first_fail,
+    fixed_windows,
+    kayenta_first_fail,
+    kayenta_pvalues,
+)
+from tests.support.canary_streams import ArmProfile, Step, any_step, lognormal_quantile
 from tests.support.quality_streams import quality_step
 
 LOOK_SECONDS = 60
-FIXED_INTERVAL = 120
-FIXED_FAILURE_LIMIT = 2
-KAYENTA_BUCKET = 60
-KAYENTA_ALPHA = 0.01
 MODELS = ("iid", *pods.MODELS)
 WEIGHTS = (0.05, 0.25)
 KINDS = ("ttft", "errors")
@@ -90,76 +92,10 @@ def observer_first_fail(step: Step, weight: float, *, planned: int | None = None
         if planned is not None and t > planned:
             break
         v = judge(SPEC, canary="canary", baseline="stable", canary_data=c, baseline_data=b,
-                  expected_share=weight, now=float(t), planned_seconds=planned, elapsed_seconds=float(t))
+                  expected_share=weight, now=float(t), step_seconds=planned, elapsed_seconds=float(t))
         if v.verdict is Outcome.FAIL:
             return t
     return None
-
-
-def fixed_windows(step: Step, kind: str) -> np.ndarray:
-    """The canary's value in each 2-minute window (inf when empty: NaN fails a success-only condition)."""
-    out = []
-    for t in range(FIXED_INTERVAL, step.seconds + 1, FIXED_INTERVAL):
-        lo = t - FIXED_INTERVAL
-        n = int(step.canary.requests[lo:t].sum())
-        if n == 0:
-            out.append(math.inf)
-        elif kind == "ttft":
-            v = histogram.quantile(0.95, to_histogram(step.canary.ttft[lo:t].sum(axis=0), TTFT_EDGES))
-            out.append(math.inf if math.isnan(v) else v)
-        else:
-            out.append(float(step.canary.reasons[lo:t, 3].sum()) / n)
-    return np.asarray(out)
-
-
-def fixed_first_fail(windows: np.ndarray, threshold: float) -> int | None:
-    failures = 0
-    for i, value in enumerate(windows):
-        if not value < threshold:
-            failures += 1
-            if failures > FIXED_FAILURE_LIMIT:
-                return (i + 1) * FIXED_INTERVAL
-    return None
-
-
-def fixed_critical(windows: np.ndarray) -> float:
-    """The threshold at or below which this step fails: its (failureLimit + 1)-th largest window value."""
-    if len(windows) <= FIXED_FAILURE_LIMIT:
-        return -math.inf
-    return float(np.sort(windows)[::-1][FIXED_FAILURE_LIMIT])
-
-
-def _bucket_values(step: Step, arm: str, kind: str, minutes: int) -> list[float]:
-    s = getattr(step, arm)
-    out: list[float] = []
-    for m in range(minutes):
-        lo, hi = m * KAYENTA_BUCKET, (m + 1) * KAYENTA_BUCKET
-        n = int(s.requests[lo:hi].sum())
-        if n == 0:
-            continue
-        if kind == "ttft":
-            out.append(histogram.quantile(0.95, to_histogram(s.ttft[lo:hi].sum(axis=0), TTFT_EDGES)))
-        else:
-            out.append(float(s.reasons[lo:hi, 3].sum()) / n)
-    return out
-
-
-def kayenta_pvalues(step: Step, kind: str) -> list[tuple[int, float]]:
-    """(second, one-sided Mann-Whitney p) at each minute's look."""
-    out = []
-    c_all = _bucket_values(step, "canary", kind, step.seconds // KAYENTA_BUCKET)
-    b_all = _bucket_values(step, "baseline", kind, step.seconds // KAYENTA_BUCKET)
-    for t in range(KAYENTA_BUCKET * 3, step.seconds + 1, KAYENTA_BUCKET):
-        minutes = t // KAYENTA_BUCKET
-        c, b = c_all[:minutes], b_all[:minutes]
-        if len(c) < 3 or len(b) < 3 or len(set(c) | set(b)) < 2:
-            continue
-        out.append((t, float(sps.mannwhitneyu(c, b, alternative="greater").pvalue)))
-    return out
-
-
-def kayenta_first_fail(ps: list[tuple[int, float]], alpha: float) -> int | None:
-    return next((t for t, p in ps if p < alpha), None)
 
 
 @dataclass
@@ -242,7 +178,7 @@ def verdict_simulate(task: tuple[str, float, str, int, int, float]) -> VerdictRu
         cq, bq = q.arm("canary", c, t), q.arm("baseline", b, t)
         if t <= max(seconds, stop) and (s_fail is None or (t <= seconds and p_fail is None)):
             pv = judge(FULL_SPEC, canary="canary", baseline="stable", canary_data=cq, baseline_data=bq,
-                       expected_share=weight, now=float(t), planned_seconds=seconds, elapsed_seconds=float(t))
+                       expected_share=weight, now=float(t), step_seconds=seconds, elapsed_seconds=float(t))
             if pv.verdict is Outcome.FAIL and s_fail is None and t <= stop:
                 s_fail = t
             if t <= seconds and pv.verdict is Outcome.FAIL and p_fail is None:

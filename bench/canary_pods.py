@@ -78,12 +78,12 @@ def simulate(task: tuple[str, float, str, int, int]) -> Run:
         bp = step.baseline.window(0, t, pods="stable") if final else b
         for key, sp in specs.items():
             v = judge(sp, canary="canary", baseline="stable", canary_data=c, baseline_data=b, expected_share=weight,
-                      now=float(t), planned_seconds=seconds, elapsed_seconds=float(t))
+                      now=float(t), step_seconds=seconds, elapsed_seconds=float(t))
             failed[key] |= v.verdict is Outcome.FAIL
             pooled[key] |= v.verdict is Outcome.PASS
             if final:
                 v = judge(sp, canary="canary", baseline="stable", canary_data=cp, baseline_data=bp,
-                          expected_share=weight, now=float(t), planned_seconds=seconds, elapsed_seconds=float(t))
+                          expected_share=weight, now=float(t), step_seconds=seconds, elapsed_seconds=float(t))
             with_pods[key] |= v.verdict is Outcome.PASS
     # The pods' own figures at the end: the shift v and the log share above the TTFT edge per pod.
     cp, bp = step.canary.window(0, seconds, pods="canary"), step.baseline.window(0, seconds, pods="stable")

@@ -112,7 +112,7 @@ def run_step(task: tuple[str, float, str, int, int, Fleet]) -> StepRun:
             if failed[name]:  # a fail ends the step; after a pass the gate goes on looking (Argo's count)
                 continue
             v = judge(spec, canary="canary", baseline="stable", canary_data=c, baseline_data=b,
-                      expected_share=weight, now=float(t), planned_seconds=seconds, elapsed_seconds=float(t),
+                      expected_share=weight, now=float(t), step_seconds=seconds, elapsed_seconds=float(t),
                       objectives=objs)
             if v.verdict is Outcome.FAIL:
                 failed[name] = True

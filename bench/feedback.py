@@ -126,7 +126,7 @@ def run(case: Case, *, rps: float, turns: float, step_s: int) -> Outcomes:
     for t in range(SLICE, step_s + 1, SLICE):
         c = ArmData(feedback=_window(*arms["canary"], t))
         b = ArmData(feedback=_window(*arms["stable"], t))
-        plan, _ = planned.plan(planned_seconds=float(step_s), elapsed_seconds=float(t), slice_seconds=SLICE,
+        plan, _ = planned.plan(step_seconds=float(step_s), elapsed_seconds=float(t), slice_seconds=SLICE,
                                window_seconds=float(step_s) + SLICE)
         for key, alpha in (("critical", CRITICAL_ALPHA), ("scored", SCORED_ALPHA)):
             r = judge_metric(METRIC, c, b, alpha=alpha, power=0.8, plan=plan)

@@ -22,7 +22,7 @@ def _slo(config: ObserverConfig) -> None:
 
 def _canary(config: ObserverConfig) -> None:
     if config.canary.enabled:
-        from observer.analyse.canary.pairs import resolve_pairs
+        from observer.analyse.pairs import resolve_pairs
 
         resolve_pairs(config)
 

@@ -39,7 +39,6 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request, Response
 
 from observer import jsonsafe
-from observer.analyse.canary.results import UNKNOWN_VERSIONS
 from observer.export.canary_api import MAX_REASON, VerdictProvider
 
 Hook = Literal["confirm-promotion", "rollback", "rollout"]
@@ -147,7 +146,7 @@ def router(provider: VerdictProvider, *, report_url: Callable[[str, str], str] |
         v = await provider.verdict_for(canary, baseline, since=since, weight=metadata.get("weight", "any"),
                                        step_seconds=step_seconds(metadata))
         verdict = str(v.verdict)
-        known = not v.reason.startswith(UNKNOWN_VERSIONS)
+        known = not v.unknown
         code, decision = decide(hook, verdict, known=known)
         body: dict[str, Any] = {"hook": hook, "decision": decision, "verdict": verdict, "canary": v.canary,
                                 "baseline": v.baseline, "flagger": f"{namespace}/{name}",

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from observer import conventions as names
-from observer.analyse.canary.pairs import resolve_pairs
+from observer.analyse.pairs import resolve_pairs
 from observer.conventions import vllm
 from observer.conventions.latency import latency_family
 from observer.errors import ConfigError

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
-from observer.analyse.canary.pairs import FleetPairs
+from observer.analyse.pairs import FleetPairs
 from observer.analyse.quality.checks import validate
 from observer.analyse.quality.collector import QualityCollector
 from observer.analyse.quality.events import EvaluationSink

@@ -188,15 +188,17 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                          pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path,
                          api: Any = None) -> ClusterRow:
     """One scenario on two fresh replicas and a fresh database, with the kill and the partition."""
-    from observer_dev.gameday import FLAGGER_EXPECT, FLAGGER_INTERVALS, _ingest, _prepare_drift, _profile
+    from observer_dev.gameday import FLAGGER_EXPECT, FLAGGER_INTERVALS
     from observer_dev.gameday.flagger import FAILED, SUCCEEDED, FlaggerLoop
     from observer_dev.gameday.looks import FLAGGER_END, alert_exprs, alert_problems, alert_round, decided
+    from observer_dev.gameday.rig import sim_profile
+    from observer_dev.gameday.traffic import ingest, prepare_drift
     from observer_dev.relay import relay
 
     t0 = time.monotonic()
     row = ClusterRow(scenario=s.name, title=s.title, expected=s.expect)
-    fleet.set_profile("stable", **_profile(s.stable, plan, plan.stable_rps))
-    fleet.set_profile("canary", **_profile(s.canary, plan, plan.canary_rps))
+    fleet.set_profile("stable", **sim_profile(s.stable, plan, plan.stable_rps))
+    fleet.set_profile("canary", **sim_profile(s.canary, plan, plan.canary_rps))
     db = pg.database()
     trail = workdir / f"{s.name}-looks.jsonl"
     host_port = db.split("@", 1)[1].split("/", 1)[0]
@@ -240,7 +242,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 time.sleep(1.0)
         replica_config = replica_config_of(b_config)
         if s.needs == "drift":  # the baseline pinned from stable's mirrored samples in the shared store
-            _prepare_drift(fleet, a.url, replica_config)
+            prepare_drift(fleet, a.url, replica_config)
         exprs = alert_exprs(replica_config) if s.alerts else {}
         asked = a
         body: dict[str, Any] = {}
@@ -278,7 +280,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 # mirror pauses while the replica it posts to is cut from the store, as it would on 503s.
                 if partitioned_at is None:
                     try:
-                        _ingest(fleet, asked.url, "canary", want=250, seconds=5.0)
+                        ingest(fleet, asked.url, "canary", want=250, seconds=5.0)
                     except GamedayError as e:  # 503 while the store reconnects: the mirror drops this round
                         if "HTTP 503" not in str(e):
                             raise
@@ -371,7 +373,7 @@ class Rig:
 @contextmanager
 def cluster_rig(plan: Plan, *, seed: int) -> Iterator[Rig]:
     """Start the rig (GamedayError when PostgreSQL is missing); the Argo Rollout and its pods are published."""
-    from observer_dev.gameday import GOLDEN_SETS, _config, _profile
+    from observer_dev.gameday.rig import GOLDEN_SETS, observer_config, sim_profile
     from observer_dev.kubeapi import ScriptedKubeApi
     from observer_dev.pgserver import available, run_postgres
     from observer_dev.promserver import free_port, run_prometheus
@@ -382,7 +384,7 @@ def cluster_rig(plan: Plan, *, seed: int) -> Iterator[Rig]:
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
              "dcgm": free_port(), "observer": free_port(), "observer_b": free_port(), "proxy": free_port(),
              "router": free_port()}
-    base = _config(ports, plan, SCENARIOS[0])
+    base = observer_config(ports, plan, SCENARIOS[0])
     # The rig's endpoint picker routes each simulated version under an adapter's name (the adapter scenario's
     # targets); no Argo scenario reads it (their discovered versions have no router).
     base = base.model_copy(update={"fleet": base.fleet.model_copy(update={"versions": [
@@ -390,8 +392,8 @@ def cluster_rig(plan: Plan, *, seed: int) -> Iterator[Rig]:
         if v.router is not None else v for v in base.fleet.versions]})})
     api = ScriptedKubeApi()
     with ExitStack() as stack:
-        fleet = stack.enter_context(run_fleet(base, {"stable": _profile({}, plan, plan.stable_rps),
-                                                     "canary": _profile({}, plan, plan.canary_rps)},
+        fleet = stack.enter_context(run_fleet(base, {"stable": sim_profile({}, plan, plan.stable_rps),
+                                                     "canary": sim_profile({}, plan, plan.canary_rps)},
                                               seed=seed, answer_dir=GOLDEN_SETS))
         pg = stack.enter_context(run_postgres())
         stack.enter_context(api.running())
@@ -408,7 +410,7 @@ def cluster_rig(plan: Plan, *, seed: int) -> Iterator[Rig]:
 
 def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> list[ClusterRow]:
     """Run the cluster scenarios (all of CLUSTER_SCENARIOS, or `only`); GamedayError if the rig cannot start."""
-    from observer_dev.gameday import _config_yaml
+    from observer_dev.gameday.rig import config_yaml
 
     plan = SHORT if short else FULL
     names = list(only) if only else list(CLUSTER_SCENARIOS)
@@ -422,7 +424,7 @@ def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = Non
     rows: list[ClusterRow] = []
     with cluster_rig(plan, seed=seed) as rig:
         for s in chosen:
-            single = yaml.safe_load(_config_yaml(rig.ports, plan, s, rig.work))
+            single = yaml.safe_load(config_yaml(rig.ports, plan, s, rig.work))
             try:
                 rows.append(run_cluster_scenario(s, fleet=rig.fleet, ports=rig.ports, plan=plan,
                                                  prom_url=rig.prom_url, pg=rig.pg, kubeconfig=rig.kubeconfig,

@@ -316,8 +316,8 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
                            pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path,
                            prom_url: str) -> PrimitiveRow:
     """One rollout through the scenario's primitive on a fresh replica and database."""
-    from observer_dev.gameday import _profile
     from observer_dev.gameday.cluster import _wait_ready, cluster_config, spawn
+    from observer_dev.gameday.rig import sim_profile
 
     t0 = time.monotonic()
     row = PrimitiveRow(scenario=s.name, primitive=s.primitive, title=s.title, expected=s.expect)
@@ -325,8 +325,8 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
     total = plan.stable_rps + plan.canary_rps
 
     def split(canary: int) -> None:  # the simulator's traffic follows the objects' weights
-        fleet.set_profile("stable", **_profile({}, plan, total * (100 - canary) / 100))
-        fleet.set_profile("canary", **_profile(s.canary, plan, total * canary / 100))
+        fleet.set_profile("stable", **sim_profile({}, plan, total * (100 - canary) / 100))
+        fleet.set_profile("canary", **sim_profile(s.canary, plan, total * canary / 100))
 
     def follow(want: tuple[Roles, float | None], when: str) -> None:
         got = wait_exported(lambda: exported(replica.url), s.group, want, time.monotonic() + FOLLOW_S)
@@ -444,8 +444,8 @@ def run_primitive_gameday(*, short: bool = False, only: Sequence[str] | None = N
                           seed: int = 7) -> list[PrimitiveRow]:
     """Run the primitive scenarios (SHORT_PRIMITIVE_SCENARIOS with `short`, else all, or `only`) on the
     cluster rig; GamedayError if the rig cannot start or a name is unknown."""
-    from observer_dev.gameday import _config_yaml
     from observer_dev.gameday.cluster import cluster_rig
+    from observer_dev.gameday.rig import config_yaml
     from observer_dev.gameday.scenarios import FULL, SHORT, Scenario
 
     plan = SHORT if short else FULL
@@ -459,7 +459,7 @@ def run_primitive_gameday(*, short: bool = False, only: Sequence[str] | None = N
         for name in names:
             s = known[name]
             extra = (ROUTER_TTFT,) if s.primitive == "model_rewrite" else ()
-            single = yaml.safe_load(_config_yaml(rig.ports, plan, Scenario(s.name, s.title, s.expect, needs=s.needs,
+            single = yaml.safe_load(config_yaml(rig.ports, plan, Scenario(s.name, s.title, s.expect, needs=s.needs,
                                                                            metrics=extra), rig.work))
             try:
                 rows.append(run_primitive_scenario(s, api=rig.api, fleet=rig.fleet, ports=rig.ports, plan=plan,

@@ -42,11 +42,11 @@ from observer.config import ObserverConfig
 from observer.config.canary import default_metrics
 from observer.errors import ObserverError
 from observer.render import argo as argo_render
-from observer_dev.gameday import GamedayError, _ready, start_observer
 from observer_dev.gameday.argo import web_measurement
 from observer_dev.gameday.load import drive, measure_speed
 from observer_dev.gameday.pace import BASE_ROUND_S, Pace, pace_for
-from observer_dev.gameday.scenarios import Report, Row
+from observer_dev.gameday.rig import start_observer, wait_ready
+from observer_dev.gameday.scenarios import GamedayError, Report, Row
 from observer_dev.promserver import free_port
 from observer_dev.throttle import engine_cores, held
 from observer_dev.vllmproc import RunningVllm, VllmError, VllmSpec, real_vllm_home, run_vllm
@@ -330,7 +330,7 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
     refused: Counter[str] = Counter()
     pinned = False
     try:
-        _ready(obs, "the observer's first scrape and its proxies' upstreams")
+        wait_ready(obs, "the observer's first scrape and its proxies' upstreams")
         through = {name: f"http://127.0.0.1:{port}" for name, port in proxies.items()}
         for rnd in range(s.rounds):
             started = time.monotonic()

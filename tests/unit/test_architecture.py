@@ -19,10 +19,10 @@ PACKAGE = ROOT / "observer"
 DEV = ROOT / "observer_dev"  # the dev package: one layer of its own, above the service
 
 
-def readme_layers() -> list[set[str]]:
+def readme_layers(name: str = "layers") -> list[set[str]]:
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"```layers\n(.*?)```", text, re.S)
-    assert block, "README.md's architecture section must hold a ```layers block"
+    block = re.search(rf"```{name}\n(.*?)```", text, re.S)
+    assert block, f"README.md's architecture section must hold a ```{name} block"
     layers = []
     for line in block.group(1).splitlines():
         m = re.match(r"\s*\d+\.\s+(.*?)\s*(?:#.*)?$", line)
@@ -78,6 +78,30 @@ def test_imports_point_down_the_layers() -> None:
     upward = sorted(f"{src} → {dst}" for src, dsts in imports().items() for dst in dsts
                     if area(src) != "observer" and area(dst) != "observer" and rank[area(dst)] > rank[area(src)])
     assert not upward, "imports from a lower layer to a higher one:\n" + "\n".join(upward)
+
+
+def analyse_part(mod: str) -> str | None:
+    """`observer.analyse.canary.judge` → `canary`; `observer.analyse.histogram` → `histogram`."""
+    parts = mod.split(".")
+    return parts[2] if parts[:2] == ["observer", "analyse"] and len(parts) > 2 else None
+
+
+def test_analyse_parts_are_in_exactly_one_layer() -> None:
+    layers = readme_layers("analyse-layers")
+    named = [a for layer in layers for a in layer]
+    assert len(named) == len(set(named)), "an analyse part is listed in two layers"
+    present = {analyse_part(module_name(p)) for p in (PACKAGE / "analyse").rglob("*.py")} - {None}
+    assert present == set(named), \
+        f"README analyse-layers miss {present - set(named)} or list unknown {set(named) - present}"
+
+
+def test_imports_point_down_the_analyse_layers() -> None:
+    """Canary, drift and quality are areas of their own: an import from drift into the canary's package ties
+    the two both ways (the canary reads drift), which the area-level check cannot see."""
+    rank = {a: i for i, layer in enumerate(readme_layers("analyse-layers")) for a in layer}
+    upward = sorted(f"{src} → {dst}" for src, dsts in imports().items() for dst in dsts
+                    if (s := analyse_part(src)) and (d := analyse_part(dst)) and rank[d] > rank[s])
+    assert not upward, "imports from a lower analyse layer to a higher one:\n" + "\n".join(upward)
 
 
 def test_no_import_cycles() -> None:
@@ -157,7 +181,9 @@ metrics, verdict and fairness; each source; the health rules' engine and GPU fam
 
 
 def test_no_module_is_over_the_size_limit() -> None:
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    """The service, the dev package and the benches alike: the rooms the rule does not watch regrow hubs."""
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for base in (PACKAGE, DEV, ROOT / "bench") for p in base.rglob("*.py")}
     assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
 

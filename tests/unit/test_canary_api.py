@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from observer import conventions as names
 from observer.analyse.canary.collector import CanaryCollector
 from observer.analyse.canary.judge import ArmData, Outcome
-from observer.analyse.canary.pairs import expected_share, resolve_pairs
 from observer.analyse.canary.service import CanaryService
+from observer.analyse.pairs import expected_share, resolve_pairs
 from observer.config import parse_config
 from observer.config.canary import CanaryMetricSpec
 from observer.config.spec import ObserverConfig
@@ -97,6 +97,29 @@ def test_bad_names_answer_nodata_with_200(params: dict[str, str]) -> None:
     r = _client(_service(StreamSource())).get("/api/v1/canary/verdict", params=params)
     body = _strict(r.content)
     assert r.status_code == 200 and body["verdict"] == "nodata" and body["reason"]
+
+
+async def test_unknown_names_are_a_field_of_the_verdict() -> None:
+    service = _service(StreamSource())
+    v = await service.verdict_for("nope", "stable", since=None, weight=None)
+    assert v.verdict is Outcome.NODATA and v.unknown == ("nope",)
+    assert (await service.verdict_for("canary", "stable", since=None, weight=None)).unknown == ()
+
+
+async def test_the_periodic_judgment_checks_the_split_as_the_gate_last_asked() -> None:
+    # One record per pair holds what the gate asked: a gate that asks `any` (Flagger's default) gets a
+    # periodic judgment without the split check too, and one that names a weight gets it checked at that weight.
+    service = _service(StreamSource())
+    await service.verdict_for("canary", "stable", since=None, weight="any")
+    await service.run_once()
+    assert service.latest("canary", "stable").expected_share is None  # type: ignore[union-attr]
+    await service.verdict_for("canary", "stable", since=None, weight="25")
+    await service.run_once()
+    assert service.latest("canary", "stable").expected_share == 0.25  # type: ignore[union-attr]
+    bad = await service.verdict_for("canary", "stable", since=None, weight="250")
+    assert bad.verdict is Outcome.NODATA and "not a share" in bad.reason
+    await service.run_once()  # a refused weight changes nothing the gate asked before
+    assert service.latest("canary", "stable").expected_share == 0.25  # type: ignore[union-attr]
 
 
 def test_body_stays_under_2kb_with_many_metrics() -> None:

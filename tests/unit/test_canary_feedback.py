@@ -41,7 +41,7 @@ def test_too_few_events_is_nodata_never_pass() -> None:
 
 def test_a_canary_users_dislike_twice_as_often_fails_and_a_like_one_passes() -> None:
     rng = np.random.default_rng(2)
-    plan, _ = planned.plan(planned_seconds=1800, elapsed_seconds=1800, slice_seconds=60, window_seconds=3600)
+    plan, _ = planned.plan(step_seconds=1800, elapsed_seconds=1800, slice_seconds=60, window_seconds=3600)
     worse = judge_metric(METRIC, _arm(rng, slices=30, events=15, share=0.3, responses=9000),
                          _arm(rng, slices=30, events=15, share=0.1, responses=9000), alpha=0.01, power=0.8,
                          plan=plan)

@@ -26,21 +26,23 @@ ERRORS = CanaryMetricSpec(name="errors", kind="ratio", finished_reasons=["error"
 
 def test_the_plan_falls_back_to_anytime_tests_and_says_why() -> None:
     kw: dict[str, Any] = {"slice_seconds": 60.0, "window_seconds": 1800.0}
-    assert planned.plan(planned_seconds=None, elapsed_seconds=100, **kw) == (
+    assert planned.plan(step_seconds=None, elapsed_seconds=100, **kw) == (
         None, "anytime-valid: no planned end (the gate gave no step length)")
-    p, why = planned.plan(planned_seconds=300, elapsed_seconds=100, **kw)
+    p, why = planned.plan(step_seconds=900, elapsed_seconds=None, **kw)  # a length, never dropped unsaid
+    assert p is None and "no start to count it from" in why
+    p, why = planned.plan(step_seconds=300, elapsed_seconds=100, **kw)
     assert p is None and "under 10 slices" in why
-    p, why = planned.plan(planned_seconds=30, elapsed_seconds=100, **kw)  # shorter than one slice
+    p, why = planned.plan(step_seconds=30, elapsed_seconds=100, **kw)  # shorter than one slice
     assert p is None and "under 10 slices" in why
-    p, why = planned.plan(planned_seconds=3600, elapsed_seconds=100, **kw)
+    p, why = planned.plan(step_seconds=3600, elapsed_seconds=100, **kw)
     assert p is None and "past canary.window_seconds" in why
-    p, why = planned.plan(planned_seconds=900, elapsed_seconds=1900, **kw)
+    p, why = planned.plan(step_seconds=900, elapsed_seconds=1900, **kw)
     assert p is None and "no longer holds its first slices" in why
-    p, why = planned.plan(planned_seconds=840, elapsed_seconds=600, **kw)
+    p, why = planned.plan(step_seconds=840, elapsed_seconds=600, **kw)
     assert p == planned.PlannedEnd(slices=14, reached=False) and "240 s to the end" in why
-    p, _ = planned.plan(planned_seconds=840, elapsed_seconds=839.5, **kw)  # clock jitter: the gate's last look
+    p, _ = planned.plan(step_seconds=840, elapsed_seconds=839.5, **kw)  # clock jitter: the gate's last look
     assert p == planned.PlannedEnd(slices=14, reached=True)
-    p, why = planned.plan(planned_seconds=840, elapsed_seconds=1200, **kw)
+    p, why = planned.plan(step_seconds=840, elapsed_seconds=1200, **kw)
     assert p is not None and p.reached and "past the end" in why
     assert planned.PlannedEnd(14, True).split(0.01) == pytest.approx((0.001, 0.005))
 

@@ -108,7 +108,7 @@ def _ttft_detail(step, t: int, *, stable_pods: int | None = None) -> str:  # typ
     if stable_pods is not None:
         b = replace(b, pods=dict(list(b.pods.items())[:stable_pods]))
     v = judge(CanarySpec(), canary="canary", baseline="stable", canary_data=c, baseline_data=b,
-              expected_share=0.05, now=float(t), planned_seconds=900, elapsed_seconds=float(t))
+              expected_share=0.05, now=float(t), step_seconds=900, elapsed_seconds=float(t))
     ttft = next(r for r in v.metrics if r.name == "ttft")
     assert ttft.outcome is not Outcome.NODATA
     return ttft.detail

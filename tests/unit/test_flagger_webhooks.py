@@ -20,8 +20,8 @@ PAYLOAD = {"name": "llm", "namespace": "llm-serving", "phase": "Progressing", "c
 
 
 class Provider:
-    def __init__(self, outcome: Outcome, reason: str = "") -> None:
-        self.outcome, self.reason = outcome, reason or f"{outcome} because"
+    def __init__(self, outcome: Outcome, reason: str = "", unknown: tuple[str, ...] = ()) -> None:
+        self.outcome, self.reason, self.unknown = outcome, reason or f"{outcome} because", unknown
         self.asked: list[tuple[str | None, str | None, str | None]] = []
         self.since: list[float | None] = []
         self.steps: list[float | None] = []
@@ -33,7 +33,8 @@ class Provider:
         self.since.append(since)
         return Verdict(canary=canary or "", baseline=baseline or "", verdict=self.outcome, score=0.0,
                        critical_failed=False, n_canary=0, n_baseline=0, split_ok=True, canary_share=None,
-                       expected_share=None, metrics=(), reason=self.reason, evaluated_at=0.0)
+                       expected_share=None, metrics=(), reason=self.reason, evaluated_at=0.0,
+                       unknown=self.unknown)
 
 
 def client(provider: Provider) -> TestClient:
@@ -92,12 +93,20 @@ def test_a_malformed_payload_is_a_400_with_the_reason_and_never_promotes(raw: by
 
 
 def test_an_unknown_pair_is_a_404_that_says_how_to_name_it() -> None:
-    c = client(Provider(Outcome.NODATA, reason="unknown version(s): llm-primary"))
+    c = client(Provider(Outcome.NODATA, reason="unknown version(s): llm-primary", unknown=("llm-primary",)))
     for hook in ("confirm-promotion", "rollback", "rollout"):
         r = c.post(f"/api/v1/flagger/{hook}", json={**PAYLOAD, "metadata": {}})
         body: dict[str, Any] = r.json()
         assert r.status_code == 404 and "metadata.canary" in body["reason"] and "llm-primary" in body["reason"]
         assert "report" not in body
+
+
+def test_the_404_is_decided_by_the_verdicts_unknown_names_never_by_its_reason_text() -> None:
+    # A source's note may say anything (a store's error naming versions): only the names the fleet does not
+    # know make the pair unknown.
+    c = client(Provider(Outcome.NODATA, reason="unknown version(s) in the store's answer: retrying"))
+    r = c.post("/api/v1/flagger/confirm-promotion", json={**PAYLOAD, "metadata": {}})
+    assert r.status_code == 403 and r.json()["decision"] == "hold"
 
 
 def test_a_new_revision_restarts_the_window_and_a_repeated_one_keeps_it() -> None:

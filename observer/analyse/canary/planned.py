@@ -80,26 +80,30 @@ class PlannedEnd:
         return beta * PASS_INTERIM_SHARE, beta * (1.0 - PASS_INTERIM_SHARE)
 
 
-def plan(*, planned_seconds: float | None, elapsed_seconds: float, slice_seconds: float,
+def plan(*, step_seconds: float | None, elapsed_seconds: float | None, slice_seconds: float,
          window_seconds: float) -> tuple[PlannedEnd | None, str]:
     """The plan for a look `elapsed_seconds` after the analysis start, and the design in words (the verdict's
-    `looks`). None, with why, when the anytime-valid tests apply: no planned end, one too short to judge on,
-    or one past the window (whose start would move, so the first K slices would change from look to look)."""
-    if planned_seconds is None:
+    `looks`). None, with why, when the anytime-valid tests apply: no planned end, no start to count it from,
+    one too short to judge on, or one past the window (whose start would move, so the first K slices would
+    change from look to look)."""
+    if step_seconds is None:
         return None, "anytime-valid: no planned end (the gate gave no step length)"
-    k = math.floor((planned_seconds + END_TOLERANCE_SECONDS) / slice_seconds)
+    if elapsed_seconds is None:
+        return None, (f"anytime-valid: a step of {step_seconds:g} s with no start to count it from (the gate "
+                      "gave no `since`)")
+    k = math.floor((step_seconds + END_TOLERANCE_SECONDS) / slice_seconds)
     if k < MIN_PLANNED_SLICES:
-        return None, (f"anytime-valid: the planned end ({planned_seconds:g} s) is under {MIN_PLANNED_SLICES} "
+        return None, (f"anytime-valid: the planned end ({step_seconds:g} s) is under {MIN_PLANNED_SLICES} "
                       f"slices of {slice_seconds:g} s")
-    if planned_seconds > window_seconds:
-        return None, (f"anytime-valid: the planned end ({planned_seconds:g} s) is past canary.window_seconds "
+    if step_seconds > window_seconds:
+        return None, (f"anytime-valid: the planned end ({step_seconds:g} s) is past canary.window_seconds "
                       f"({window_seconds:g} s)")
     if elapsed_seconds > window_seconds:
         return None, (f"anytime-valid: the step started {elapsed_seconds:.0f} s ago, past canary.window_seconds "
                       f"({window_seconds:g} s): the window no longer holds its first slices")
-    reached = elapsed_seconds + END_TOLERANCE_SECONDS >= planned_seconds
-    where = "final look" if reached else f"{max(planned_seconds - elapsed_seconds, 0.0):.0f} s to the end"
-    past = elapsed_seconds - planned_seconds
+    reached = elapsed_seconds + END_TOLERANCE_SECONDS >= step_seconds
+    where = "final look" if reached else f"{max(step_seconds - elapsed_seconds, 0.0):.0f} s to the end"
+    past = elapsed_seconds - step_seconds
     if reached and past > END_TOLERANCE_SECONDS + slice_seconds:
         where = f"{past:.0f} s past the end: the final test stands, the anytime-valid share goes on"
     return PlannedEnd(slices=k, reached=reached), (

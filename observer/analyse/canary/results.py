@@ -220,6 +220,9 @@ class Verdict:
     """How long the pair has been undecided (inconclusive, nodata, idle) as of this look; 0 once decided."""
     looks: str = ""
     """How the sliced tests spend α over the looks: at a planned end, or anytime-valid and why (planned.py)."""
+    unknown: tuple[str, ...] = ()
+    """The names asked about that the fleet does not know (the verdict is nodata): a gate naming the wrong
+    versions, told apart from one whose versions have no data yet."""
 
     def metric(self, name: str) -> MetricResult:
         """The result of metric `name`; KeyError if it was not judged."""

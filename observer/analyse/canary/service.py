@@ -6,15 +6,15 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from observer.analyse.canary import absolute
 from observer.analyse.canary.events import EvaluationSink, verdict_event
 from observer.analyse.canary.judge import ArmData, Outcome, Verdict
-from observer.analyse.canary.pairs import FleetPairs, Pair, expected_share, resolve_alias
 from observer.analyse.canary.results import UNKNOWN_VERSIONS, Evidence
 from observer.analyse.canary.sources import CanarySource
 from observer.analyse.canary.verdict import judge
+from observer.analyse.pairs import FleetPairs, Pair, expected_share, resolve_alias
 from observer.config.spec import ObserverConfig
 from observer.fleetview import FleetView, LiveFleet
 
@@ -24,6 +24,65 @@ log = logging.getLogger("observer.canary")
 STEP_FORGET_SECONDS = 300.0
 """A step start taken from a gate's first ask (no `since`) is forgotten after this long without an ask of the
 same step: the gate asks every interval while its analysis runs, so a silence this long ends the step."""
+
+
+@dataclass
+class PairState:
+    """What the service keeps for one canary pair between looks (one record, dropped with the pair)."""
+
+    latest: Verdict | None = None
+    arms: tuple[ArmData, ArmData] | None = None
+    """The data behind the latest verdict, for the report page: read, never re-queried."""
+    split: Split = field(default_factory=lambda: Split(None, check=True))
+    """The split the gate last asked about (Argo passes the step's setWeight): the periodic judgment exported
+    to Prometheus uses it too, so the gate's web and Prometheus metrics agree."""
+    analysis_start: float | None = None
+    """The latest analysis start a gate asked with (`since`; Flagger's revision first seen): the periodic
+    judgment starts its window there too, so a version name reused across revisions (Flagger's `<name>` against
+    `<name>-primary`) is not judged on the previous revision's requests."""
+    undecided_since: float | None = None
+    """When the current run of undecided looks began (canary.end: a canary that never decides ends)."""
+    step_seconds: float | None = None
+    """The planned step length the gate last asked with."""
+    step: StepAsk | None = None
+    """The start of that step when the gate gave no `since` (Argo's web metric cannot): its first ask."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """The canary's traffic share a gate expects: a fraction, or None for the versions' configured weights;
+    `check=False` (the gate's `any`) skips the split check."""
+
+    share: float | None
+    check: bool = True
+
+
+@dataclass(frozen=True)
+class StepAsk:
+    """A gate's step as this observer saw it: which step (split and length), its first ask, its latest ask."""
+
+    split: Split
+    step_seconds: float
+    started: float
+    last_ask: float
+
+
+def parse_split(text: str | None) -> Split | str:
+    """The API's `weight`: a fraction (0.05), an Argo percentage (5), `any`, or empty; else the reason it is
+    not one."""
+    text = (text or "").strip().lower()
+    if not text:
+        return Split(None)
+    if text == "any":
+        return Split(None, check=False)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    share = value / 100.0 if value >= 1.0 else value
+    if not 0.0 < share < 1.0:
+        return f"weight {text[:20]!r} is not a share in (0, 1), a percentage in [1, 100), or 'any'"
+    return Split(share)
 
 
 class CanaryService:
@@ -38,22 +97,7 @@ class CanaryService:
         self.fleet: FleetView = fleet if fleet is not None else LiveFleet(config.fleet.versions)
         self._pairs = FleetPairs(config, self.fleet)
         self._pairs_gen = -1
-        self._latest: dict[Pair, Verdict] = {}
-        # The data behind each latest verdict, for the report page: read, never re-queried.
-        self._arms: dict[Pair, tuple[ArmData, ArmData]] = {}
-        # The split the gate last asked about, per pair (Argo passes the step's setWeight): the periodic
-        # judgment exported to Prometheus uses it too, so the gate's web and Prometheus metrics agree.
-        self._asked_share: dict[Pair, float | None] = {}
-        # The latest analysis start a gate asked with, per pair (`since`; Flagger's revision first seen): the
-        # periodic judgment starts its window there too, so a version name reused across revisions (Flagger's
-        # `<name>` against `<name>-primary`) is not judged on the previous revision's requests.
-        self._analysis_start: dict[Pair, float] = {}
-        # When each pair's current run of undecided looks began (canary.end: a canary that never decides ends).
-        self._undecided_since: dict[Pair, float] = {}
-        # The planned step length the gate last asked with, and the start of that step when the gate gave no
-        # `since` (Argo's web metric cannot): its first ask, kept while it asks again (key: weight, length).
-        self._asked_step: dict[Pair, float] = {}
-        self._step_start: dict[Pair, tuple[tuple[str, float], float, float]] = {}
+        self._state: dict[Pair, PairState] = {}
         self.evaluations: Counter[tuple[str, str, str]] = Counter()
         self.source_errors: Counter[tuple[str, str]] = Counter()
         self.events = events
@@ -70,28 +114,22 @@ class CanaryService:
         pairs = self._pairs.current()
         if self._pairs_gen != self.fleet.generation:
             self._pairs_gen = self.fleet.generation
-            for gone in [p for p in self._latest  # a pair whose version left: its verdict series end
+            for gone in [p for p in self._state  # a pair whose version left: its verdict series end
                          if self.fleet.version(p.canary) is None or self.fleet.version(p.baseline) is None]:
-                del self._latest[gone]
-                self._arms.pop(gone, None)
-                self._asked_share.pop(gone, None)
-                self._analysis_start.pop(gone, None)
-                self._undecided_since.pop(gone, None)
-                self._asked_step.pop(gone, None)
-                self._step_start.pop(gone, None)
+                del self._state[gone]
         return pairs
 
     def latest(self, canary: str, baseline: str) -> Verdict | None:
         """The last verdict for the pair, or None before its first judgement."""
-        return self._latest.get(Pair(canary, baseline))
+        state = self._state.get(Pair(canary, baseline))
+        return None if state is None else state.latest
 
     def evidence(self, canary: str, baseline: str) -> Evidence | None:
         """The last verdict for the pair with the data of both arms it was judged on, or None."""
-        pair = Pair(canary, baseline)
-        v, arms = self._latest.get(pair), self._arms.get(pair)
-        if v is None or arms is None:
+        state = self._state.get(Pair(canary, baseline))
+        if state is None or state.latest is None or state.arms is None:
             return None
-        return Evidence(verdict=v, canary=arms[0], baseline=arms[1])
+        return Evidence(verdict=state.latest, canary=state.arms[0], baseline=state.arms[1])
 
     def looks(self, canary: str, baseline: str) -> int:
         """How many times the pair was judged (periodic job and gate asks) since this process started."""
@@ -99,11 +137,11 @@ class CanaryService:
 
     def verdicts(self) -> list[Verdict]:
         """The latest verdict of every judged pair."""
-        return [self._latest[p] for p in sorted(self._latest, key=lambda p: (p.canary, p.baseline))]
+        return [s.latest for _, s in sorted(self._state.items(), key=lambda kv: (kv[0].canary, kv[0].baseline))
+                if s.latest is not None]
 
     async def evaluate(self, canary: str, baseline: str, *, since: float | None = None,
-                       weight: float | None = None, check_split: bool = True,
-                       step_seconds: float | None = None) -> Verdict:
+                       split: Split = Split(None), step_seconds: float | None = None) -> Verdict:
         """Judge `canary` against `baseline` over the window ending now; with `since` and `step_seconds`, a step
         that started at `since` and is planned to end `step_seconds` later (planned.py)."""
         now = self.clock()
@@ -116,17 +154,15 @@ class CanaryService:
         spec = self.fleet.version(canary)
         if spec is not None and spec.pods_waiting:  # discovery's, not the source's: the pods it cannot scrape
             c = replace(c, pods_waiting=dict(spec.pods_waiting))
-        share = weight if weight is not None else expected_share(self.fleet.version, canary, baseline)
-        if not check_split:
-            share = None
-        planned = step_seconds if since is not None else None
-        v = self._ended(Pair(canary, baseline), judge(self.spec, canary=canary, baseline=baseline, canary_data=c,
-                                                      baseline_data=b, expected_share=share, now=now,
-                                                      planned_seconds=planned,
-                                                      elapsed_seconds=0.0 if since is None else now - since,
-                                                      objectives=self.objectives), now)
-        self._latest[Pair(canary, baseline)] = v
-        self._arms[Pair(canary, baseline)] = (c, b)
+        share = split.share if split.share is not None else expected_share(self.fleet.version, canary, baseline)
+        pair = Pair(canary, baseline)
+        state = self._state.setdefault(pair, PairState())
+        v = self._ended(state, judge(self.spec, canary=canary, baseline=baseline, canary_data=c, baseline_data=b,
+                                     expected_share=share if split.check else None, now=now,
+                                     step_seconds=step_seconds,
+                                     elapsed_seconds=None if since is None else now - since,
+                                     objectives=self.objectives), now)
+        state.latest, state.arms = v, (c, b)
         if self.events is not None:
             self.events.emit(verdict_event(v), sampled=False)
         self.evaluations[(canary, baseline, str(v.verdict))] += 1
@@ -134,14 +170,16 @@ class CanaryService:
             self.source_errors[(canary, baseline)] += 1
         return v
 
-    def _ended(self, pair: Pair, v: Verdict, now: float) -> Verdict:
+    def _ended(self, state: PairState, v: Verdict, now: float) -> Verdict:
         """`v` with how long the pair has been undecided; past canary.end.after_seconds with `then: fail`, a
         fail naming the policy (every gate rolls back); with `hold` it stays undecided (the alert pages)."""
         if v.verdict in (Outcome.PASS, Outcome.FAIL):
-            self._undecided_since.pop(pair, None)
+            state.undecided_since = None
             return v
-        start = max(self._undecided_since.setdefault(pair, now), self._analysis_start.get(pair, -math.inf))
-        self._undecided_since[pair] = start  # a new analysis (a new revision's window) starts the clock again
+        # A new analysis (a new revision's window) starts the clock again.
+        start = max(now if state.undecided_since is None else state.undecided_since,
+                    -math.inf if state.analysis_start is None else state.analysis_start)
+        state.undecided_since = start
         end = self.spec.end
         waited = max(0.0, now - start)
         if end.then != "fail" or end.after_seconds is None or waited < end.after_seconds:
@@ -168,57 +206,44 @@ class CanaryService:
         if canary is None or baseline is None:
             known = ", ".join(f"canary={p.canary}&baseline={p.baseline}" for p in self.pairs) or "none"
             return self._nodata(canary or "", baseline or "", f"pass canary and baseline; configured: {known}")
-        unknown = [n for n in (canary, baseline) if self.fleet.version(n) is None]
+        unknown = tuple(n for n in (canary, baseline) if self.fleet.version(n) is None)
         if unknown:
-            return self._nodata(canary[:63], baseline[:63], f"{UNKNOWN_VERSIONS}: {', '.join(unknown)}")
+            return replace(self._nodata(canary[:63], baseline[:63], f"{UNKNOWN_VERSIONS}: {', '.join(unknown)}"),
+                           unknown=unknown)
         if canary == baseline:
             return self._nodata(canary, baseline, "canary and baseline are the same version")
-        text = (weight or "").strip().lower()
-        pair = Pair(canary, baseline)
-        step = step_seconds if step_seconds is not None else self.spec.step_seconds
-        if step is None:
-            self._asked_step.pop(pair, None)
-        else:
-            self._asked_step[pair] = step
-            if since is None:
-                since = self._step_started(pair, (text, step))
-        if since is not None and since > self._analysis_start.get(pair, -math.inf):
-            self._analysis_start[pair] = min(since, self.clock())
-        if text == "any":
-            return await self.evaluate(canary, baseline, since=since, check_split=False, step_seconds=step)
-        if not text:
-            self._asked_share.pop(Pair(canary, baseline), None)
-        share: float | None = None
-        if text:
-            try:
-                value = float(text)
-            except ValueError:
-                value = math.nan
-            share = value / 100.0 if value >= 1.0 else value
-            if not 0.0 < share < 1.0:
-                return self._nodata(canary, baseline, f"weight {text[:20]!r} is not a share in (0, 1), "
-                                                      "a percentage in [1, 100), or 'any'")
-            self._asked_share[Pair(canary, baseline)] = share
-        return await self.evaluate(canary, baseline, since=since, weight=share, step_seconds=step)
+        split = parse_split(weight)
+        if isinstance(split, str):
+            return self._nodata(canary, baseline, split)
+        state = self._state.setdefault(Pair(canary, baseline), PairState())
+        step_seconds = step_seconds if step_seconds is not None else self.spec.step_seconds
+        state.step_seconds, state.split = step_seconds, split
+        if step_seconds is not None and since is None:
+            since = self._step_started(state, split, step_seconds)
+        if since is not None and (state.analysis_start is None or since > state.analysis_start):
+            state.analysis_start = min(since, self.clock())
+        return await self.evaluate(canary, baseline, since=since, split=split, step_seconds=step_seconds)
 
-    def _step_started(self, pair: Pair, key: tuple[str, float]) -> float:
-        """When the gate's current step began: its first ask with this weight and length, unless the gate went
+    def _step_started(self, state: PairState, split: Split, step_seconds: float) -> float:
+        """When the gate's current step began: its first ask with this split and length, unless the gate went
         quiet for STEP_FORGET_SECONDS or asked for another step since (then now). After a restart of this
         process the step starts again, which holds the gate longer and never passes it sooner."""
         now = self.clock()
-        seen = self._step_start.get(pair)
-        start = seen[1] if seen is not None and seen[0] == key and now - seen[2] <= STEP_FORGET_SECONDS else now
-        self._step_start[pair] = (key, start, now)
-        return start
+        seen = state.step
+        same = seen is not None and (seen.split, seen.step_seconds) == (split, step_seconds) \
+            and now - seen.last_ask <= STEP_FORGET_SECONDS
+        state.step = StepAsk(split, step_seconds, started=seen.started if same and seen else now, last_ask=now)
+        return state.step.started
 
     def _nodata(self, canary: str, baseline: str, reason: str) -> Verdict:
         return judge(self.spec, canary=canary, baseline=baseline, canary_data=ArmData(note=reason),
                      baseline_data=ArmData(note=reason), expected_share=None, now=self.clock())
 
     async def run_once(self) -> None:
-        """Judge every configured pair (the periodic job)."""
+        """Judge every configured pair (the periodic job), as its gate last asked."""
         for p in self.pairs:
-            v = await self.evaluate(p.canary, p.baseline, since=self._analysis_start.get(p),
-                                    weight=self._asked_share.get(p), step_seconds=self._asked_step.get(p))
+            state = self._state.get(p, PairState())
+            v = await self.evaluate(p.canary, p.baseline, since=state.analysis_start, split=state.split,
+                                    step_seconds=state.step_seconds)
             if v.verdict is Outcome.FAIL:
                 log.warning("canary %s vs %s: fail: %s", p.canary, p.baseline, v.reason)

@@ -59,14 +59,14 @@ def _describe(r: MetricResult) -> str:
 
 
 def judge(spec: CanarySpec, *, canary: str, baseline: str, canary_data: ArmData, baseline_data: ArmData,
-          expected_share: float | None, now: float, planned_seconds: float | None = None,
-          elapsed_seconds: float = 0.0, objectives: Sequence[absolute.Objective] = ()) -> Verdict:
-    """Judge the canary against the baseline over one window of data. `planned_seconds`: the step's planned
+          expected_share: float | None, now: float, step_seconds: float | None = None,
+          elapsed_seconds: float | None = None, objectives: Sequence[absolute.Objective] = ()) -> Verdict:
+    """Judge the canary against the baseline over one window of data. `step_seconds`: the step's planned
     length from the analysis start, `elapsed_seconds` since that start (the window's first slice): with both,
     the sliced tests spend most of their α at the planned end (planned.py). `objectives`: the SLOs the canary
     is held to on its own (absolute.py; canary.slo_check)."""
     power = spec.power
-    plan, looks = planned.plan(planned_seconds=planned_seconds, elapsed_seconds=elapsed_seconds,
+    plan, looks = planned.plan(step_seconds=step_seconds, elapsed_seconds=elapsed_seconds,
                                slice_seconds=spec.slice_seconds, window_seconds=spec.window_seconds)
     n_c, n_b = canary_data.total_requests, baseline_data.total_requests
 

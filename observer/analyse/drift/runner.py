@@ -9,12 +9,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from observer.analyse.canary.pairs import role_pairs
 from observer.analyse.drift.baseline import BaselineRepo
 from observer.analyse.drift.check import Checker, arms
 from observer.analyse.drift.state import DriftReport, DriftState
 from observer.analyse.drift.stored import CheckFailed
 from observer.analyse.embed import CachedEmbedder, Embedder, EmbeddingError
+from observer.analyse.pairs import role_pairs
 from observer.config.spec import ObserverConfig
 from observer.errors import BaselineError, MissingDependencyError, StoreError
 from observer.fleetview import FleetView

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from observer.analyse.canary.pairs import resolve_pairs
+from observer.analyse.pairs import resolve_pairs
 from observer.analyse.quality.calibrate import LabelledItem, load_labels
 from observer.analyse.quality.golden import GoldenSet, discover
 from observer.analyse.quality.prompts import JudgePrompt, Rubric, load_prompt, load_rubrics

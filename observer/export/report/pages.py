@@ -23,8 +23,8 @@ from fastapi import APIRouter, Cookie, Header, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from observer.analyse.canary.pairs import Pair
 from observer.analyse.canary.results import Evidence, Verdict
+from observer.analyse.pairs import Pair
 from observer.config.spec import ObserverConfig
 from observer.export.report import model
 from observer.export.report.model import Example
