@@ -81,6 +81,21 @@ def _split_panels(qs: list[PanelQuery], prom: Prometheus, exprs: dict[int, list[
     return split
 
 
+def _models(prom_url: str, *, within: float) -> list[str]:
+    """The simulated versions' model names in Prometheus, waiting up to `within` s for the first scrapes."""
+    deadline = time.monotonic() + within
+    while True:
+        models = sorted(m for m in httpx.get(f"{prom_url}/api/v1/label/model_name/values", timeout=10)
+                        .json()["data"] if m.startswith("sim-"))
+        if models or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if not models:
+        raise SystemExit(f"no sim-* model_name series in Prometheus ({prom_url}) after --collect and {within:.0f} s "
+                         "more: the simulator's targets were not scraped (see Prometheus's /targets)")
+    return models
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--collect", type=float, default=45.0, help="seconds of data to collect first")
@@ -107,8 +122,7 @@ def main() -> None:
         with run_prometheus(targets, scrape_interval="1s", rule_files=[rules]) as prom:
             print(f"collecting {args.collect:.0f} s of data from {len(targets)} targets ...", flush=True)
             time.sleep(args.collect)
-            models = sorted(m for m in httpx.get(f"{prom.url}/api/v1/label/model_name/values", timeout=10)
-                            .json()["data"] if m.startswith("sim-"))
+            models = _models(prom.url, within=30.0)
             example_exprs = {m: [substitute(q.expr, {"model_name": m, "DS_PROMETHEUS": "prometheus"},
                                             rate_interval=rate_interval) for q in example] for m in models}
             ours_ms, example_ms = [], []

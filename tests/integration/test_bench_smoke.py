@@ -1,0 +1,14 @@
+"""The benches that compute (simulated streams, parsers, the judge) run at their smoke sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.bench_smoke import SMOKE, run_smoke
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in SMOKE.items() if not s.processes and not s.real))
+def test_bench_runs_to_its_json_line(name: str) -> None:
+    run_smoke(name)
