@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup debian-packages prometheus postgresql real-vllm gateways demo gameday test lint typecheck render-check sbom bench clean
+.PHONY: setup debian-packages prometheus postgresql real-vllm gateways demo gameday test lint typecheck render-check sbom bench bench-smoke clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -90,6 +90,11 @@ test:
 
 bench: setup
 	$(BIN)/python -m bench.scrape
+
+# Every bench at its smoke sizes, the ones too slow for `make test` included (tests/support/bench_smoke.py).
+bench-smoke: setup gateways
+	BENCH_SMOKE=all $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
+		tests/integration/test_bench_smoke.py tests/integration/test_bench_smoke_processes.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -62,6 +62,7 @@ from observer_dev.gameday.scenarios import (
     SCENARIOS,
     SHORT,
     STABLE_PODS,
+    Expect,
     GamedayError,
     Plan,
     Report,
@@ -71,10 +72,11 @@ from observer_dev.gameday.scenarios import (
 from observer_dev.gameday.traffic import before_rounds, prepare_drift, round_traffic
 from observer_dev.promserver import free_port
 
-__all__ = ["FULL", "SCENARIOS", "SHORT", "GamedayError", "Plan", "Report", "Row", "Scenario", "print_report",
+__all__ = ["FULL", "SCENARIOS", "SHORT", "Expect", "GamedayError", "Plan", "Report", "Row", "Scenario", "print_report",
            "run_gameday", "run_scenario", "start_observer"]
 
-FLAGGER_EXPECT = frozenset({"pass", "fail", "nodata", "idle", "inconclusive", "not-pass"})
+FLAGGER_EXPECT = frozenset({Expect.PASS, Expect.FAIL, Expect.NODATA, Expect.IDLE, Expect.INCONCLUSIVE,
+                            Expect.NOT_PASS})
 FLAGGER_INTERVALS = 8
 """Flagger's intervals after the last look (one runs beside every look before): the example Canary needs 5 steps
 of 10 % to its 50 %, then confirm-promotion; a fail ends it at once (the rollback webhook); undecided verdicts
@@ -151,7 +153,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                 fleet.advance("stable", 1.0)
                 fleet.advance("canary", 1.0)
             round_traffic(s, fleet, obs.url, ports, plan, rnd, users=users, answered=answered)
-            if s.expect == "alerts":
+            if s.expect is Expect.ALERTS:
                 if alert_round(s, row, rnd, exprs, prom_url):
                     break
                 continue
@@ -164,12 +166,12 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
             # Traffic flows while Flagger analyses (its window starts at its first webhook, not with the looks): a
             # decided pass plays on until Flagger's loop has ended too, as the cluster game day's does.
             if settled(s, rnd, row.verdicts[-1], body, streak, passes) and (
-                    s.expect != "pass" or loop is None or loop.phase in (FLAGGER_FAILED, FLAGGER_SUCCEEDED)):
+                    s.expect is not Expect.PASS or loop is None or loop.phase in (FLAGGER_FAILED, FLAGGER_SUCCEEDED)):
                 break
-            if s.expect in ("nodata", "not-pass", "idle", "inconclusive") and rnd + 1 >= plan.max_rounds // 2 \
-                    and (s.restart_after is None or rnd > s.restart_after + 2):
+            if s.expect in (Expect.NODATA, Expect.NOT_PASS, Expect.IDLE, Expect.INCONCLUSIVE) \
+                    and rnd + 1 >= plan.max_rounds // 2 and (s.restart_after is None or rnd > s.restart_after + 2):
                 break  # enough looks to show it never passes
-        if s.expect == "alerts":
+        if s.expect is Expect.ALERTS:
             problems = alert_problems(s, row, prom_url)
             row.ok, row.detail = not problems, "; ".join(problems) or ", ".join(
                 f"{k} {v}" for k, v in row.prometheus.items())
@@ -191,7 +193,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
 
         try:
             wait_for(exported, timeout=15, what="Prometheus to scrape the verdict gauge", every=0.25)
-            if s.expect == "drift":
+            if s.expect is Expect.DRIFT:
                 wait_for(drift_exported, timeout=15, what="Prometheus to scrape the drift gauge", every=0.25)
         except GamedayError as e:
             row.detail = str(e)
@@ -199,7 +201,7 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
         # Argo measures each Prometheus metric every interval of the step, and one Failed measurement counts: the
         # dimension's metric reads the periodic judgment's gauges, a scrape behind the web verdict, so a `fail`
         # scenario's measurements go on until it has failed too (or they run out).
-        measurements = 1 if s.expect != "fail" else ARGO_FAIL_LOOKS + (DIMENSION_LOOKS if s.dimension else 0)
+        measurements = 1 if s.expect is not Expect.FAIL else ARGO_FAIL_LOOKS + (DIMENSION_LOOKS if s.dimension else 0)
         for look in range(measurements):
             if look:
                 time.sleep(plan.scrape_interval)
@@ -209,8 +211,9 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
                                  f"{row.guardrail}, Prometheus {row.prometheus}")
             # A gate run can fail on another dimension while the verdict read with it sits at its boundary
             # (inconclusive): that look does not settle a `fail` scenario; the next measurement does.
-            decided = row.web_gate.startswith("Failed") and (s.expect != "fail" or body.get("verdict") == "fail")
-            if decided and s.expect == "fail" and s.dimension:
+            decided = row.web_gate.startswith("Failed") and (
+                s.expect is not Expect.FAIL or body.get("verdict") == "fail")
+            if decided and s.expect is Expect.FAIL and s.dimension:
                 decided = row.prometheus.get(s.dimension, "").startswith("Failed")
             if decided:
                 break

@@ -42,7 +42,17 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from observer_dev.gameday.scenarios import FULL, SCENARIOS, SHORT, STABLE_PODS, GamedayError, Plan, Row, Scenario
+from observer_dev.gameday.scenarios import (
+    FULL,
+    SCENARIOS,
+    SHORT,
+    STABLE_PODS,
+    Expect,
+    GamedayError,
+    Plan,
+    Row,
+    Scenario,
+)
 
 # The scenarios the cluster rig can play (not yet: goodput's ingest timings, the proxy of `shed`, the
 # fingerprinted ingest of `template-rollback`, the HTML page of `html`). `drifted` embeds with the bundled
@@ -288,7 +298,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                 time.sleep(plan.scrape_interval * 5.0)  # a drift check is offered every 10 s
             else:
                 time.sleep(plan.scrape_interval * 2.0)
-            if s.expect == "alerts":  # every one must fire after the change, none before; faults all played
+            if s.expect is Expect.ALERTS:  # every one must fire after the change, none before; faults all played
                 if alert_round(s, row, look, exprs, prom_url) and look > faults_over:
                     break
                 continue
@@ -307,8 +317,8 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             # loop has ended too (its intervals after the last look read frozen data).
             if done and loop is not None and loop.phase not in (FAILED, SUCCEEDED):
                 done = False
-            if done or (s.expect in ("nodata", "not-pass", "inconclusive") and look + 1 >= plan.max_rounds // 2
-                        and look > faults_over):
+            if done or (s.expect in (Expect.NODATA, Expect.NOT_PASS, Expect.INCONCLUSIVE)
+                        and look + 1 >= plan.max_rounds // 2 and look > faults_over):
                 break
         if partitioned_at is not None:
             link.restore()
@@ -317,7 +327,7 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             row.flagger = loop.run(prom_url, intervals=FLAGGER_INTERVALS)
         ready = httpx.get(b.url + "/readyz", timeout=5).status_code == 200 if b.alive() else False
         row.faults.append("replica-b ready after the partition" if ready else "replica-b NOT ready after the partition")
-        if s.expect == "alerts":
+        if s.expect is Expect.ALERTS:
             problems = alert_problems(s, row, prom_url)
             if not ready:
                 problems.append("replica-b did not recover from the partition")
@@ -333,22 +343,22 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
         problems = [] if final in want else [f"verdict {final}, expected {s.expect}: {body.get('reason', '')}"]
         if s.reason and s.reason not in str(body.get("reason", "")):
             problems.append(f"reason {str(body.get('reason', ''))[:160]!r} does not name {s.reason!r}")
-        if "pass" in row.verdicts and s.expect not in ("pass", "drift"):
+        if "pass" in row.verdicts and s.expect not in (Expect.PASS, Expect.DRIFT):
             problems.append("a pass on the way")
         drift = [body.get("metrics", {}).get(n, {}).get("result") for n in ("drift_prompts", "drift_outputs")]
-        if s.expect == "drift" and "fail" not in drift:
+        if s.expect is Expect.DRIFT and "fail" not in drift:
             problems.append(f"drift not flagged (prompts {drift[0]}, outputs {drift[1]})")
         if not ready:
             problems.append("replica-b did not recover from the partition")
         want_flagger = FLAGGER_END.get(s.expect)
         if want_flagger and not row.flagger.startswith(want_flagger):
             problems.append(f"Flagger's loop ended {row.flagger or 'unplayed'}, expected {want_flagger}")
-        if row.flagger.startswith("Succeeded") and s.expect != "pass":
+        if row.flagger.startswith("Succeeded") and s.expect is not Expect.PASS:
             problems.append(f"Flagger promoted a canary expected {s.expect}")
         cost = body.get("metrics", {}).get("cost_per_token", {})
         if s.costly and cost.get("result") != "fail":
             problems.append(f"cost_per_token {cost.get('result')} at {cost.get('ratio')}×, expected fail")
-        if not s.costly and s.expect in ("pass", "fail") and cost.get("result") == "fail":
+        if not s.costly and s.expect in (Expect.PASS, Expect.FAIL) and cost.get("result") == "fail":
             problems.append(f"cost_per_token failed at {cost.get('ratio')}× on a canary that costs the same")
         row.ok = not problems
         row.detail = "; ".join([*problems, f"every look's answer: {trail}"] if problems else row.faults)

@@ -22,6 +22,7 @@ from observer_dev.gameday.argo import (
     web_value,
 )
 from observer_dev.gameday.scenarios import (
+    Expect,
     GamedayError,
     Row,
     Scenario,
@@ -102,10 +103,10 @@ def report_badge(page: str) -> str:
     return f"verdict {m.group(1)}" if m else f"no verdict badge ({page[:80]!r})"
 
 
-def decided(expect: str, verdict: str, body: Mapping[str, Any]) -> bool:
-    if expect in ("pass", "fail"):
+def decided(expect: Expect, verdict: str, body: Mapping[str, Any]) -> bool:
+    if expect in (Expect.PASS, Expect.FAIL):
         return verdict in ("pass", "fail")
-    if expect == "drift":
+    if expect is Expect.DRIFT:
         metrics = body.get("metrics", {})
         return any(metrics.get(n, {}).get("result") == "fail" for n in ("drift_prompts", "drift_outputs"))
     return False  # nodata / not-pass: run every round
@@ -149,7 +150,7 @@ def settled(s: Scenario, rnd: int, verdict: str, body: Mapping[str, Any], streak
     `pass` scenario until it passed PASS_LOOKS looks in a row (`passes`)."""
     if not decided(s.expect, verdict, body):
         return False
-    if s.expect == "pass" and verdict == "pass" and passes < PASS_LOOKS:
+    if s.expect is Expect.PASS and verdict == "pass" and passes < PASS_LOOKS:
         return False
     # The verdict failed on another metric first: keep looking, as Argo would, until the must-fail metrics
     # have failed at MUST_FAIL_LOOKS looks in a row (`streak`): a sequential test at its boundary can fail,
@@ -167,7 +168,7 @@ def check_row(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str
     final = row.verdicts[-1] if row.verdicts else "none"
     prom = {k: v.split(" ")[0] for k, v in row.prometheus.items()}
     problems: list[str] = []
-    if s.expect in ("pass", "fail", "nodata"):
+    if s.expect in (Expect.PASS, Expect.FAIL, Expect.NODATA):
         if final != s.expect:
             problems.append(f"verdict {final}, expected {s.expect}")
         want_gate = {"pass": "Successful", "fail": "Failed", "nodata": "Inconclusive"}[s.expect]
@@ -176,7 +177,7 @@ def check_row(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str
         want_verdict = want_gate
         if prom.get("verdict") != want_verdict:
             problems.append(f"Prometheus verdict metric {prom.get('verdict')}, expected {want_verdict}")
-    if s.expect in ("idle", "inconclusive"):
+    if s.expect in (Expect.IDLE, Expect.INCONCLUSIVE):
         if final != s.expect:
             problems.append(f"verdict {final}, expected {s.expect}")
         if row.web_gate.split(" ")[0] != "Inconclusive":
@@ -187,25 +188,25 @@ def check_row(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str
             problems.append(f"guardrail {row.guardrail}, expected Successful")
         if "pass" in row.verdicts or "fail" in row.verdicts:
             problems.append(f"verdicts {row.verdicts}: an {s.expect} canary must never pass or fail")
-    if s.expect == "idle" and "nodata" in row.verdicts:
+    if s.expect is Expect.IDLE and "nodata" in row.verdicts:
         problems.append("an asleep canary read nodata (the no-data path pages)")
     if s.reason and s.reason not in str(body.get("reason", "")):
         problems.append(f"reason {str(body.get('reason', ''))[:120]!r} does not name {s.reason!r}")
-    if s.expect == "nodata" and "pass" in row.verdicts:
+    if s.expect is Expect.NODATA and "pass" in row.verdicts:
         problems.append("passed with no canary traffic")
-    if s.expect == "pass" and any(p == "Failed" for k, p in prom.items() if not (s.costly and k == "cost")):
+    if s.expect is Expect.PASS and any(p == "Failed" for k, p in prom.items() if not (s.costly and k == "cost")):
         problems.append("a Prometheus metric failed on a healthy canary")
     if s.costly and prom.get("cost") != "Failed":
         problems.append(f"Prometheus cost metric {prom.get('cost')}, expected Failed (dryRun)")
-    if s.expect == "fail" and s.dimension and prom.get(s.dimension) != "Failed":
+    if s.expect is Expect.FAIL and s.dimension and prom.get(s.dimension) != "Failed":
         problems.append(f"Prometheus {s.dimension} metric {prom.get(s.dimension)}, expected Failed")
-    if s.expect == "fail" and body.get("critical_failed") and row.guardrail != "Failed":
+    if s.expect is Expect.FAIL and body.get("critical_failed") and row.guardrail != "Failed":
         problems.append(f"guardrail {row.guardrail} on a critical failure")
-    if s.expect in ("pass", "nodata") and row.guardrail != "Successful":
+    if s.expect in (Expect.PASS, Expect.NODATA) and row.guardrail != "Successful":
         problems.append(f"guardrail {row.guardrail}, expected Successful")
-    if s.expect == "not-pass" and "pass" in row.verdicts:
+    if s.expect is Expect.NOT_PASS and "pass" in row.verdicts:
         problems.append("a verdict said pass after the observer restarted")
-    if s.expect == "not-pass" and row.web_gate.startswith("Successful"):
+    if s.expect is Expect.NOT_PASS and row.web_gate.startswith("Successful"):
         problems.append("the gate run succeeded" + (" on an HTML page" if s.html_at_verdict_url else
                                                     " after the restart"))
     cost = body.get("metrics", {}).get("cost_per_token", {})
@@ -216,15 +217,15 @@ def check_row(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str
         got = body.get("metrics", {}).get(name, {}).get("result")
         if got != "fail":
             problems.append(f"metric {name} {got}, expected fail")
-    if not s.costly and s.expect in ("pass", "fail") and cost.get("result") == "fail":
+    if not s.costly and s.expect in (Expect.PASS, Expect.FAIL) and cost.get("result") == "fail":
         problems.append(f"cost_per_token failed at {cost.get('ratio')}× on a canary that costs the same")
-    if s.expect == "drift":
+    if s.expect is Expect.DRIFT:
         metrics = body.get("metrics", {})
         if not any(metrics.get(n, {}).get("result") == "fail" for n in ("drift_prompts", "drift_outputs")):
             problems.append("drift not flagged")
         if prom.get("drift") != "Failed":
             problems.append(f"Prometheus drift metric {prom.get('drift')}, expected Failed")
-    if s.expect in ("pass", "fail") and body:
+    if s.expect in (Expect.PASS, Expect.FAIL) and body:
         # What the AnalysisRun shows: the web gate's measurement value must say why and where to look.
         value = web_value(json.dumps(body).encode(), argo_render.GATE_PATH)
         gate = json.loads(value) if value else {}
@@ -233,7 +234,7 @@ def check_row(s: Scenario, row: Row, body: Mapping[str, Any]) -> tuple[bool, str
     want_flagger = FLAGGER_END.get(s.expect)
     if row.flagger and want_flagger and not row.flagger.startswith(want_flagger):
         problems.append(f"Flagger's loop ended {row.flagger}, expected {want_flagger}")
-    if row.flagger.startswith("Succeeded") and s.expect != "pass":
+    if row.flagger.startswith("Succeeded") and s.expect is not Expect.PASS:
         problems.append(f"Flagger promoted a canary expected {s.expect}")
     return not problems, "; ".join(problems) or str(body.get("reason", ""))[:120]
 

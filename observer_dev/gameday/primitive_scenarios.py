@@ -44,7 +44,7 @@ from observer.conventions.metrics import WIN_TTFT
 from observer.render import ome as ome_render
 from observer_dev import primitive_objects as po
 from observer_dev.gameday.ome import ADVANCED, CANARYING, ROLLED_BACK, OmeStepGate
-from observer_dev.gameday.scenarios import STABLE_PODS, GamedayError, Plan
+from observer_dev.gameday.scenarios import STABLE_PODS, Expect, GamedayError, Plan
 
 NS = "llm-serving"
 PODS = f"{NS}/pods"
@@ -74,7 +74,7 @@ class PrimitiveScenario:
     name: str
     primitive: str  # a source's key (observer.config.sources)
     title: str
-    expect: str  # pass (promoted) | fail (aborted) | held (neither, ever)
+    expect: Expect  # pass (promoted) | fail (aborted) | held (neither, ever)
     canary: Mapping[str, Any] = field(default_factory=dict)
     must_fail: tuple[str, ...] = ()  # verdict metrics that must end `fail`
     needs: str | None = None  # quality: golden replays on the discovered versions' URLs
@@ -106,28 +106,28 @@ class PrimitiveScenario:
 
 
 PRIMITIVE_SCENARIOS: tuple[PrimitiveScenario, ...] = (
-    PrimitiveScenario("llmisvc-healthy", "kserve_llmisvc", "KServe LLMInferenceService group, healthy", "pass"),
-    PrimitiveScenario("isvc-slow", "kserve_isvc", "KServe InferenceService canaryTrafficPercent, TTFT ×1.5", "fail",
-                      canary={"preset": "slow"}, must_fail=("ttft",)),
+    PrimitiveScenario("llmisvc-healthy", "kserve_llmisvc", "KServe LLMInferenceService group, healthy", Expect.PASS),
+    PrimitiveScenario("isvc-slow", "kserve_isvc", "KServe InferenceService canaryTrafficPercent, TTFT ×1.5",
+                      Expect.FAIL, canary={"preset": "slow"}, must_fail=("ttft",)),
     PrimitiveScenario("httproute-healthy", "httproute_pools", "HTTPRoute across two InferencePools, healthy",
-                      "pass"),
+                      Expect.PASS),
     PrimitiveScenario("httproute-errors", "httproute_pools", "HTTPRoute across two InferencePools, errors 3 %",
-                      "fail", canary={"error_rate": 0.03}, must_fail=("errors",)),
-    PrimitiveScenario("llmisvc-worse", "kserve_llmisvc", "KServe LLMInferenceService group, worse answers", "fail",
+                      Expect.FAIL, canary={"error_rate": 0.03}, must_fail=("errors",)),
+    PrimitiveScenario("llmisvc-worse", "kserve_llmisvc", "KServe LLMInferenceService group, worse answers", Expect.FAIL,
                       canary={"accuracy": 0.5}, must_fail=("golden",), needs="quality"),
     PrimitiveScenario("adapter-slow", "model_rewrite", "llm-d InferenceModelRewrite: a LoRA adapter on the base "
-                      "model's pods, TTFT ×1.5", "fail", canary={"preset": "slow"}, must_fail=("router_ttft",)),
+                      "model's pods, TTFT ×1.5", Expect.FAIL, canary={"preset": "slow"}, must_fail=("router_ttft",)),
     PrimitiveScenario("adapter-wrong", "model_rewrite", "llm-d InferenceModelRewrite: a LoRA adapter on the base "
-                      "model's pods, wrong answers", "fail", canary={"accuracy": 0.5}, must_fail=("golden",),
+                      "model's pods, wrong answers", Expect.FAIL, canary={"accuracy": 0.5}, must_fail=("golden",),
                       needs="quality"),
     PrimitiveScenario("ome-slow", "ome", "OME InferenceService canary through the rendered RolloutPolicy check, "
-                      "TTFT ×1.5", "fail", canary={"preset": "slow"}, must_fail=("ttft",)),
+                      "TTFT ×1.5", Expect.FAIL, canary={"preset": "slow"}, must_fail=("ttft",)),
     PrimitiveScenario("ome-idle", "ome", "OME InferenceService canary with no traffic: held by the rendered check, "
-                      "never promoted", "held", canary={"preset": "idle"}),
-    PrimitiveScenario("dynamo-errors", "dynamo", "Dynamo worker generation rolling in, errors 3 %", "fail",
+                      "never promoted", Expect.HELD, canary={"preset": "idle"}),
+    PrimitiveScenario("dynamo-errors", "dynamo", "Dynamo worker generation rolling in, errors 3 %", Expect.FAIL,
                       canary={"error_rate": 0.03}, must_fail=("errors",)),
     PrimitiveScenario("flagger-slow", "flagger", "Flagger Canary on a Deployment (weights from its status), "
-                      "TTFT ×1.5", "fail", canary={"preset": "slow"}, must_fail=("ttft",)),
+                      "TTFT ×1.5", Expect.FAIL, canary={"preset": "slow"}, must_fail=("ttft",)),
 )
 SHORT_PRIMITIVE_SCENARIOS = ("llmisvc-healthy", "isvc-slow", "httproute-errors", "adapter-slow", "adapter-wrong",
                              "ome-slow", "dynamo-errors", "flagger-slow")
@@ -143,7 +143,7 @@ class PrimitiveRow:
     scenario: str
     primitive: str
     title: str
-    expected: str
+    expected: Expect
     verdicts: list[str] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)  # "5 %: i i", "abort", "promoted"
     ok: bool = False
@@ -410,12 +410,12 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
     seen = [x for x in base_ttft if x is not None]
     if adapters and seen and not 0.8 <= seen[-1] / seen[0] <= 1.25:
         problems.append(f"the base model's TTFT median moved from {seen[0]:.4g} s to {seen[-1]:.4g} s")
-    if s.expect == "held":
+    if s.expect is Expect.HELD:
         if outcome != "held":
             problems.append(f"ended {outcome} on {final}, expected held (never promoted, never aborted)")
         if "pass" in row.verdicts or "fail" in row.verdicts:
             problems.append(f"verdicts {row.verdicts}: a canary with no traffic must never pass or fail")
-    elif s.expect == "pass":
+    elif s.expect is Expect.PASS:
         if outcome != "promoted":
             problems.append(f"ended {outcome} on {final}, expected promoted on pass: {body.get('reason', '')}")
         if "fail" in row.verdicts:

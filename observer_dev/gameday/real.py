@@ -46,7 +46,7 @@ from observer_dev.gameday.argo import web_measurement
 from observer_dev.gameday.load import drive, measure_speed
 from observer_dev.gameday.pace import BASE_ROUND_S, Pace, pace_for
 from observer_dev.gameday.rig import start_observer, wait_ready
-from observer_dev.gameday.scenarios import GamedayError, Report, Row
+from observer_dev.gameday.scenarios import Expect, GamedayError, Report, Row
 from observer_dev.promserver import free_port
 from observer_dev.throttle import engine_cores, held
 from observer_dev.vllmproc import RunningVllm, VllmError, VllmSpec, real_vllm_home, run_vllm
@@ -82,7 +82,7 @@ class RealScenario:
 
     name: str
     title: str
-    expect: str  # not-fail | fail | not-pass | nodata
+    expect: Expect
     canary: VllmSpec = CANARY
     rounds: int = 4
     canary_traffic: bool = True
@@ -92,18 +92,18 @@ class RealScenario:
 
 
 SCENARIOS: tuple[RealScenario, ...] = (
-    RealScenario("healthy", "identical servers (A/A) under bursts", "not-fail", rounds=8),
+    RealScenario("healthy", "identical servers (A/A) under bursts", Expect.NOT_FAIL, rounds=8),
     # Its own core: sharing stable's would slow stable too and blur the queueing effect under test.
-    RealScenario("slow", "canary --max-num-seqs 1: requests queue", "fail",
+    RealScenario("slow", "canary --max-num-seqs 1: requests queue", Expect.FAIL,
                  canary=replace(CANARY, max_num_seqs=1, core=1), rounds=12, must_fail=frozenset({"ttft"})),
-    RealScenario("worse", "canary with a broken chat template: fast, wrong answers", "fail",
+    RealScenario("worse", "canary with a broken chat template: fast, wrong answers", Expect.FAIL,
                  canary=replace(CANARY, extra_args=("--chat-template", str(BROKEN_TEMPLATE))), rounds=12,
                  must_fail=QUALITY_METRICS, must_not_fail=LATENCY_METRICS),
-    RealScenario("rejections", f"canary --max-model-len {SHORT_CONTEXT}: long prompts refused (400)", "fail",
+    RealScenario("rejections", f"canary --max-model-len {SHORT_CONTEXT}: long prompts refused (400)", Expect.FAIL,
                  canary=replace(CANARY, max_model_len=SHORT_CONTEXT), rounds=16,
                  must_fail=frozenset({"rejections", "errors"})),
-    RealScenario("killed", "canary SIGKILLed mid-stream, restarted", "not-pass", rounds=3, kill=True),
-    RealScenario("idle", "canary with no traffic", "nodata", rounds=3, canary_traffic=False),
+    RealScenario("killed", "canary SIGKILLed mid-stream, restarted", Expect.NOT_PASS, rounds=3, kill=True),
+    RealScenario("idle", "canary with no traffic", Expect.NODATA, rounds=3, canary_traffic=False),
 )
 
 
@@ -360,7 +360,7 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
             pace.sleep_out(started)
             body, row.web_gate = _look(obs.url, config)
             row.verdicts.append(str(body["verdict"]))
-            if s.expect == "fail" and body["verdict"] == "fail":
+            if s.expect is Expect.FAIL and body["verdict"] == "fail":
                 break
         found = evidence(obs.url)
     finally:
@@ -369,9 +369,9 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
     failed = failed_metrics(body)
     row.failed_metric = ",".join(failed)
     row.evidence = found
-    if s.expect == "not-fail" and "fail" in row.verdicts:
+    if s.expect is Expect.NOT_FAIL and "fail" in row.verdicts:
         problems.append("an A/A look said fail")
-    if s.expect == "fail":
+    if s.expect is Expect.FAIL:
         if final != "fail":
             shown = {k: {x: m[x] for x in ("result", "canary", "baseline", "n") if x in m}
                      for k, m in body.get("metrics", {}).items() if k in s.must_fail}
@@ -385,9 +385,9 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
             problems.append("the verdict's reason does not name the failing metric")
         if row.web_gate != "Failed":
             problems.append(f"web gate {row.web_gate}, expected Failed")
-    if s.expect == "not-pass" and "pass" in row.verdicts:
+    if s.expect is Expect.NOT_PASS and "pass" in row.verdicts:
         problems.append("a look said pass across the kill")
-    if s.expect == "nodata" and any(v != "nodata" for v in row.verdicts):
+    if s.expect is Expect.NODATA and any(v != "nodata" for v in row.verdicts):
         problems.append("a look with no canary traffic was not nodata")
     if embedder is not None and s.canary_traffic and not s.kill:
         for v in ("stable", "canary"):

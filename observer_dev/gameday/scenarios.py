@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from observer import conventions as names
@@ -14,13 +15,28 @@ class GamedayError(ObserverError):
     """The game day could not set up its fleet, observer or Prometheus."""
 
 
+class Expect(StrEnum):
+    """What a scenario must come out as, in any rig that plays it."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NODATA = "nodata"
+    IDLE = "idle"
+    INCONCLUSIVE = "inconclusive"
+    NOT_PASS = "not-pass"  # any verdict but pass, at every look
+    NOT_FAIL = "not-fail"  # any verdict but fail, at every look (the real engines' A/A)
+    DRIFT = "drift"  # the drift metrics fail; the verdict may go either way (drift is advisory)
+    ALERTS = "alerts"  # the scenario's alerts fire after the change and not before
+    HELD = "held"  # neither promoted nor aborted, ever (a rollout through a primitive)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One game-day scenario: profiles, an optional change mid-way, and what must come out."""
 
     name: str
     title: str
-    expect: str  # pass | fail | nodata | idle | inconclusive | drift | not-pass | alerts
+    expect: Expect
     canary: Mapping[str, Any] = field(default_factory=dict)
     stable: Mapping[str, Any] = field(default_factory=dict)
     change_after: int | None = None  # rounds before `change` is applied to the canary
@@ -54,67 +70,67 @@ FEEDBACK_METRIC: Mapping[str, Any] = {"name": "feedback", "kind": "feedback", "c
 """The users' feedback as a gate: critical here, so that it alone decides a scenario where nothing else moves."""
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("healthy", "healthy canary", "pass"),
-    Scenario("slow", "TTFT ×1.5", "fail", canary={"preset": "slow"}, dimension="latency"),
-    Scenario("errors", "error rate 0.5% → 3%", "fail", canary={"error_rate": 0.005},
+    Scenario("healthy", "healthy canary", Expect.PASS),
+    Scenario("slow", "TTFT ×1.5", Expect.FAIL, canary={"preset": "slow"}, dimension="latency"),
+    Scenario("errors", "error rate 0.5% → 3%", Expect.FAIL, canary={"error_rate": 0.005},
              stable={"error_rate": 0.005}, change_after=2, change={"error_rate": 0.03}, dimension="errors"),
-    Scenario("errors-5xx", "vLLM < 0.13 (no `error` finish reason): HTTP 5xx 0.5% → 3%", "fail",
+    Scenario("errors-5xx", "vLLM < 0.13 (no `error` finish reason): HTTP 5xx 0.5% → 3%", Expect.FAIL,
              canary={"error_rate": 0.005, "legacy_errors": True}, stable={"error_rate": 0.005, "legacy_errors": True},
              change_after=2, change={"error_rate": 0.03}, dimension="errors"),
-    Scenario("worse", "worse answers on the golden set", "fail", canary={"accuracy": 0.5}, dimension="quality",
+    Scenario("worse", "worse answers on the golden set", Expect.FAIL, canary={"accuracy": 0.5}, dimension="quality",
              needs="quality"),
-    Scenario("drifted", "10% prompts from another domain", "drift", canary={"preset": "drifted"},
+    Scenario("drifted", "10% prompts from another domain", Expect.DRIFT, canary={"preset": "drifted"},
              dimension="drift", needs="drift"),
-    Scenario("idle", "canary with no traffic", "nodata", canary={"preset": "idle"}),
-    Scenario("starved", "canary too starved of traffic to decide; canary.end: fail after 20 s", "fail",
+    Scenario("idle", "canary with no traffic", Expect.NODATA, canary={"preset": "idle"}),
+    Scenario("starved", "canary too starved of traffic to decide; canary.end: fail after 20 s", Expect.FAIL,
              canary={"load_rps": 0.5}, canary_end={"after_seconds": 20.0, "then": "fail"}, reason="canary.end"),
     Scenario("unschedulable", "a second canary pod Pending: Insufficient nvidia.com/gpu (cluster only)",
-             "inconclusive", pending_pods=1, reason="pods not arriving"),
-    Scenario("asleep", "canary engines asleep (vLLM sleep mode)", "idle", canary={"asleep": True}),
-    Scenario("unhealthy", "canary engine reports vllm:engine_healthy 0", "inconclusive",
+             Expect.INCONCLUSIVE, pending_pods=1, reason="pods not arriving"),
+    Scenario("asleep", "canary engines asleep (vLLM sleep mode)", Expect.IDLE, canary={"asleep": True}),
+    Scenario("unhealthy", "canary engine reports vllm:engine_healthy 0", Expect.INCONCLUSIVE,
              canary={"engine_healthy": False}, stable={"engine_healthy": True}, reason="unhealthy engine"),
-    Scenario("hung", "canary engine hung: requests run, none finishes; /metrics still answers", "inconclusive",
+    Scenario("hung", "canary engine hung: requests run, none finishes; /metrics still answers", Expect.INCONCLUSIVE,
              canary={"hung": True}, hung_after=3.0, reason="hung", alerts=(names.ALERT_ENGINE_HUNG,),
              alert_labels={names.VERSION: "canary", names.STATE: "hung"}),
-    Scenario("admission", "canary refuses 3% at admission (vLLM queue limit, 503 before the engine)", "fail",
+    Scenario("admission", "canary refuses 3% at admission (vLLM queue limit, 503 before the engine)", Expect.FAIL,
              canary={"admission_reject_rate": 0.03}, dimension="errors", must_fail=("errors",)),
-    Scenario("nan-logits", "canary answers 3% of requests from NaN logits (a broken quantisation)", "fail",
+    Scenario("nan-logits", "canary answers 3% of requests from NaN logits (a broken quantisation)", Expect.FAIL,
              canary={"corrupted_rate": 0.03}, stable={"corrupted_rate": 0.0},
              metrics=({"name": "nan_logits", "kind": "ratio", "corrupted": True, "critical": True,
                        "base_rate": 0.001},),
              dimension="errors", must_fail=("nan_logits",), alerts=(names.ALERT_CORRUPTED_OUTPUTS,),
              alert_labels={names.VERSION: "canary"}),
     Scenario("router-queue", "the router queues the canary: 0.5 s at the gateway, llm-d pool saturated",
-             "inconclusive", canary={"router_queue_s": 0.5, "router_saturation": 1.3}, reason="router"),
-    Scenario("restart", "observer restarted mid-analysis", "not-pass", canary={"preset": "slow"},
+             Expect.INCONCLUSIVE, canary={"router_queue_s": 0.5, "router_saturation": 1.3}, reason="router"),
+    Scenario("restart", "observer restarted mid-analysis", Expect.NOT_PASS, canary={"preset": "slow"},
              restart_after=2),
-    Scenario("html", "verdict URL answers 200 with an HTML page", "not-pass", html_at_verdict_url=True),
-    Scenario("costly", "canary on 2 GPUs per replica: 2× the cost per token", "pass",
+    Scenario("html", "verdict URL answers 200 with an HTML page", Expect.NOT_PASS, html_at_verdict_url=True),
+    Scenario("costly", "canary on 2 GPUs per replica: 2× the cost per token", Expect.PASS,
              canary={"gpus_per_replica": 2}, costly=True),
-    Scenario("goodput", "same cost, time per output token ×3: worse goodput", "fail", canary={"itl_scale": 3.0},
+    Scenario("goodput", "same cost, time per output token ×3: worse goodput", Expect.FAIL, canary={"itl_scale": 3.0},
              dimension="quality", needs="goodput", must_fail=("goodput",), min_rounds=30),
     Scenario("users-notice", "only the users notice: latency and golden sets unchanged, negative feedback "
-             "doubled", "fail", needs="feedback", dimension="quality", must_fail=("feedback",), min_rounds=30,
+             "doubled", Expect.FAIL, needs="feedback", dimension="quality", must_fail=("feedback",), min_rounds=30,
              metrics=(FEEDBACK_METRIC,), feedback={"stable": (0.25, 0.12), "canary": (0.25, 0.24)}),
     Scenario("users-silent", "negative feedback doubled, but the canary's users gave too few answers",
-             "inconclusive", needs="feedback", metrics=(FEEDBACK_METRIC,), reason="feedback",
+             Expect.INCONCLUSIVE, needs="feedback", metrics=(FEEDBACK_METRIC,), reason="feedback",
              feedback={"stable": (0.25, 0.12), "canary": (0.003, 0.24)}),
-    Scenario("decode", "decode slower: time per output token ×1.5, TTFT and errors unchanged", "fail",
+    Scenario("decode", "decode slower: time per output token ×1.5, TTFT and errors unchanged", Expect.FAIL,
              canary={"itl_scale": 1.5}, dimension="latency", must_fail=("itl",)),
-    Scenario("template-rollback", "weights rolled back, the new system prompt kept", "alerts", change_after=2,
+    Scenario("template-rollback", "weights rolled back, the new system prompt kept", Expect.ALERTS, change_after=2,
              needs="fingerprint", alerts=(names.ALERT_FINGERPRINT_CHANGED, names.ALERT_FINGERPRINT_MISMATCH),
              alert_labels={names.VERSION: "canary", names.PART: "template"}),
-    Scenario("slow-replica", "one stable GPU overheats: 3× slower than its three siblings", "alerts",
+    Scenario("slow-replica", "one stable GPU overheats: 3× slower than its three siblings", Expect.ALERTS,
              change_after=2, change={"ttft_scale": 3.0, "gpu_thermal_throttle": 0.6}, change_version="stable",
              replica=2, alerts=(names.ALERT_REPLICA_OUTLIER, names.ALERT_GPU_HW_SLOWDOWN),
              alert_labels={names.VERSION: "stable"},
              alert_labels_of={names.ALERT_REPLICA_OUTLIER: {names.REPLICA: "sim-stable-2"},
                               names.ALERT_GPU_HW_SLOWDOWN: {names.REASON: "hw_thermal"}}),
-    Scenario("shed", "users turned away (503) before the engine: vLLM's own signals stay green", "alerts",
+    Scenario("shed", "users turned away (503) before the engine: vLLM's own signals stay green", Expect.ALERTS,
              change_after=2, change={"shed_rate": 0.2}, needs="proxy", alerts=(names.ALERT_LOAD_SHEDDING,),
              alert_labels={names.VERSION: "canary"},
              blind=(f'max({names.WIN_FINISHED_RATIO}{{version="canary",finished_reason="error"}}) > 0.001',)),
-    Scenario("gpu-ecc", "the canary's GPU reports uncorrectable ECC errors", "alerts", change_after=2,
+    Scenario("gpu-ecc", "the canary's GPU reports uncorrectable ECC errors", Expect.ALERTS, change_after=2,
              change={"gpu_ecc_dbe": 2}, alerts=(names.ALERT_GPU_MEMORY_ERRORS,),
              alert_labels={names.VERSION: "canary"}),
 )
@@ -130,7 +146,7 @@ class Row:
 
     scenario: str
     title: str
-    expected: str
+    expected: Expect
     verdicts: list[str] = field(default_factory=list)
     web_gate: str = ""
     guardrail: str = ""

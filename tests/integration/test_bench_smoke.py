@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.bench_smoke import SMOKE, run_smoke
+from tests.support.bench_smoke import SMOKE, in_this_run, run_smoke
 
 pytestmark = [pytest.mark.integration]
 
 
-@pytest.mark.parametrize("name", sorted(n for n, s in SMOKE.items() if not s.processes and not s.real))
+@pytest.mark.parametrize("name", sorted(n for n, s in SMOKE.items() if not s.processes and in_this_run(s)))
 def test_bench_runs_to_its_json_line(name: str) -> None:
     run_smoke(name)

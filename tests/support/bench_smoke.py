@@ -25,8 +25,13 @@ class Smoke:
     args: tuple[str, ...] = ()
     processes: bool = False
     """Starts servers (Prometheus, nginx, the simulator, an observer): the second smoke file runs these."""
+    slow: str = ""
+    """Why it runs in `make bench-smoke` and not in `make test`: CPU the suite's 45 minutes cannot spare."""
     real: str = ""
-    """Why it does not run in the suite, where it needs what the suite cannot give it beside the real tier."""
+    """Why it runs in neither: it needs what no suite can give it beside the real tier."""
+
+
+SLOW_IN_A_FRESH_CLONE = "embeds its corpus first (cold in a fresh clone: {} s of CPU in CI)"
 
 
 SMOKE: dict[str, Smoke] = {
@@ -38,9 +43,12 @@ SMOKE: dict[str, Smoke] = {
     "canary_slo": Smoke(("--quick",)),
     "corrupted": Smoke(("--trials", "5")),
     "drift": Smoke(("--null-trials", "3", "--shift-trials", "2", "--evidently-null-trials", "1",
-                    "--evidently-shift-trials", "1", "--permutations", "19")),
-    "drift_gate": Smoke(("--trials", "3", "--shift-trials", "2", "--permutations", "19", "--checks", "10")),
-    "drift_sessions": Smoke(("--trials", "2", "--power-trials", "2", "--days", "1", "--permutations", "19")),
+                    "--evidently-shift-trials", "1", "--permutations", "19"),
+                   slow=SLOW_IN_A_FRESH_CLONE.format(72)),
+    "drift_gate": Smoke(("--trials", "3", "--shift-trials", "2", "--permutations", "19", "--checks", "10"),
+                        slow=SLOW_IN_A_FRESH_CLONE.format(47)),
+    "drift_sessions": Smoke(("--trials", "2", "--power-trials", "2", "--days", "1", "--permutations", "19"),
+                            slow=SLOW_IN_A_FRESH_CLONE.format(95)),
     "feedback": Smoke(("--aa-runs", "4", "--runs", "2", "--step-min", "10")),
     "paired": Smoke(("--trials", "5", "--aa-steps", "5", "--aa-pairs", "20")),
     "replicas": Smoke(("--trials", "10",)),
@@ -49,7 +57,8 @@ SMOKE: dict[str, Smoke] = {
     "upstream_client": Smoke(("--requests", "100", "--concurrency", "4")),
     "scrape": Smoke(("--targets", "5", "--cycles", "1", "--parse-seconds", "0.5")),
     "report": Smoke(("--renders", "3"), processes=True),
-    "eval": Smoke(("--rounds", "1", "--similarity-items", "8", "--concurrency", "4"), processes=True),
+    "eval": Smoke(("--rounds", "1", "--similarity-items", "8", "--concurrency", "4"), processes=True,
+                  slow="loads the embedder and replays golden sets against the simulator (31 s in CI)"),
     "proxy_idle": Smoke(("--seconds", "2"), processes=True),
     "proxy": Smoke(("--phase-seconds", "1", "--soak-seconds", "2"), processes=True),
     "proxy_profile": Smoke(("--seconds", "2"), processes=True),
@@ -59,11 +68,17 @@ SMOKE: dict[str, Smoke] = {
                       processes=True),
     "scale": Smoke(("--pods", "20", "--repeats", "2", "--seconds", "1", "--clients", "2", "--jobs", "60"),
                    processes=True),
-    "gateways": Smoke(("--rounds", "1", "--per-slice", "10", "--concurrency", "16"), processes=True),
+    "gateways": Smoke(("--rounds", "1", "--per-slice", "10", "--concurrency", "16"), processes=True,
+                      slow="starts nginx, HAProxy and the LiteLLM proxy and loads each arm (50 s in CI)"),
     "real_vllm": Smoke(real="starts two real vLLM generators and the embedder of its own, which the suite's "
                             "real tier already holds (memory: one real-engine session at a time)"),
     "engine_tracing": Smoke(real="starts two real vLLM generators of its own, beside the suite's real tier"),
 }
+
+
+def in_this_run(smoke: Smoke) -> bool:
+    """Whether a row runs here: never a real one; a slow one only in `make bench-smoke` (BENCH_SMOKE=all)."""
+    return not smoke.real and (not smoke.slow or os.environ.get("BENCH_SMOKE") == "all")
 
 
 def benches() -> set[str]:
@@ -72,7 +87,9 @@ def benches() -> set[str]:
 
 def run_smoke(name: str, *, timeout: float = 240.0) -> dict[str, Any]:
     """Run `python -m bench.NAME` at its smoke sizes; its last line of output, parsed (AssertionError else)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # One thread for BLAS and torch: the suite's other worker keeps its core.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-m", f"bench.{name}", *SMOKE[name].args], capture_output=True,
                          text=True, timeout=timeout, cwd=ROOT, env=env)
     assert out.returncode == 0, f"bench.{name} exited {out.returncode}:\n{out.stderr[-3000:]}"

@@ -22,7 +22,7 @@ def test_gameday_hook_returns_the_game_day_verdict(monkeypatch: pytest.MonkeyPat
     from observer_dev import gameday
 
     for ok, code in ((True, 0), (False, 1)):
-        rows = [gameday.Row(scenario="healthy", title="healthy canary", expected="pass", ok=ok)]
+        rows = [gameday.Row(scenario="healthy", title="healthy canary", expected=gameday.Expect.PASS, ok=ok)]
         monkeypatch.setattr(gameday, "run_gameday", lambda short=False, rows=rows: gameday.Report(rows=rows))
         assert demo._gameday(None) == code  # type: ignore[arg-type]
 

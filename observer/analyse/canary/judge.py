@@ -211,9 +211,8 @@ def _judge_latency(m: CanaryMetricSpec, c: ArmData, b: ArmData, *, alpha: float,
             end_bins = _bins(pairs[:plan.slices], m.family, hb.bounds)
             if end_bins is not None:
                 z, h, _ = sequential.shift_values(*end_bins)
-                shift_end = planned.final_t(z, h, alpha=a_end)
-                shift_below_end = planned.final_t(m.shift_margin * h - z, h,
-                                                  alpha=b_end * share * planned.SLICES_PASS_SHARE)
+                shift_end, shift_below_end = planned.final_shift(
+                    z, h, margin=m.shift_margin, alpha=a_end, beta=b_end * share * planned.SLICES_PASS_SHARE)
         res = _slice_outcome(m, counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3],
                              alpha=alpha if shift is None else alpha / 2.0, power=power,
                              detail=f"share above le={le}", shift=shift, shift_end=shift_end,

@@ -212,6 +212,14 @@ def final_noninferior_slices(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.
     return final_t(-d, h, alpha=alpha)
 
 
+def final_shift(z: np.ndarray, h: np.ndarray, *, margin: float, alpha: float, beta: float
+                ) -> tuple[FinalTest, FinalTest]:
+    """(shifted, shifted by less than `margin`) fixed-horizon tests of a latency distribution's shift on the
+    planned step's slices: `z` each slice's shift statistic and `h` its weight (sequential.shift_values); the
+    pass side tests `margin`·h − z as final_t tests an excess."""
+    return final_t(z, h, alpha=alpha), final_t(margin * h - z, h, alpha=beta)
+
+
 def final_tests(x: np.ndarray, n: np.ndarray, y: np.ndarray, m: np.ndarray, *, alpha: float, beta: float,
                 pooled: bool, effect_ratio: float, base_rate: float) -> tuple[FinalTest, FinalTest]:
     """(worse, less than `effect_ratio`× worse) fixed-horizon tests on the planned step's slices: for the pooled
