@@ -97,7 +97,10 @@ def test_worse_canary_shows_lower_pass_rate_in_exported_gauges(
     total = {v: sum(by(m, names.GOLDEN_ITEMS + "_total", v).values()) for v in ("stable", "canary")}
     stable_rate, canary_rate = passed["stable"] / total["stable"], passed["canary"] / total["canary"]
     assert total["stable"] >= 55 and total["canary"] >= 55  # nearly every item scored
-    assert stable_rate > 0.8
+    # The healthy arm passes about 0.87 of its items (20 runs of this fixture: 48 to 56 of 61, mean 53.2; a
+    # binomial standard deviation of 0.043): 0.8 failed a clean run at 48 of 61; 0.7 is 4 standard deviations
+    # below the mean and still says the healthy version passes most of its golden items.
+    assert stable_rate > 0.7, (passed, total)
     # About 61 items an arm (accuracy 0.9 against 0.6 with 10% refusals): the difference of the two pass rates
     # has a standard deviation near 0.08 around roughly 0.25, so a margin of 0.15 failed in a clean run
     # (0.82 against 0.67, 0.148); 0.05 is 2.5 standard deviations below it and still says which arm is worse.
