@@ -296,9 +296,10 @@ def main() -> None:
                 out.update(canary_verdicts(engines, tmp))
                 print("canary:", {k: out[k] for k in ("aa_verdicts", "degraded_verdict", "degraded_reason")})
     if "gameday" in (set(args.only) or {"gameday"}):
-        from observer_dev.gameday.real import run_real_gameday
+        from observer_dev.gameday import Report
+        from observer_dev.gameday.runner import Kind, play
 
-        report = run_real_gameday()
+        report = Report(rows=play(Kind.REAL))
         out["gameday_real_ok"] = report.ok
         out["gameday_real"] = {r.scenario: {"ok": r.ok, "verdicts": r.verdicts, "gate": r.web_gate,
                                             "failed": r.failed_metric, "detail": r.detail, "seconds": round(r.seconds)}

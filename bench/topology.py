@@ -134,9 +134,9 @@ def dashboards_part(pods: int, repeats: int) -> dict[str, Any]:
 
 
 def gameday_part() -> dict[str, Any]:
-    from observer_dev.gameday.cluster import run_cluster_gameday
+    from observer_dev.gameday.runner import Kind, play
 
-    rows = run_cluster_gameday(short=True, seed=7)
+    rows = play(Kind.CLUSTER, short=True, seed=7)
     return {"scenarios_total": len(rows), "scenarios_same_verdict": sum(r.ok for r in rows),
             "scenario_verdicts": {r.scenario: r.verdicts[-1] if r.verdicts else None for r in rows},
             "scenario_seconds": {r.scenario: round(r.seconds, 1) for r in rows}}
@@ -153,12 +153,13 @@ def discovered_part() -> dict[str, Any]:
 
 
 def primitives_part() -> dict[str, Any]:
-    from observer_dev.gameday.primitive_scenarios import PRIMITIVE_SCENARIOS, run_primitive_gameday
+    from observer_dev.gameday.primitive_scenarios import PRIMITIVE_SCENARIOS
+    from observer_dev.gameday.runner import Kind, play
     from tests.support import primitive_discovery
 
     out = primitive_discovery.run(deadline_s=30.0)
     # Every scenario, at the short form's sizes (the test suite plays SHORT_PRIMITIVE_SCENARIOS).
-    rows = run_primitive_gameday(short=True, only=[s.name for s in PRIMITIVE_SCENARIOS])
+    rows = play(Kind.PRIMITIVES, short=True, only=[s.name for s in PRIMITIVE_SCENARIOS])
     return {"primitives_discovered": out.discovered, "primitive_scenarios_total": len(rows),
             "primitive_scenarios_expected_verdict": sum(r.ok for r in rows),
             "primitive_scenarios": {r.scenario: f"{r.steps[-1] if r.steps else '-'} on "

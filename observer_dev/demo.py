@@ -365,12 +365,11 @@ def _gameday(demo: DemoRun) -> int:
     """Run the canary game day (it drives its own simulated fleet, observer and Prometheus)."""
     from rich.console import Console
 
-    from observer_dev.gameday import print_report, run_gameday
+    from observer_dev.gameday import runner
 
     print("running the canary game day (about 2 minutes) ...", flush=True)
-    report = run_gameday(short=False)
-    print_report(report, Console())
-    return 0 if report.ok else 1
+    rows = runner.play(runner.Kind.SINGLE)
+    return 0 if runner.show(runner.Kind.SINGLE, rows, Console()) else 1
 
 
 if __name__ == "__main__":

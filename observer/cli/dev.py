@@ -86,29 +86,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Drive the simulated fleet (or, with --real, real vLLM servers) through canary scenarios, check the
         chain up to the Argo queries and the web verdict; print a table; exit 1 on any mismatch."""
-        from observer_dev.gameday import GamedayError, print_report, run_gameday
+        from observer_dev.gameday import GamedayError
+        from observer_dev.gameday.runner import Kind, play, show
 
+        kind = Kind.PRIMITIVES if primitives else Kind.CLUSTER if cluster else Kind.REAL if real else Kind.SINGLE
+        if kind is Kind.REAL:
+            from observer_dev.vllmproc import sigterm_stops
+
+            sigterm_stops()  # the servers it starts are stopped by the finally blocks a SIGTERM skips
         try:
-            if primitives:
-                from observer_dev.gameday.primitive_scenarios import print_primitives, run_primitive_gameday
-
-                prows = run_primitive_gameday(short=short, only=scenario or None, seed=seed)
-                raise typer.Exit(0 if print_primitives(prows, Console(width=max(Console().width, 180))) else 1)
-            if cluster:
-                from observer_dev.gameday.cluster import print_cluster, run_cluster_gameday
-
-                rows = run_cluster_gameday(short=short, only=scenario or None, seed=seed)
-                ok = print_cluster(rows, Console(width=max(Console().width, 180)), json_line=json_out)
-                raise typer.Exit(0 if ok else 1)
-            if real:
-                from observer_dev.gameday.real import run_real_gameday
-                from observer_dev.vllmproc import sigterm_stops
-
-                sigterm_stops()  # the servers it starts are stopped by the finally blocks a SIGTERM skips
-                report = run_real_gameday(only=scenario or None)
-            else:
-                report = run_gameday(short=short, only=scenario or None, seed=seed)
+            rows = play(kind, short=short, only=scenario or None, seed=seed)
         except GamedayError as e:
             fail(str(e))
-        print_report(report, Console(width=max(Console().width, 180)))
-        raise typer.Exit(0 if report.ok else 1)
+        ok = show(kind, rows, Console(width=max(Console().width, 180)), json_line=json_out)
+        raise typer.Exit(0 if ok else 1)

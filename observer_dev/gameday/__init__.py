@@ -15,7 +15,9 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +73,10 @@ from observer_dev.gameday.scenarios import (
 )
 from observer_dev.gameday.traffic import before_rounds, prepare_drift, round_traffic
 from observer_dev.promserver import free_port
+from observer_dev.sim.fleet import run_fleet
 
-__all__ = ["FULL", "SCENARIOS", "SHORT", "Expect", "GamedayError", "Plan", "Report", "Row", "Scenario", "print_report",
-           "run_gameday", "run_scenario", "start_observer"]
+__all__ = ["FULL", "SCENARIOS", "SHORT", "Expect", "GamedayError", "Plan", "Report", "Row", "Scenario", "SingleRig",
+           "print_report", "run_scenario", "single_rig", "start_observer"]
 
 FLAGGER_EXPECT = frozenset({Expect.PASS, Expect.FAIL, Expect.NODATA, Expect.IDLE, Expect.INCONCLUSIVE,
                             Expect.NOT_PASS})
@@ -236,40 +239,42 @@ def run_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], plan: Pla
     return row
 
 
-def run_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> Report:
-    """Run the scenarios (all, or `only`) and return the report; GamedayError if the rig cannot start."""
-    from observer_dev.sim.fleet import run_fleet
+@dataclass
+class SingleRig:
+    """What every single-process scenario runs against: the simulator and a Prometheus scraping the observer's
+    port; each scenario starts an observer of its own on that port (so windows never mix scenarios)."""
 
-    plan = SHORT if short else FULL
-    # A pod the scheduler cannot place is an API object: the cluster game day (--cluster) plays those scenarios.
-    here = [s for s in SCENARIOS if not s.pending_pods]
-    chosen = [s for s in here if only is None or s.name in only]
-    unknown = sorted(set(only or ()) - {s.name for s in here})
-    if unknown:
-        raise GamedayError(f"unknown scenario(s) {', '.join(unknown)} in the single process; known: "
-                           f"{', '.join(s.name for s in here)} (the cluster game day, --cluster, plays more)")
-    if short and only is None:
-        chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full game day
+    fleet: Any
+    ports: dict[str, int]
+    prom_url: str
+    plan: Plan
+
+    def play(self, s: Scenario) -> Row:
+        """Run `s` with a working directory of its own."""
+        work = Path(tempfile.mkdtemp(prefix=f"observer-gameday-{s.name}-"))
+        try:
+            return run_scenario(s, fleet=self.fleet, ports=self.ports, plan=self.plan, prom_url=self.prom_url,
+                                workdir=work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def could_not_run(self, s: Scenario, reason: str) -> Row:
+        """The row of a scenario the rig could not play."""
+        return Row(scenario=s.name, title=s.title, expected=s.expect, ok=False, detail=reason)
+
+
+@contextmanager
+def single_rig(plan: Plan, *, seed: int) -> Iterator[SingleRig]:
+    """Start the simulator and Prometheus on free loopback ports; GamedayError if either cannot start."""
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
              "dcgm": free_port(), "observer": free_port(), "proxy": free_port(), "router": free_port()}
     base = observer_config(ports, plan, SCENARIOS[0])
-    rows: list[Row] = []
     with run_fleet(base, {"stable": sim_profile({}, plan, plan.stable_rps),
                           "canary": sim_profile({}, plan, plan.canary_rps)}, seed=seed,
                    answer_dir=GOLDEN_SETS) as fleet, \
             prometheus(f"127.0.0.1:{ports['observer']}") as prom_url:
         ports["prometheus"] = int(prom_url.rsplit(":", 1)[1])
-        for s in chosen:
-            work = Path(tempfile.mkdtemp(prefix=f"observer-gameday-{s.name}-"))
-            try:
-                rows.append(run_scenario(s, fleet=fleet, ports=ports, plan=plan, prom_url=prom_url,
-                                         workdir=work))
-            except (GamedayError, httpx.HTTPError) as e:
-                rows.append(Row(scenario=s.name, title=s.title, expected=s.expect, ok=False,
-                                detail=f"could not run: {e}"))
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
-    return Report(rows=rows)
+        yield SingleRig(fleet=fleet, ports=ports, prom_url=prom_url, plan=plan)
 
 
 def print_report(report: Report, console: Console) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,21 +39,32 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import yaml
 from rich.console import Console
 from rich.table import Table
 
+from observer.config import parse_config
+from observer_dev.gameday import FLAGGER_EXPECT, FLAGGER_INTERVALS
+from observer_dev.gameday.flagger import FAILED, SUCCEEDED, FlaggerLoop
+from observer_dev.gameday.looks import FLAGGER_END, alert_exprs, alert_problems, alert_round, decided
+from observer_dev.gameday.rig import GOLDEN_SETS, config_yaml, observer_config, sim_profile
 from observer_dev.gameday.scenarios import (
-    FULL,
     SCENARIOS,
-    SHORT,
     STABLE_PODS,
+    Catalogue,
     Expect,
     GamedayError,
     Plan,
     Row,
     Scenario,
 )
+from observer_dev.gameday.traffic import prepare_drift, round_traffic
+from observer_dev.kubeapi import ScriptedKubeApi, pending, pod, rollout
+from observer_dev.pgserver import available, run_postgres
+from observer_dev.promserver import free_port, run_prometheus
+from observer_dev.relay import relay
+from observer_dev.sim.fleet import run_fleet
 
 # The scenarios the cluster rig can play (not yet: goodput's ingest timings, the proxy of `shed`, the
 # fingerprinted ingest of `template-rollback`, the HTML page of `html`). `drifted` embeds with the bundled
@@ -61,7 +73,8 @@ from observer_dev.gameday.scenarios import (
 # In SCENARIOS' order, the order they are played in.
 CLUSTER_SCENARIOS = ("healthy", "slow", "errors", "errors-5xx", "worse", "drifted", "idle", "unschedulable",
                      "restart", "costly", "decode", "slow-replica", "gpu-ecc")
-PLAYABLE = CLUSTER_SCENARIOS  # what `--scenario` may name
+CLUSTER = Catalogue("cluster", tuple(s for s in SCENARIOS if s.name in CLUSTER_SCENARIOS),
+                    short=frozenset(s.name for s in SCENARIOS if s.name in CLUSTER_SCENARIOS and s.needs != "drift"))
 KILL_AFTER_LOOKS = 1
 PARTITION_AFTER_LOOKS = 3
 PARTITION_LOOKS = 3
@@ -115,15 +128,11 @@ class ClusterRow(Row):
 
 
 def _pod(name: str, version: str, port: int) -> dict[str, Any]:
-    from observer_dev.kubeapi import pod
-
     return pod(name, labels={"app": "llm", "rollouts-pod-template-hash": version}, port=port)
 
 
 def publish(api: Any, ports: Mapping[str, int]) -> None:
     """The Rollout at its 20% step and its pods (the simulator's), and the node's dcgm-exporter pod."""
-    from observer_dev.kubeapi import pod, rollout
-
     api.put(ROLLOUTS, rollout("llm", steps=STEPS, stable="stable", current="canary", step=0))
     for i in range(STABLE_PODS):
         api.put(PODS, _pod(f"sim-stable-{i}", "stable", ports[f"stable{i}"]))
@@ -155,8 +164,6 @@ def cluster_config(single: Mapping[str, Any], *, kubeconfig: Path, store_url: st
 
 def replica_config_of(data: Mapping[str, Any]) -> Any:
     """The parsed config of a replica (an ObserverConfig)."""
-    from observer.config import parse_config
-
     return parse_config(yaml.safe_dump(dict(data)), source="gameday-cluster.yaml")
 
 
@@ -198,15 +205,9 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
                          pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path,
                          api: Any = None) -> ClusterRow:
     """One scenario on two fresh replicas and a fresh database, with the kill and the partition."""
-    from observer_dev.gameday import FLAGGER_EXPECT, FLAGGER_INTERVALS
-    from observer_dev.gameday.flagger import FAILED, SUCCEEDED, FlaggerLoop
-    from observer_dev.gameday.looks import FLAGGER_END, alert_exprs, alert_problems, alert_round, decided
-    from observer_dev.gameday.rig import sim_profile
-    from observer_dev.gameday.traffic import ingest, prepare_drift
-    from observer_dev.relay import relay
-
     t0 = time.monotonic()
     row = ClusterRow(scenario=s.name, title=s.title, expected=s.expect)
+    users = np.random.default_rng(sum(map(ord, s.name)))  # no cluster row gives feedback yet; the same seed if one does
     fleet.set_profile("stable", **sim_profile(s.stable, plan, plan.stable_rps))
     fleet.set_profile("canary", **sim_profile(s.canary, plan, plan.canary_rps))
     db = pg.database()
@@ -214,8 +215,6 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
     host_port = db.split("@", 1)[1].split("/", 1)[0]
     with ExitStack() as stack:
         for i in range(s.pending_pods):  # more canary pods than the cluster has GPUs for
-            from observer_dev.kubeapi import pending
-
             name = f"sim-canary-{i + 1}"
             api.put(PODS, pending(name, labels={"app": "llm", "rollouts-pod-template-hash": "canary"},
                                   port=ports["canary0"]))
@@ -285,19 +284,8 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
             for _ in range(int(plan.round_seconds)):
                 fleet.advance("stable", 1.0)
                 fleet.advance("canary", 1.0)
-            if s.needs == "drift":
-                # More mirrored canary samples each round (the drift test's power grows with the window); a
-                # mirror pauses while the replica it posts to is cut from the store, as it would on 503s.
-                if partitioned_at is None:
-                    try:
-                        ingest(fleet, asked.url, "canary", want=250, seconds=5.0)
-                    except GamedayError as e:  # 503 while the store reconnects: the mirror drops this round
-                        if "HTTP 503" not in str(e):
-                            raise
-                        row.faults.append(f"look {look}: ingest answered 503 (store not ready); round skipped")
-                time.sleep(plan.scrape_interval * 5.0)  # a drift check is offered every 10 s
-            else:
-                time.sleep(plan.scrape_interval * 2.0)
+            round_traffic(s, fleet, asked.url, ports, plan, look, users=users, answered=set(),
+                          mirror_cut=partitioned_at is not None, faults=row.faults)
             if s.expect is Expect.ALERTS:  # every one must fire after the change, none before; faults all played
                 if alert_round(s, row, look, exprs, prom_url) and look > faults_over:
                     break
@@ -367,8 +355,9 @@ def run_cluster_scenario(s: Scenario, *, fleet: Any, ports: Mapping[str, int], p
 
 
 @dataclass
-class Rig:
-    """What every cluster scenario runs against: the simulator, PostgreSQL, the scripted API, Prometheus."""
+class ClusterRig:
+    """What every cluster scenario runs against: the simulator, PostgreSQL, the scripted API, Prometheus; each
+    scenario starts two observer replicas of its own on a fresh database."""
 
     fleet: Any
     pg: Any
@@ -379,16 +368,21 @@ class Rig:
     kubeconfig: Path
     work: Path
 
+    def play(self, s: Scenario) -> ClusterRow:
+        """Run `s` on two fresh replicas, with the kill and the partition."""
+        single = yaml.safe_load(config_yaml(self.ports, self.plan, s, self.work))
+        return run_cluster_scenario(s, fleet=self.fleet, ports=self.ports, plan=self.plan, prom_url=self.prom_url,
+                                    pg=self.pg, kubeconfig=self.kubeconfig, single=single, workdir=self.work,
+                                    api=self.api)
+
+    def could_not_run(self, s: Scenario, reason: str) -> ClusterRow:
+        """The row of a scenario the rig could not play."""
+        return ClusterRow(scenario=s.name, title=s.title, expected=s.expect, ok=False, detail=reason)
+
 
 @contextmanager
-def cluster_rig(plan: Plan, *, seed: int) -> Iterator[Rig]:
+def cluster_rig(plan: Plan, *, seed: int) -> Iterator[ClusterRig]:
     """Start the rig (GamedayError when PostgreSQL is missing); the Argo Rollout and its pods are published."""
-    from observer_dev.gameday.rig import GOLDEN_SETS, observer_config, sim_profile
-    from observer_dev.kubeapi import ScriptedKubeApi
-    from observer_dev.pgserver import available, run_postgres
-    from observer_dev.promserver import free_port, run_prometheus
-    from observer_dev.sim.fleet import run_fleet
-
     if not available():
         raise GamedayError("the cluster game day needs PostgreSQL (Debian package postgresql): run `make setup`")
     ports = {**{f"stable{i}": free_port() for i in range(STABLE_PODS)}, "canary0": free_port(),
@@ -411,38 +405,12 @@ def cluster_rig(plan: Plan, *, seed: int) -> Iterator[Rig]:
                                                    f"127.0.0.1:{ports['observer_b']}"], scrape_interval="1s"))
         ports["prometheus"] = int(prom.url.rsplit(":", 1)[1])
         work = Path(tempfile.mkdtemp(prefix="observer-gameday-cluster-"))
+        stack.callback(shutil.rmtree, work, ignore_errors=True)
         kubeconfig = work / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(api.kubeconfig()))
         publish(api, ports)
-        yield Rig(fleet=fleet, pg=pg, api=api, prom_url=prom.url, ports=ports, plan=plan, kubeconfig=kubeconfig,
-                  work=work)
-
-
-def run_cluster_gameday(*, short: bool = False, only: Sequence[str] | None = None, seed: int = 7) -> list[ClusterRow]:
-    """Run the cluster scenarios (all of CLUSTER_SCENARIOS, or `only`); GamedayError if the rig cannot start."""
-    from observer_dev.gameday.rig import config_yaml
-
-    plan = SHORT if short else FULL
-    names = list(only) if only else list(CLUSTER_SCENARIOS)
-    unknown = sorted(set(names) - set(PLAYABLE))
-    if unknown:
-        raise GamedayError(f"scenario(s) {', '.join(unknown)} do not run in the cluster topology yet; it runs: "
-                           f"{', '.join(PLAYABLE)}")
-    chosen = [s for s in SCENARIOS if s.name in names]
-    if short and not only:
-        chosen = [s for s in chosen if s.needs != "drift"]  # the embedder-based check runs in the full form
-    rows: list[ClusterRow] = []
-    with cluster_rig(plan, seed=seed) as rig:
-        for s in chosen:
-            single = yaml.safe_load(config_yaml(rig.ports, plan, s, rig.work))
-            try:
-                rows.append(run_cluster_scenario(s, fleet=rig.fleet, ports=rig.ports, plan=plan,
-                                                 prom_url=rig.prom_url, pg=rig.pg, kubeconfig=rig.kubeconfig,
-                                                 single=single, workdir=rig.work, api=rig.api))
-            except (GamedayError, httpx.HTTPError) as e:
-                rows.append(ClusterRow(scenario=s.name, title=s.title, expected=s.expect, ok=False,
-                                       detail=f"could not run: {e}"))
-    return rows
+        yield ClusterRig(fleet=fleet, pg=pg, api=api, prom_url=prom.url, ports=ports, plan=plan,
+                         kubeconfig=kubeconfig, work=work)
 
 
 def print_cluster(rows: Sequence[ClusterRow], console: Console, *, json_line: bool = False) -> bool:

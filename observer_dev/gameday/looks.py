@@ -12,6 +12,7 @@ import httpx
 import yaml
 
 from observer.config import ObserverConfig
+from observer.render import alerts
 from observer.render import argo as argo_render
 from observer_dev.gameday.argo import (
     Phase,
@@ -246,8 +247,6 @@ weight by the confirm-promotion webhook (never promoted)."""
 
 def alert_exprs(config: ObserverConfig) -> dict[str, str]:
     """The generated alerting rules' expressions by alert name (what Prometheus would evaluate)."""
-    from observer.render import alerts
-
     rules = yaml.safe_load(alerts.render(config)[alerts.RULES_FILE])
     return {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,11 @@ from observer.conventions.labels import POD_ROLE_LABEL
 from observer.conventions.metrics import WIN_TTFT
 from observer.render import ome as ome_render
 from observer_dev import primitive_objects as po
+from observer_dev.gameday.cluster import ClusterRig, _wait_ready, cluster_config, cluster_rig, spawn
 from observer_dev.gameday.ome import ADVANCED, CANARYING, ROLLED_BACK, OmeStepGate
-from observer_dev.gameday.scenarios import STABLE_PODS, Expect, GamedayError, Plan
+from observer_dev.gameday.rig import config_yaml, sim_profile
+from observer_dev.gameday.scenarios import STABLE_PODS, Catalogue, Expect, GamedayError, Plan, Scenario
+from observer_dev.kubeapi import pod
 
 NS = "llm-serving"
 PODS = f"{NS}/pods"
@@ -132,6 +135,7 @@ PRIMITIVE_SCENARIOS: tuple[PrimitiveScenario, ...] = (
 SHORT_PRIMITIVE_SCENARIOS = ("llmisvc-healthy", "isvc-slow", "httproute-errors", "adapter-slow", "adapter-wrong",
                              "ome-slow", "dynamo-errors", "flagger-slow")
 """The short form in `make test`: every primitive, both outcomes, and both adapter scenarios."""
+PRIMITIVES = Catalogue("rollout-primitives", PRIMITIVE_SCENARIOS, short=frozenset(SHORT_PRIMITIVE_SCENARIOS))
 OME_SAMPLES_AFTER_FAIL = 20
 """OME gate samples (one a second) after the verdict API said fail, for Prometheus to scrape the verdict."""
 
@@ -256,8 +260,6 @@ def relabel_pods(api: Any, s: PrimitiveScenario, ports: Mapping[str, int]) -> No
     the old member, the canary's pod the new one. For an adapter rewrite, stable's pods are the pool that serves
     the base model (a label-role version, `base`) and both adapters; the canary's engine answers the new
     adapter's requests on them (FleetHandle.serve_adapter) and its own pod leaves the API."""
-    from observer_dev.kubeapi import pod
-
     old, new = s.identities
     if s.primitive == "model_rewrite":
         labels = {"app": POOL, "scenario": s.name, "rollouts-pod-template-hash": "base", POD_ROLE_LABEL: "stable"}
@@ -316,9 +318,6 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
                            pg: Any, kubeconfig: Path, single: Mapping[str, Any], workdir: Path,
                            prom_url: str) -> PrimitiveRow:
     """One rollout through the scenario's primitive on a fresh replica and database."""
-    from observer_dev.gameday.cluster import _wait_ready, cluster_config, spawn
-    from observer_dev.gameday.rig import sim_profile
-
     t0 = time.monotonic()
     row = PrimitiveRow(scenario=s.name, primitive=s.primitive, title=s.title, expected=s.expect)
     problems: list[str] = []
@@ -440,35 +439,32 @@ def run_primitive_scenario(s: PrimitiveScenario, *, api: Any, fleet: Any, ports:
     return row
 
 
-def run_primitive_gameday(*, short: bool = False, only: Sequence[str] | None = None,
-                          seed: int = 7) -> list[PrimitiveRow]:
-    """Run the primitive scenarios (SHORT_PRIMITIVE_SCENARIOS with `short`, else all, or `only`) on the
-    cluster rig; GamedayError if the rig cannot start or a name is unknown."""
-    from observer_dev.gameday.cluster import cluster_rig
-    from observer_dev.gameday.rig import config_yaml
-    from observer_dev.gameday.scenarios import FULL, SHORT, Scenario
+@dataclass
+class PrimitiveRig:
+    """The cluster rig, playing rollouts through the primitives: each scenario publishes its objects and starts a
+    replica of its own on a fresh database."""
 
-    plan = SHORT if short else FULL
-    known = {s.name: s for s in PRIMITIVE_SCENARIOS}
-    names = list(only) if only else list(SHORT_PRIMITIVE_SCENARIOS if short else known)
-    unknown = sorted(set(names) - set(known))
-    if unknown:
-        raise GamedayError(f"unknown primitive scenario(s) {', '.join(unknown)}; there are: {', '.join(known)}")
-    rows: list[PrimitiveRow] = []
+    cluster: ClusterRig
+
+    def play(self, s: PrimitiveScenario) -> PrimitiveRow:
+        """Run `s` through its primitive."""
+        c = self.cluster
+        extra = (ROUTER_TTFT,) if s.primitive == "model_rewrite" else ()
+        single = yaml.safe_load(config_yaml(c.ports, c.plan, Scenario(s.name, s.title, s.expect, needs=s.needs,
+                                                                       metrics=extra), c.work))
+        return run_primitive_scenario(s, api=c.api, fleet=c.fleet, ports=c.ports, plan=c.plan, pg=c.pg,
+                                      kubeconfig=c.kubeconfig, single=single, workdir=c.work, prom_url=c.prom_url)
+
+    def could_not_run(self, s: PrimitiveScenario, reason: str) -> PrimitiveRow:
+        """The row of a scenario the rig could not play."""
+        return PrimitiveRow(scenario=s.name, primitive=s.primitive, title=s.title, expected=s.expect, detail=reason)
+
+
+@contextmanager
+def primitive_rig(plan: Plan, *, seed: int) -> Iterator[PrimitiveRig]:
+    """The cluster rig (GamedayError when PostgreSQL is missing), for the primitives."""
     with cluster_rig(plan, seed=seed) as rig:
-        for name in names:
-            s = known[name]
-            extra = (ROUTER_TTFT,) if s.primitive == "model_rewrite" else ()
-            single = yaml.safe_load(config_yaml(rig.ports, plan, Scenario(s.name, s.title, s.expect, needs=s.needs,
-                                                                           metrics=extra), rig.work))
-            try:
-                rows.append(run_primitive_scenario(s, api=rig.api, fleet=rig.fleet, ports=rig.ports, plan=plan,
-                                                   pg=rig.pg, kubeconfig=rig.kubeconfig, single=single,
-                                                   workdir=rig.work, prom_url=rig.prom_url))
-            except (GamedayError, httpx.HTTPError) as e:
-                rows.append(PrimitiveRow(scenario=s.name, primitive=s.primitive, title=s.title, expected=s.expect,
-                                         detail=f"could not run: {e}"))
-    return rows
+        yield PrimitiveRig(rig)
 
 
 def print_primitives(rows: Sequence[PrimitiveRow], console: Console) -> bool:

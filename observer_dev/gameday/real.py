@@ -27,17 +27,21 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
+from observer import conventions as names
+from observer.analyse.drift.pinning import pin_baseline
 from observer.config import ObserverConfig
 from observer.config.canary import default_metrics
 from observer.errors import ObserverError
@@ -46,7 +50,7 @@ from observer_dev.gameday.argo import web_measurement
 from observer_dev.gameday.load import drive, measure_speed
 from observer_dev.gameday.pace import BASE_ROUND_S, Pace, pace_for
 from observer_dev.gameday.rig import start_observer, wait_ready
-from observer_dev.gameday.scenarios import Expect, GamedayError, Report, Row
+from observer_dev.gameday.scenarios import Catalogue, Expect, GamedayError, Plan, Row
 from observer_dev.promserver import free_port
 from observer_dev.throttle import engine_cores, held
 from observer_dev.vllmproc import RunningVllm, VllmError, VllmSpec, real_vllm_home, run_vllm
@@ -105,6 +109,7 @@ SCENARIOS: tuple[RealScenario, ...] = (
     RealScenario("killed", "canary SIGKILLed mid-stream, restarted", Expect.NOT_PASS, rounds=3, kill=True),
     RealScenario("idle", "canary with no traffic", Expect.NODATA, rounds=3, canary_traffic=False),
 )
+REAL = Catalogue("real vLLM", SCENARIOS)
 
 
 @dataclass
@@ -173,8 +178,6 @@ rounds reach it after the second round instead of the first."""
 def pin_stable_baseline(config: ObserverConfig, obs: Any, *, want: int = PIN_SAMPLES, timeout: float = 30.0) -> int:
     """Pin and promote a drift baseline from stable's samples so far (as `observer baseline pin --promote`),
     once the running observer `obs` has stored `want` of them; returns how many samples it holds."""
-    from observer.analyse.drift.pinning import pin_baseline
-
     store = obs.service.services.store
     deadline = time.monotonic() + timeout
     while store is not None and store.count("stable") < want:
@@ -190,10 +193,6 @@ def pin_stable_baseline(config: ObserverConfig, obs: Any, *, want: int = PIN_SAM
 
 def evidence(observer_url: str) -> Evidence:
     """Golden items, live checks and drift fields per version, from the observer's own exposition."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from observer import conventions as names
-
     out = Evidence()
     text = httpx.get(observer_url + "/metrics", timeout=10).text
     for fam in text_string_to_metric_families(text):
@@ -404,38 +403,44 @@ def run_scenario(s: RealScenario, *, stable: RunningVllm, canary: RunningVllm, e
     return row
 
 
-def run_real_gameday(*, only: Sequence[str] | None = None,
-                     servers: Callable[[], tuple[RunningVllm, RunningVllm, RunningVllm]] | None = None,
-                     log_dir: Path | None = None) -> Report:
-    """Run the real scenarios (all, or `only`). `servers`: already running (stable, canary, embedder) (the
-    real test tier passes its own); otherwise the three are started and stopped here."""
-    chosen = [s for s in SCENARIOS if only is None or s.name in only]
-    unknown = sorted(set(only or ()) - {s.name for s in SCENARIOS})
-    if unknown:
-        raise GamedayError(f"unknown real scenario(s) {', '.join(unknown)}; known: "
-                           f"{', '.join(s.name for s in SCENARIOS)}")
-    import tempfile
+@dataclass
+class RealRig:
+    """Three real vLLM servers (stable, canary, embedder) and the pace measured on them; each scenario restarts
+    the canary with its own flags and starts an observer of its own."""
 
-    def play(stable: RunningVllm, canary: RunningVllm, embedder: RunningVllm, work: Path) -> Report:
-        speed = measure_speed({"stable": stable.url, "canary": canary.url}, embedder.url)
-        pace = pace_for(speed, budget_s=float("inf"))  # the game day has no suite budget to keep
-        print(f"real engine: {speed.describe()}; pace: {pace.describe()}", flush=True)
-        rows = []
-        for s in chosen:
-            try:
-                rows.append(run_scenario(s, stable=stable, canary=canary, embedder=embedder, workdir=work,
-                                         pace=pace))
-            except (VllmError, GamedayError, httpx.HTTPError) as e:
-                rows.append(Row(scenario=s.name, title=s.title, expected=s.expect, ok=False,
-                                detail=f"could not run: {e}"))
-        return Report(rows=rows)
+    stable: RunningVllm
+    canary: RunningVllm
+    embedder: RunningVllm
+    work: Path
+    pace: Pace
 
-    with tempfile.TemporaryDirectory() as tmp:
-        if servers is not None:
-            return play(*servers(), Path(tmp))
+    def play(self, s: RealScenario) -> Row:
+        """Run `s` at the measured pace; a server that fails is a GamedayError."""
         try:
-            with run_vllm([STABLE, CANARY, EMBEDDER], log_dir=log_dir or Path(tmp) / "logs", home=real_vllm_home(),
-                          start_timeout=START_TIMEOUT) as running:
-                return play(running["stable"], running["canary"], running["embedder"], Path(tmp))
+            return run_scenario(s, stable=self.stable, canary=self.canary, embedder=self.embedder,
+                                workdir=self.work, pace=self.pace)
         except VllmError as e:
             raise GamedayError(str(e)) from e
+
+    def could_not_run(self, s: RealScenario, reason: str) -> Row:
+        """The row of a scenario the rig could not play."""
+        return Row(scenario=s.name, title=s.title, expected=s.expect, ok=False, detail=reason)
+
+
+@contextlib.contextmanager
+def real_rig(plan: Plan | None = None, *, seed: int = 0, log_dir: Path | None = None) -> Iterator[RealRig]:
+    """Start the three servers and measure their pace (GamedayError when one cannot start). `plan` and `seed` are
+    the simulator's: real engines are paced by what they measure and draw no seed."""
+    del plan, seed
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        try:
+            running = stack.enter_context(run_vllm([STABLE, CANARY, EMBEDDER], log_dir=log_dir or Path(tmp) / "logs",
+                                                   home=real_vllm_home(), start_timeout=START_TIMEOUT))
+            speed = measure_speed({"stable": running["stable"].url, "canary": running["canary"].url},
+                                  running["embedder"].url)
+        except VllmError as e:
+            raise GamedayError(str(e)) from e
+        pace = pace_for(speed, budget_s=float("inf"))  # the game day has no suite budget to keep
+        print(f"real engine: {speed.describe()}; pace: {pace.describe()}", flush=True)
+        yield RealRig(stable=running["stable"], canary=running["canary"], embedder=running["embedder"],
+                      work=Path(tmp), pace=pace)

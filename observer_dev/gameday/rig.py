@@ -22,7 +22,9 @@ from observer.service import ThreadedService, start_in_thread
 from observer_dev.gameday.scenarios import (
     FINGERPRINT_OLD,
     FINGERPRINT_WINDOW,
+    NEIGHBOUR,
     STABLE_PODS,
+    VICTIM,
     GamedayError,
     Plan,
     Scenario,
@@ -32,6 +34,8 @@ from observer_dev.sim.dcgm_exposition import MODEL_NAME as SIM_GPU_MODEL
 
 # The example golden sets travel as the dev package's data (a link to the repository's golden_sets/ in a
 # checkout, copied into the wheel), so an installed game day finds them too.
+TENANT_TIME_SCALE = 1 / 120
+"""The noisy-neighbour scenario's alert windows: its hour back is 30 s, about ten rounds; its 10-minute rate 5 s."""
 GOLDEN_SETS = Path(__file__).resolve().parents[1] / "golden_sets"
 
 
@@ -142,6 +146,11 @@ def config_yaml(ports: Mapping[str, int], plan: Plan, scenario: Scenario, workdi
         data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")},
                             "fingerprint": {"interval_seconds": 0.5, "window_seconds": FINGERPRINT_WINDOW,
                                             "reference_seconds": 600.0, "min_samples": 20}}
+    if scenario.needs == "tenants":  # mirrored samples name their tenant; alert windows an hour long, scaled
+        work = workdir or Path(tempfile.gettempdir())
+        data["sampling"] = {"enabled": True, "store": {"path": str(work / "samples.db")},
+                            "tenants": {"allow": [NEIGHBOUR, VICTIM]}}
+        data["slo"] = {"time_scale": TENANT_TIME_SCALE}
     if scenario.needs == "drift":
         work = workdir or Path(tempfile.gettempdir())
         # Samples reach the store through mirror ingest; the baseline is pinned from stable's samples.

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from observer import conventions as names
 from observer.errors import ObserverError
@@ -28,6 +28,38 @@ class Expect(StrEnum):
     DRIFT = "drift"  # the drift metrics fail; the verdict may go either way (drift is advisory)
     ALERTS = "alerts"  # the scenario's alerts fire after the change and not before
     HELD = "held"  # neither promoted nor aborted, ever (a rollout through a primitive)
+
+
+class Named(Protocol):
+    """A row of a catalogue: any scenario type has a name."""
+
+    @property
+    def name(self) -> str: ...
+
+
+S = TypeVar("S", bound=Named)
+
+
+@dataclass(frozen=True)
+class Catalogue(Generic[S]):
+    """The scenario rows one rig plays, and which of them a game day plays when none are named."""
+
+    rig: str  # how an error names the rig: "single-process", "cluster", ...
+    rows: tuple[S, ...]  # in the order they are played
+    full: frozenset[str] | None = None  # played when none are named (None: every row)
+    short: frozenset[str] | None = None  # the short form's (None: those of the full form)
+    elsewhere: str = ""  # where a name this rig does not know may be played instead
+
+    def choose(self, only: Sequence[str] | None, *, short: bool) -> list[S]:
+        """The rows to play, in catalogue order; GamedayError naming every unknown name."""
+        unknown = sorted(set(only or ()) - {s.name for s in self.rows})
+        if unknown:
+            raise GamedayError(f"unknown scenario(s) {', '.join(unknown)} in the {self.rig} game day; it plays: "
+                               f"{', '.join(s.name for s in self.rows)}{self.elsewhere}")
+        if only:
+            return [s for s in self.rows if s.name in only]
+        played = self.short if short and self.short is not None else self.full
+        return [s for s in self.rows if played is None or s.name in played]
 
 
 @dataclass(frozen=True)
@@ -69,6 +101,8 @@ FEEDBACK_METRIC: Mapping[str, Any] = {"name": "feedback", "kind": "feedback", "c
                                       "base_rate": 0.1}
 """The users' feedback as a gate: critical here, so that it alone decides a scenario where nothing else moves."""
 
+NEIGHBOUR, VICTIM = "bigco", "acme"
+"""The noisy-neighbour scenario's tenants (both allow-listed by its config)."""
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("healthy", "healthy canary", Expect.PASS),
     Scenario("slow", "TTFT ×1.5", Expect.FAIL, canary={"preset": "slow"}, dimension="latency"),
@@ -133,7 +167,19 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("gpu-ecc", "the canary's GPU reports uncorrectable ECC errors", Expect.ALERTS, change_after=2,
              change={"gpu_ecc_dbe": 2}, alerts=(names.ALERT_GPU_MEMORY_ERRORS,),
              alert_labels={names.VERSION: "canary"}),
+    # Fourteen rounds before the change: the alert compares a victim's TTFT with its own an hour (scaled) before.
+    Scenario("noisy-neighbour", "one tenant's share of the canary's tokens 1/3 → 9/10 while the other's first "
+             "tokens slow ×3", Expect.ALERTS, change_after=14, min_rounds=22, change={"ttft_scale": 3.0},
+             needs="tenants", alerts=(names.ALERT_NOISY_NEIGHBOUR,),
+             alert_labels={names.VERSION: "canary", names.TENANT: NEIGHBOUR}),
 )
+SINGLE = Catalogue(
+    "single-process",
+    # A pod the scheduler cannot place is an API object: the cluster game day plays those scenarios.
+    tuple(s for s in SCENARIOS if not s.pending_pods),
+    # The embedder-based check runs in the full form only.
+    short=frozenset(s.name for s in SCENARIOS if s.needs != "drift" and not s.pending_pods),
+    elsewhere=" (the cluster game day, --cluster, plays more)")
 FINGERPRINT_OLD = "You are ACME's support assistant. Answer in two sentences."
 FINGERPRINT_NEW = "You are ACME's support assistant v2. Use bullet points and cite the help centre."
 FINGERPRINT_WINDOW = 3.0  # seconds: the game day's current window (one round of mirrored samples)

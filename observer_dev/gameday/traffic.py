@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -19,6 +19,8 @@ from observer_dev.gameday.scenarios import (
     FINGERPRINT_NEW,
     FINGERPRINT_OLD,
     FINGERPRINT_WINDOW,
+    NEIGHBOUR,
+    VICTIM,
     GamedayError,
     Plan,
     Scenario,
@@ -26,9 +28,10 @@ from observer_dev.gameday.scenarios import (
 from observer_dev.gameday.users import GamedayUsersError, give_feedback
 
 
-def ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: float) -> list[dict[str, Any]]:
-    """Mirror `want` of the simulator's recent `version` requests into the observer (POST /api/v1/samples);
-    returns what was mirrored."""
+def ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: float,
+           tenant: Callable[[int], str] | None = None) -> list[dict[str, Any]]:
+    """Mirror `want` of the simulator's recent `version` requests into the observer (POST /api/v1/samples),
+    the i-th from `tenant(i)` where given; returns what was mirrored."""
     seen: set[tuple[float, str]] = set()
     batch: list[dict[str, Any]] = []
     deadline = time.monotonic() + 120
@@ -44,7 +47,8 @@ def ingest(fleet: Any, observer_url: str, version: str, *, want: int, seconds: f
             batch.append({"version": version, "prompt": x.prompt, "output": x.output, "ts": x.ts,
                           "conversation_key": conversation, "response_id": f"chatcmpl-{conversation}",
                           "model": "llm", "finish_reason": x.finish_reason, "prompt_tokens": x.prompt_tokens,
-                          "output_tokens": x.output_tokens, "latency_s": x.latency_s, "ttft_s": x.ttft_s})
+                          "output_tokens": x.output_tokens, "latency_s": x.latency_s, "ttft_s": x.ttft_s,
+                          **({"tenant": tenant(len(batch))} if tenant is not None else {})})
     for i in range(0, len(batch), 1000):
         r = httpx.post(f"{observer_url}/api/v1/samples", json={"samples": batch[i:i + 1000]}, timeout=30)
         if r.status_code >= 300:
@@ -94,6 +98,8 @@ class RoundContext:
     round: int
     users: np.random.Generator  # the scenario's users, the same each run
     answered: set[str]  # the answers they have seen
+    mirror_cut: bool = False  # the observer the mirror posts to is cut from its store (the cluster's partition)
+    faults: list[str] = field(default_factory=list)  # what the round's traffic met, for the row
 
 
 def _load_only(c: RoundContext) -> None:
@@ -101,9 +107,16 @@ def _load_only(c: RoundContext) -> None:
 
 
 def _drift_round(c: RoundContext) -> None:
-    # More mirrored canary samples each round: the drift test's power grows with the window.
-    ingest(c.fleet, c.observer_url, "canary", want=250, seconds=5.0)
-    time.sleep(c.plan.scrape_interval * 5.0)  # the drift job runs every 10 s
+    # More mirrored canary samples each round: the drift test's power grows with the window. A mirror pauses while
+    # the observer it posts to is cut from its store, and drops a round the store answers 503 to, as it would.
+    if not c.mirror_cut:
+        try:
+            ingest(c.fleet, c.observer_url, "canary", want=250, seconds=5.0)
+        except GamedayError as e:
+            if "HTTP 503" not in str(e):
+                raise
+            c.faults.append(f"look {c.round}: ingest answered 503 (store not ready); round skipped")
+    time.sleep(c.plan.scrape_interval * 5.0)  # a drift check is offered every 10 s
 
 
 def _proxy_round(c: RoundContext) -> None:
@@ -127,6 +140,21 @@ def _goodput_round(c: RoundContext) -> None:
     time.sleep(c.plan.scrape_interval * 3.0)  # live scoring runs every second
 
 
+def _tenants_round(c: RoundContext) -> None:
+    # The canary's requests from two tenants, mirrored: the neighbour sends one in three before the change and nine
+    # in ten after it, the victim the same 40 a round throughout (its p95 is read from as many requests after as
+    # before). The change slows the canary's first tokens: the scenario plays the neighbour's effect, and checks
+    # the chain from mirrored samples through the bounded tenant label to the generated alert.
+    after = c.scenario.change_after is not None and c.round >= c.scenario.change_after
+    if after:
+        ingest(c.fleet, c.observer_url, "canary", want=400, seconds=5.0,
+               tenant=lambda i: VICTIM if i % 10 == 0 else NEIGHBOUR)
+    else:
+        ingest(c.fleet, c.observer_url, "canary", want=60, seconds=5.0,
+               tenant=lambda i: NEIGHBOUR if i % 3 == 0 else VICTIM)
+    time.sleep(c.plan.scrape_interval * 2.0)
+
+
 def _feedback_round(c: RoundContext) -> None:
     for version in ("stable", "canary"):  # both arms mirrored; their users answer some of what they got
         rate, negative = c.scenario.feedback[version]
@@ -140,14 +168,17 @@ def _feedback_round(c: RoundContext) -> None:
 
 ROUNDS: dict[str, Callable[[RoundContext], None]] = {
     "drift": _drift_round, "proxy": _proxy_round, "fingerprint": _fingerprint_round, "goodput": _goodput_round,
-    "feedback": _feedback_round}
+    "feedback": _feedback_round, "tenants": _tenants_round}
 """What a scenario that needs each kind sends after each round of load; any other scenario only waits."""
 
 
 def round_traffic(s: Scenario, fleet: Any, observer_url: str, ports: Mapping[str, int], plan: Plan, rnd: int, *,
-                  users: np.random.Generator, answered: set[str]) -> None:
-    """After round `rnd` of the simulator's load: what the scenario's kind sends, and the wait for it to land."""
-    ROUNDS.get(s.needs or "", _load_only)(RoundContext(s, fleet, observer_url, ports, plan, rnd, users, answered))
+                  users: np.random.Generator, answered: set[str], mirror_cut: bool = False,
+                  faults: list[str] | None = None) -> None:
+    """After round `rnd` of the simulator's load: what the scenario's kind sends, and the wait for it to land;
+    what the traffic met is appended to `faults`."""
+    ROUNDS.get(s.needs or "", _load_only)(RoundContext(s, fleet, observer_url, ports, plan, rnd, users, answered,
+                                                       mirror_cut, faults if faults is not None else []))
 
 
 def before_rounds(s: Scenario, observer_url: str) -> None:

@@ -11,7 +11,8 @@ import shutil
 import pytest
 
 from observer_dev import pgserver
-from observer_dev.gameday.cluster import CLUSTER_SCENARIOS, run_cluster_gameday
+from observer_dev.gameday.cluster import CLUSTER_SCENARIOS
+from observer_dev.gameday.runner import Kind, play
 from observer_dev.gameday.scenarios import SCENARIOS
 
 pytestmark = [pytest.mark.integration,
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.integration,
 
 @pytest.mark.timeout(600)  # 12 scenarios of about 25 s each, two replicas and their faults in every one
 def test_short_cluster_gameday_every_scenario_keeps_its_verdict_class() -> None:
-    rows = run_cluster_gameday(short=True, seed=7)
+    rows = play(Kind.CLUSTER, short=True, seed=7)
     embedder_based = {s.name for s in SCENARIOS if s.needs == "drift"}  # the full form plays them
     assert [r.scenario for r in rows] == [n for n in CLUSTER_SCENARIOS if n not in embedder_based]
     for row in rows:
@@ -40,10 +41,10 @@ def test_short_primitive_gameday_promotes_the_healthy_and_aborts_the_worse() -> 
     # moved 5 → 25 → 50 % (OME, Dynamo: the pods' share), the exported roles and weight following the objects at
     # every step, promoted on pass or aborted on fail on the named metric.
     from observer.config.sources import PRIMITIVES
-    from observer_dev.gameday.primitive_scenarios import SHORT_PRIMITIVE_SCENARIOS, run_primitive_gameday
+    from observer_dev.gameday.primitive_scenarios import PRIMITIVE_SCENARIOS, SHORT_PRIMITIVE_SCENARIOS
 
-    rows = run_primitive_gameday(short=True, seed=7)
-    assert [r.scenario for r in rows] == list(SHORT_PRIMITIVE_SCENARIOS)
+    rows = play(Kind.PRIMITIVES, short=True, seed=7)
+    assert [r.scenario for r in rows] == [s.name for s in PRIMITIVE_SCENARIOS if s.name in SHORT_PRIMITIVE_SCENARIOS]
     assert {r.primitive for r in rows} == set(PRIMITIVES)
     for row in rows:
         assert row.ok, f"{row.scenario}: {row.detail} (steps {row.steps})"

@@ -31,7 +31,8 @@ class Smoke:
     """Why it runs in neither: it needs what no suite can give it beside the real tier."""
 
 
-SLOW_IN_A_FRESH_CLONE = "embeds its corpus first (cold in a fresh clone: {} s of CPU in CI)"
+EMBEDS_ITS_CORPUS = ("embeds its whole corpus with MiniLM before the first trial (no embedding cache in a fresh "
+                     "clone), whatever the trial counts")
 
 
 SMOKE: dict[str, Smoke] = {
@@ -44,11 +45,11 @@ SMOKE: dict[str, Smoke] = {
     "corrupted": Smoke(("--trials", "5")),
     "drift": Smoke(("--null-trials", "3", "--shift-trials", "2", "--evidently-null-trials", "1",
                     "--evidently-shift-trials", "1", "--permutations", "19"),
-                   slow=SLOW_IN_A_FRESH_CLONE.format(72)),
+                   slow=EMBEDS_ITS_CORPUS),
     "drift_gate": Smoke(("--trials", "3", "--shift-trials", "2", "--permutations", "19", "--checks", "10"),
-                        slow=SLOW_IN_A_FRESH_CLONE.format(47)),
+                        slow=EMBEDS_ITS_CORPUS),
     "drift_sessions": Smoke(("--trials", "2", "--power-trials", "2", "--days", "1", "--permutations", "19"),
-                            slow=SLOW_IN_A_FRESH_CLONE.format(95)),
+                            slow=EMBEDS_ITS_CORPUS),
     "feedback": Smoke(("--aa-runs", "4", "--runs", "2", "--step-min", "10")),
     "paired": Smoke(("--trials", "5", "--aa-steps", "5", "--aa-pairs", "20")),
     "replicas": Smoke(("--trials", "10",)),
@@ -58,7 +59,7 @@ SMOKE: dict[str, Smoke] = {
     "scrape": Smoke(("--targets", "5", "--cycles", "1", "--parse-seconds", "0.5")),
     "report": Smoke(("--renders", "3"), processes=True),
     "eval": Smoke(("--rounds", "1", "--similarity-items", "8", "--concurrency", "4"), processes=True,
-                  slow="loads the embedder and replays golden sets against the simulator (31 s in CI)"),
+                  slow="loads the embedder and replays every golden set against the simulator, whatever its sizes"),
     "proxy_idle": Smoke(("--seconds", "2"), processes=True),
     "proxy": Smoke(("--phase-seconds", "1", "--soak-seconds", "2"), processes=True),
     "proxy_profile": Smoke(("--seconds", "2"), processes=True),
@@ -69,7 +70,7 @@ SMOKE: dict[str, Smoke] = {
     "scale": Smoke(("--pods", "20", "--repeats", "2", "--seconds", "1", "--clients", "2", "--jobs", "60"),
                    processes=True),
     "gateways": Smoke(("--rounds", "1", "--per-slice", "10", "--concurrency", "16"), processes=True,
-                      slow="starts nginx, HAProxy and the LiteLLM proxy and loads each arm (50 s in CI)"),
+                      slow="starts nginx, HAProxy and the LiteLLM proxy (its own virtualenv) and loads each arm"),
     "real_vllm": Smoke(real="starts two real vLLM generators and the embedder of its own, which the suite's "
                             "real tier already holds (memory: one real-engine session at a time)"),
     "engine_tracing": Smoke(real="starts two real vLLM generators of its own, beside the suite's real tier"),

@@ -19,11 +19,11 @@ def test_graph_url_opens_both_ttft_queries() -> None:
 
 
 def test_gameday_hook_returns_the_game_day_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
-    from observer_dev import gameday
+    from observer_dev.gameday import Expect, Row, runner
 
     for ok, code in ((True, 0), (False, 1)):
-        rows = [gameday.Row(scenario="healthy", title="healthy canary", expected=gameday.Expect.PASS, ok=ok)]
-        monkeypatch.setattr(gameday, "run_gameday", lambda short=False, rows=rows: gameday.Report(rows=rows))
+        rows = [Row(scenario="healthy", title="healthy canary", expected=Expect.PASS, ok=ok)]
+        monkeypatch.setattr(runner, "play", lambda kind, rows=rows: rows)
         assert demo._gameday(None) == code  # type: ignore[arg-type]
 
 

@@ -6,7 +6,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from observer.analyse.canary import absolute
 from observer.analyse.canary.events import EvaluationSink, verdict_event
@@ -26,28 +26,6 @@ STEP_FORGET_SECONDS = 300.0
 same step: the gate asks every interval while its analysis runs, so a silence this long ends the step."""
 
 
-@dataclass
-class PairState:
-    """What the service keeps for one canary pair between looks (one record, dropped with the pair)."""
-
-    latest: Verdict | None = None
-    arms: tuple[ArmData, ArmData] | None = None
-    """The data behind the latest verdict, for the report page: read, never re-queried."""
-    split: Split = field(default_factory=lambda: Split(None, check=True))
-    """The split the gate last asked about (Argo passes the step's setWeight): the periodic judgment exported
-    to Prometheus uses it too, so the gate's web and Prometheus metrics agree."""
-    analysis_start: float | None = None
-    """The latest analysis start a gate asked with (`since`; Flagger's revision first seen): the periodic
-    judgment starts its window there too, so a version name reused across revisions (Flagger's `<name>` against
-    `<name>-primary`) is not judged on the previous revision's requests."""
-    undecided_since: float | None = None
-    """When the current run of undecided looks began (canary.end: a canary that never decides ends)."""
-    step_seconds: float | None = None
-    """The planned step length the gate last asked with."""
-    step: StepAsk | None = None
-    """The start of that step when the gate gave no `since` (Argo's web metric cannot): its first ask."""
-
-
 @dataclass(frozen=True)
 class Split:
     """The canary's traffic share a gate expects: a fraction, or None for the versions' configured weights;
@@ -65,6 +43,28 @@ class StepAsk:
     step_seconds: float
     started: float
     last_ask: float
+
+
+@dataclass
+class PairState:
+    """What the service keeps for one canary pair between looks (one record, dropped with the pair)."""
+
+    latest: Verdict | None = None
+    arms: tuple[ArmData, ArmData] | None = None
+    """The data behind the latest verdict, for the report page: read, never re-queried."""
+    split: Split = Split(None)
+    """The split the gate last asked about (Argo passes the step's setWeight): the periodic judgment exported
+    to Prometheus uses it too, so the gate's web and Prometheus metrics agree."""
+    analysis_start: float | None = None
+    """The latest analysis start a gate asked with (`since`; Flagger's revision first seen): the periodic
+    judgment starts its window there too, so a version name reused across revisions (Flagger's `<name>` against
+    `<name>-primary`) is not judged on the previous revision's requests."""
+    undecided_since: float | None = None
+    """When the current run of undecided looks began (canary.end: a canary that never decides ends)."""
+    step_seconds: float | None = None
+    """The planned step length the gate last asked with."""
+    step: StepAsk | None = None
+    """The start of that step when the gate gave no `since` (Argo's web metric cannot): its first ask."""
 
 
 def parse_split(text: str | None) -> Split | str:
