@@ -71,6 +71,19 @@ TEMPLATE = template_hash(["You answer questions about topics."])
 SAMPLING = sampling_hash({"temperature": 0.3})
 
 
+TENANTS = ("acme", "bigco")  # allow-listed: each its own label
+
+
+def _response_id(version: str, i: int, ts: float | None = None) -> str:
+    return f"resp-{version}-{i}-{'now' if ts is None else int(ts)}"
+
+
+def _feedback(version: str, i: int) -> dict[str, Any]:
+    """A user's thumbs on the live answer `i` (one in three down)."""
+    return {"id": f"fb-{version}-{i}", "response_id": _response_id(version, i), "kind": "thumbs",
+            "value": 0 if i % 3 == 0 else 1}
+
+
 def _sample(version: str, i: int, ts: float | None = None) -> dict[str, Any]:
     refusal = i % 10 == 0
     out = {"version": version, "prompt": f"Question {i} on topic {i % 7}?",
@@ -78,7 +91,10 @@ def _sample(version: str, i: int, ts: float | None = None) -> dict[str, Any]:
            "finish_reason": "stop", "prompt_tokens": 6, "output_tokens": 8, "latency_s": 0.5, "ttft_s": 0.1,
            "template_hash": TEMPLATE, "sampling_hash": SAMPLING,  # what the proxy computes from each request
            # a user of its own, keyed as a sidecar keys it: drift's unit
-           "conversation_key": hashlib.sha256(f"{version}:{i}:{ts}".encode()).hexdigest()[:32]}
+           "conversation_key": hashlib.sha256(f"{version}:{i}:{ts}".encode()).hexdigest()[:32],
+           "response_id": _response_id(version, i, ts), "tenant": TENANTS[i % len(TENANTS)]}
+    if i % 11 == 0:  # a failed request now and then: the tenants' server-error series (its text kept: the live
+        out["finish_reason"] = "error"  # checks' ratios, compared with the judge's reads, stay as they were)
     if ts is not None:
         out["ts"] = ts
     return out
@@ -129,6 +145,7 @@ scrape: {{interval_seconds: 1, timeout_seconds: 1, window_seconds: 30}}
 server: {{auth_token: {TOKEN}}}
 sampling:
   store: {{path: {tmp}/samples.db}}
+  tenants: {{allow: [{", ".join(TENANTS)}]}}
   fingerprint: {{interval_seconds: 1}}
   versions:  # proxies that only forward (their samples would blur the mirrored ones) and join engine spans
     stable: {{listen: "127.0.0.1:{proxies['stable']}", fraction: 0.0}}
@@ -207,6 +224,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                         i += 1
                         try:  # a slow moment on a loaded machine must not end the traffic for good
                             httpx.post(f"{obs.url}/api/v1/samples", json={"samples": batch}, timeout=10, headers=AUTH)
+                            # the users' thumbs on the answers before these, stored by now
+                            given = httpx.post(f"{obs.url}/api/v1/feedback", timeout=10, headers=AUTH, json={
+                                "events": [_feedback(v, i - 1) for v in sorted(VERSIONS)]})
+                            if given.status_code != 200:
+                                errors.append(f"feedback: HTTP {given.status_code}: {given.text[:200]}")
                         except httpx.HTTPError as e:
                             errors.append(f"ingest: {e!r}")
                         for v, proxy in proxies.items():  # live requests through the proxies: engine spans

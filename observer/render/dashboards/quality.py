@@ -1,4 +1,5 @@
-"""Quality and drift: golden-set pass rates, judge scores and errors, live rule checks, drift per field."""
+"""Quality and drift: golden-set pass rates, judge scores and errors, live rule checks, drift per field, the users'
+feedback and the tenants."""
 
 from __future__ import annotations
 
@@ -130,10 +131,87 @@ def _drift(obj: Objectives) -> Section:
     ])
 
 
+def _refused(title: str, counter: str, description: str) -> PanelSpec:
+    """What was not counted, per second by reason (a counter with only a `reason` label)."""
+    return PanelSpec(
+        title=title, unit="short", width=8, thresholds=(Step(1, ORANGE),), description=description,
+        queries=[Query(f"sum by ({names.REASON}) ({rate(counter + '_total', version_label='', model=False)})",
+                       f"{{{{{names.REASON}}}}}")])
+
+
+def _feedback() -> Section:
+    events = rate(names.FEEDBACK_EVENTS + "_total", model=False)
+    negative = rate(names.FEEDBACK_EVENTS + "_total", model=False, **{names.OUTCOME: "negative"})
+    stored = rate(names.SAMPLES_STORED + "_total", model=False)
+    return Section("Users' feedback", [
+        PanelSpec(
+            title="Negative feedback share", unit="percentunit", width=8, min=0, max=1,
+            description="Share of the users' feedback events (thumbs, ratings at or under `negative_at_most`, "
+                        "regenerates, abandons) that are negative, per version. Feedback is sparse and "
+                        "self-selected: read it with the response rate beside it; the canary's `feedback` metric "
+                        "compares conversations, not events.",
+            queries=[Query(f"sum by ({V}) ({negative}) / sum by ({V}) ({events})", f"{{{{{V}}}}}")],
+        ),
+        PanelSpec(
+            title="Feedback events per sampled answer", unit="percentunit", width=8, min=0,
+            description="Feedback events joined to a sampled answer, per stored sample, per version: a version "
+                        "whose users answer less often biases its negative share (those who still answer are "
+                        "not the same users).",
+            queries=[Query(f"sum by ({V}) ({events}) / sum by ({V}) ({stored})", f"{{{{{V}}}}}")],
+        ),
+        _refused("Feedback events refused", names.FEEDBACK_REJECTED,
+                 "Feedback events not counted, per second by reason: unknown_response (no sampled answer with that "
+                 "id: sampling too sparse, or the wrong id), late, duplicate, off_scale, flood, invalid, "
+                 "store_error."),
+    ])
+
+
+def _tenants() -> Section:
+    t = names.TENANT
+    vt = f"{V}, {t}"
+    legend = f"{{{{{V}}}}} {{{{{t}}}}}"
+    tokens = rate(names.TENANT_TOKENS + "_total", model=False, **{names.KIND: "generation"})
+    requests = rate(names.TENANT_REQUESTS + "_total", model=False)
+    errors = rate(names.TENANT_REQUESTS + "_total", model=False, **{names.CODE: "5xx"})
+    return Section("Tenants", [
+        PanelSpec(
+            title="Share of generated tokens per tenant", unit="percentunit", width=12, min=0, max=1,
+            thresholds=(Step(0.5, ORANGE),), runbooks=(names.ALERT_NOISY_NEIGHBOUR,),
+            description="Each tenant's share of a version's generated tokens (tenants as a bounded label: "
+                        "allow-listed and the busiest, the rest `other`). Over half (dashed) while another "
+                        "tenant's TTFT doubles is the noisy neighbour.",
+            queries=[Query(f"sum by ({vt}) ({tokens}) / ignoring ({t}) group_left sum by ({V}) ({tokens})",
+                           legend)],
+        ),
+        PanelSpec(
+            title="TTFT p95 per tenant", unit="s", width=12, runbooks=(names.ALERT_NOISY_NEIGHBOUR,),
+            description="p95 time to first token per version and tenant (the proxy's first byte, or the mirrored "
+                        "samples' TTFT).",
+            queries=[Query(f"histogram_quantile(0.95, sum by ({vt}, le) "
+                           f"({rate(names.TENANT_TTFT + '_bucket', model=False)}))", legend)],
+        ),
+        PanelSpec(
+            title="Requests per tenant", unit="reqps", width=8,
+            description="Requests per second per version and tenant (sampled proxy traffic and mirrored samples).",
+            queries=[Query(f"sum by ({vt}) ({requests})", legend)],
+        ),
+        PanelSpec(
+            title="Server errors per tenant", unit="percentunit", width=8, min=0,
+            description="Share of a tenant's requests answered 5xx, per version: one tenant's errors can hide in "
+                        "the version's average.",
+            queries=[Query(f"sum by ({vt}) ({errors}) / sum by ({vt}) ({requests})", legend)],
+        ),
+        _refused("Tenant labels refused", names.TENANT_OVERFLOW,
+                 "Requests whose tenant did not become its label, per second by reason: other (past the label "
+                 "cap), untrusted (a tenant header from a peer that is not a trusted gateway), too_long."),
+    ])
+
+
 def dashboard(obj: Objectives) -> DashboardSpec:
     """The quality and drift dashboard."""
     return DashboardSpec(
         slug="quality", title="Quality and drift",
-        description="Golden-set pass rates, judge scores and errors, live rule checks, drift per field.",
-        sections=[_golden(obj), _live(obj), _drift(obj)],
+        description="Golden-set pass rates, judge scores and errors, live rule checks, drift per field, the "
+                    "users' feedback and the tenants.",
+        sections=[_golden(obj), _live(obj), _drift(obj), _feedback(), _tenants()],
     )
