@@ -123,13 +123,20 @@ def admit(raw: Sequence[Any], *, store: FeedbackStore, spec: FeedbackSpec, redac
         else:
             joined.append((i, e, found, negative))
     seen = Counter(store.unit_feedback({r.unit for _, _, r, _ in joined}, since=now - spec.late_seconds))
+    # A retried batch's events were stored and counted in their conversation's window: they are duplicates, and
+    # never take (or are refused for want of) a flood slot; nor does a second copy of an id within the batch.
+    taken = store.stored_feedback_ids({e.id for _, e, _, _ in joined})
     records: list[tuple[int, FeedbackRecord]] = []
     for i, e, r, negative in joined:
+        if e.id in taken:
+            outcomes[i] = Outcome(e.id, "duplicate", "an event with this id was stored before")
+            continue
         if seen[r.unit] >= spec.max_events_per_unit:
             outcomes[i] = Outcome(e.id, "flood", f"the conversation has {spec.max_events_per_unit} events in the "
                                                  "window already (sampling.feedback.max_events_per_unit)")
             continue
         seen[r.unit] += 1
+        taken.add(e.id)
         comment = None if e.comment is None else e.comment[:spec.max_comment_chars]
         if comment is not None and redactor is not None:
             comment = redactor.redact(comment).text

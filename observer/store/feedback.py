@@ -64,6 +64,10 @@ class FeedbackStore(Protocol):
         """Events stored per unit with ts >= since (the flood bound)."""
         ...
 
+    def stored_feedback_ids(self, ids: Collection[str]) -> set[str]:
+        """The event ids among `ids` stored before (a retried batch's events)."""
+        ...
+
     def feedback(self, version: str, *, since: float, until: float, limit: int) -> list[FeedbackRecord]:
         """A version's events with since <= ts < until on responses answered at or after `since`, oldest first."""
         ...

@@ -104,6 +104,13 @@ class SqlReads:
                           (since, *keys)) if keys else []
         return {str(u): int(n) for u, n in rows}
 
+    def stored_feedback_ids(self, ids: Collection[str]) -> set[str]:
+        """The event ids among `ids` stored before."""
+        keys = sorted(ids)
+        rows = self._rows("look up feedback event ids", stored_feedback_ids_sql(self.MARK, len(keys)),
+                          keys) if keys else []
+        return {str(r[0]) for r in rows}
+
     def feedback(self, version: str, *, since: float, until: float, limit: int) -> list[FeedbackRecord]:
         """A version's feedback events in [since, until) on answers from `since` on, oldest first."""
         return [feedback_record(r) for r in self._rows(f"read feedback of {version}", feedback_sql(self.MARK, limit),
@@ -368,6 +375,10 @@ def responses_by_key(rows: Sequence[Sequence[Any]]) -> dict[str, Response]:
 def unit_feedback_sql(mark: str, n: int) -> str:
     return (f"SELECT unit, COUNT(*) FROM feedback WHERE ts >= {mark} AND unit IN ({', '.join([mark] * n)}) "
             "GROUP BY unit")
+
+
+def stored_feedback_ids_sql(mark: str, n: int) -> str:
+    return f"SELECT event_id FROM feedback WHERE event_id IN ({', '.join([mark] * n)})"
 
 
 def judged_feedback_sql(mark: str, limit: int) -> str:

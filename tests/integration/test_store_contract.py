@@ -259,6 +259,7 @@ def test_feedback_joins_responses_is_stored_once_and_pruned(clocked: tuple[Manag
     assert [(e.event_id, e.negative, e.comment) for e in got] == [("e1", True, "é 👋"), ("e2", True, "é 👋")]
     assert store.feedback("stable", since=1_000_002.0, until=clock.now + 1, limit=10) == []  # answered before
     assert store.unit_feedback({"u", "v"}, since=clock.now - 5) == {"u": 1}
+    assert store.stored_feedback_ids({"e1", "e2", "e3"}) == {"e1", "e2"} and store.stored_feedback_ids(set()) == set()
     assert store.answered("stable", since=0.0, until=2e9) == 1  # the golden replay is not a user's answer
     store.attach_score(a, scorer="judge:helpfulness", passed=False, score=None, reason="", meta={})
     assert store.judged_feedback("judge:helpfulness", since=0.0, limit=10) == [(False, False)]  # e1, e2 on `a`

@@ -113,6 +113,30 @@ async def test_a_flood_from_one_conversation_is_bounded_and_the_rest_kept(store:
     assert metrics.feedback_rejected["flood"] == 35
 
 
+async def test_a_retried_batch_at_the_flood_bound_is_duplicate_never_flood(store: SqliteStore) -> None:
+    # A client whose response was lost retries the whole batch: its events were stored (and fill their
+    # conversation's window), so the answer must say duplicate, not flood: a flood reply would tell the client
+    # that events it already delivered were thrown away.
+    metrics = SamplingMetrics()
+    spec = FeedbackSpec(max_events_per_unit=3)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=_app(store, metrics, spec)),
+                                 base_url="http://t") as c:
+        await _seed(c)
+        batch = [{"id": f"r{i}", "response_id": "chatcmpl-1", "kind": "thumbs", "value": 0} for i in range(3)]
+        first = (await c.post("/api/v1/feedback", json={"events": batch})).json()
+        assert first["accepted"] == 3
+        again = (await c.post("/api/v1/feedback", json={"events": batch})).json()
+        assert again["accepted"] == 0 and again["rejected"] == {"duplicate": 3}, again
+        # A copy of an id within one batch takes no slot either: the conversation's other event still fits.
+        fresh = [{"id": "s1", "response_id": "chatcmpl-2", "kind": "thumbs", "value": 1}]
+        twice = (await c.post("/api/v1/feedback", json={"events": fresh * 2 + [
+            {"id": f"s{i}", "response_id": "chatcmpl-2", "kind": "thumbs", "value": 0} for i in (2, 3)]})).json()
+        assert [e["status"] for e in twice["events"]] == ["stored", "duplicate", "stored", "stored"], twice
+    assert len(store.feedback("canary", since=NOW - 3600, until=NOW + 1, limit=1000)) == 3
+    assert len(store.feedback("stable", since=NOW - 3600, until=NOW + 1, limit=1000)) == 3
+    assert metrics.feedback_rejected["duplicate"] == 4 and metrics.feedback_rejected["flood"] == 0
+
+
 async def test_a_body_that_is_not_a_batch_is_a_400_and_a_huge_one_a_413(store: SqliteStore) -> None:
     spec = FeedbackSpec(max_batch_events=2)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=_app(store, SamplingMetrics(), spec)),
