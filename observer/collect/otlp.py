@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
@@ -28,7 +28,8 @@ from observer.errors import ObserverError
 
 Value = float | int | str | bool | tuple[str, ...] | None
 
-__all__ = ["ENGINE_SPAN", "EngineSpan", "GenAiSpan", "OtlpError", "TraceExport", "decode_export"]
+__all__ = ["ENGINE_SPAN", "EngineSpan", "GenAiSpan", "OtlpError", "TraceExport", "attributes", "decode_export",
+           "read_request"]
 
 ENGINE_SPAN = "llm_request"
 GENAI_OPERATIONS = frozenset({"chat", "text_completion"})
@@ -77,24 +78,33 @@ class TraceExport:
     genai: tuple[GenAiSpan, ...] = ()
 
 
-def decode_export(body: bytes, *, content_type: str, content_encoding: str = "", max_bytes: int) -> TraceExport:
-    """The engine spans of an OTLP/HTTP `ExportTraceServiceRequest` body (protobuf or JSON, plain or gzip)."""
+def read_request(body: bytes, request: Message, *, items: tuple[str, str, str], content_type: str,
+                 content_encoding: str = "", max_bytes: int) -> None:
+    """Parse an OTLP/HTTP export body (protobuf or JSON, plain or gzip) into `request`; `items` names the JSON
+    path to the records whose ids are hex in OTLP JSON (resourceSpans, scopeSpans, spans)."""
     encoding = content_encoding.strip().lower()
     if encoding == "gzip":
         body = _gunzip(body, max_bytes)
     elif encoding not in ("", "identity"):
         raise OtlpError(f"unsupported Content-Encoding {content_encoding!r} (gzip or none)")
     media = content_type.split(";")[0].strip().lower()
-    request = ExportTraceServiceRequest()
+    what = request.DESCRIPTOR.name
     if media == "application/x-protobuf":
         try:
             request.ParseFromString(body)
         except DecodeError as e:
-            raise OtlpError(f"the body is not an OTLP protobuf ExportTraceServiceRequest: {e}") from e
+            raise OtlpError(f"the body is not an OTLP protobuf {what}: {e}") from e
     elif media == "application/json":
-        _parse_json(body, request)
+        _parse_json(body, request, items)
     else:
         raise OtlpError(f"unsupported Content-Type {content_type!r} (application/x-protobuf or application/json)")
+
+
+def decode_export(body: bytes, *, content_type: str, content_encoding: str = "", max_bytes: int) -> TraceExport:
+    """The engine spans of an OTLP/HTTP `ExportTraceServiceRequest` body (protobuf or JSON, plain or gzip)."""
+    request = ExportTraceServiceRequest()
+    read_request(body, request, items=("resourceSpans", "scopeSpans", "spans"), content_type=content_type,
+                 content_encoding=content_encoding, max_bytes=max_bytes)
     spans: list[EngineSpan] = []
     genai: list[GenAiSpan] = []
     other = rejected = 0
@@ -140,23 +150,25 @@ def _gunzip(body: bytes, max_bytes: int) -> bytes:
     return out
 
 
-def _parse_json(body: bytes, request: ExportTraceServiceRequest) -> None:
+def _parse_json(body: bytes, request: Message, items: tuple[str, str, str]) -> None:
+    what = request.DESCRIPTOR.name
     try:
         doc = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise OtlpError(f"the body is not JSON: {e}") from e
     if not isinstance(doc, dict):
-        raise OtlpError("the body is not a JSON object (an ExportTraceServiceRequest)")
-    for rs in _list(doc, "resourceSpans"):
-        for ss in _list(rs, "scopeSpans"):
-            for span in _list(ss, "spans"):
+        raise OtlpError(f"the body is not a JSON object (an {what})")
+    resources, scopes, records = items
+    for rs in _list(doc, resources):
+        for ss in _list(rs, scopes):
+            for record in _list(ss, records):
                 for key in ("traceId", "spanId", "parentSpanId"):
-                    if isinstance(span.get(key), str) and span[key]:
-                        span[key] = _hex_to_base64(span[key], key)
+                    if isinstance(record.get(key), str) and record[key]:
+                        record[key] = _hex_to_base64(record[key], key)
     try:
         json_format.ParseDict(doc, request, ignore_unknown_fields=True)
     except json_format.ParseError as e:
-        raise OtlpError(f"the JSON is not an OTLP ExportTraceServiceRequest: {e}") from e
+        raise OtlpError(f"the JSON is not an OTLP {what}: {e}") from e
 
 
 def _list(parent: Any, key: str) -> list[dict[str, Any]]:
@@ -180,6 +192,11 @@ def _spans(request: ExportTraceServiceRequest) -> Iterator[tuple[Any, Any]]:
         for ss in rs.scope_spans:
             for span in ss.spans:
                 yield rs.resource, span
+
+
+def attributes(kvs: Any) -> dict[str, Value]:
+    """An OTLP attribute list as a dict: scalars, string arrays as tuples, anything else None."""
+    return _attributes(kvs)
 
 
 def _attributes(kvs: Any) -> dict[str, Value]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -240,6 +241,11 @@ class FeedbackSpec(Spec):
         50, ge=1, le=100_000, description="Most events one conversation (or one response, without a "
                                           "conversation key) counts per late window; more are refused (`flood`).")
     max_batch_events: int = Field(1_000, ge=1, le=100_000, description="Most events in one request.")
+    otel_evaluations: dict[str, Literal["thumbs", "rating", "regenerate", "abandon"]] = Field(
+        default_factory=dict, max_length=100,
+        description="OpenTelemetry `gen_ai.evaluation.result` events (POST /v1/logs) whose "
+                    "`gen_ai.evaluation.name` is a key here are the users' feedback of that kind; any other "
+                    "evaluation (a model judge's) is counted `not_feedback`. Empty: /v1/logs is not served.")
     max_comment_chars: int = Field(4_000, ge=0, le=100_000,
                                    description="A longer comment is cut; comments are redacted, stored and "
                                                "never exported.")

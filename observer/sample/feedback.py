@@ -174,15 +174,11 @@ def feedback_router(*, store: FeedbackStore, metrics: SamplingMetrics, spec: Fee
                           "(sampling.feedback.max_batch_events)")
         now = clock()
         try:
-            outcomes, records = await asyncio.to_thread(_admit_and_store, events, store, spec, redactor, now)
+            outcomes, records = await asyncio.to_thread(admit_and_store, events, store, spec, redactor, now)
         except StoreError:
             metrics.feedback_rejected["store_error"] += len(events)
             raise
-        for o in outcomes:
-            if o.status != "stored":
-                metrics.feedback_rejected[o.status] += 1
-        for r in records:
-            metrics.feedback[(r.version, r.kind, "negative" if r.negative else "positive")] += 1
+        count_outcomes(metrics, outcomes, records)
         rejected = Counter(o.status for o in outcomes if o.status != "stored")
         return JSONResponse({"accepted": len(records), "rejected": dict(sorted(rejected.items())),
                              "events": [{"id": o.id, "status": o.status, **({"detail": o.detail} if o.detail else {})}
@@ -191,7 +187,16 @@ def feedback_router(*, store: FeedbackStore, metrics: SamplingMetrics, spec: Fee
     return router
 
 
-def _admit_and_store(raw: Sequence[Any], store: FeedbackStore, spec: FeedbackSpec, redactor: Redactor | None,
+def count_outcomes(metrics: SamplingMetrics, outcomes: Sequence[Outcome], records: Sequence[FeedbackRecord]) -> None:
+    """The feedback counters of one admitted batch: refusals by reason, stored events by version, kind, outcome."""
+    for o in outcomes:
+        if o.status != "stored":
+            metrics.feedback_rejected[o.status] += 1
+    for r in records:
+        metrics.feedback[(r.version, r.kind, "negative" if r.negative else "positive")] += 1
+
+
+def admit_and_store(raw: Sequence[Any], store: FeedbackStore, spec: FeedbackSpec, redactor: Redactor | None,
                      now: float) -> tuple[list[Outcome], list[FeedbackRecord]]:
     """Outcomes in batch order and the records written; an id stored before (or twice in the batch: its first
     copy is written) is a duplicate."""

@@ -33,9 +33,10 @@ DROP_REASONS: tuple[str, ...] = (
 CONVERSATION_OUTCOMES = ("kept", "no_secret", "too_long")
 """What became of a conversation key a source gave (observer.sample.conversation)."""
 FEEDBACK_REJECT_REASONS = ("invalid", "unknown_response", "duplicate", "late", "off_scale", "flood",
-                           "store_error")
+                           "store_error", "not_feedback")
 """Why a feedback event was not counted: malformed, about no sampled response, its id stored before, given
-after the late window, a rating or thumb off its scale, past the per-conversation bound, the store failed."""
+after the late window, a rating or thumb off its scale, past the per-conversation bound, the store failed, an
+OpenTelemetry evaluation whose name is not the users' (sampling.feedback.otel_evaluations)."""
 FEEDBACK_OUTCOMES = ("negative", "positive")
 CLIENTS = ("litellm", "otel", "other")
 """Ingest clients that report what they dropped before it reached the observer (`X-Observer-Client`)."""

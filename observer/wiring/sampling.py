@@ -18,6 +18,7 @@ from observer.httpserve import ConnectionGuard
 from observer.sample.checks import proxy_upstream, shared_upstream, validate
 from observer.sample.conversation import Keyer
 from observer.sample.feedback import feedback_router
+from observer.sample.feedback_otlp import feedback_logs_router
 from observer.sample.genai import GenAiSource
 from observer.sample.ingest import ingest_router
 from observer.sample.metrics import SamplingCollector, SamplingMetrics
@@ -119,6 +120,10 @@ class SamplingComponent(BaseComponent):
                                    redactor=self.pipeline.redactor, guard=self.ctx.private_guard(),
                                    max_request_bytes=config.server.max_request_bytes, clock=self.ctx.clock),)
                   if config.sampling.feedback.enabled else ()),
+                *((feedback_logs_router(store=self.store, metrics=self.metrics, spec=config.sampling.feedback,
+                                        redactor=self.pipeline.redactor, guard=self.ctx.private_guard(),
+                                        max_request_bytes=config.server.max_request_bytes, clock=self.ctx.clock),)
+                  if config.sampling.feedback.enabled and config.sampling.feedback.otel_evaluations else ()),
                 *((otlp_router(self.spans, guard=self.ctx.private_guard(),
                                max_request_bytes=config.server.max_request_bytes, genai=self.genai),)
                   if self.spans is not None or self.genai is not None else ()))

@@ -91,7 +91,7 @@ async def test_a_mixed_batch_keeps_the_good_events_and_names_each_refusal(store:
                                                   ("version", "canary")))] == 1
     rejected = {dict(k[1])["reason"]: v for k, v in exported.items() if k[0] == "observer_feedback_rejected"}
     assert rejected == {"invalid": 2, "unknown_response": 1, "duplicate": 4, "late": 1, "off_scale": 1, "flood": 0,
-                        "store_error": 0}
+                        "store_error": 0, "not_feedback": 0}
     # Comments are never exported.
     assert not any("jane" in str(k) or "wrong again" in str(k) for k in exported)
 
