@@ -96,6 +96,14 @@ def quantile_expr(hist: str, q: float, *, by: str = names.VERSION, window: str =
     return f"histogram_quantile({q}, sum by ({by}, le) ({rate(hist + '_bucket', window)}))"
 
 
+def tenant_token_share() -> str:
+    """Each tenant's share of its version's generated tokens, of the traffic whose tenant is known (the
+    sampling proxy's and mirrored samples'), per version and tenant."""
+    tokens = rate(names.TENANT_TOKENS + "_total", model=False, **{names.KIND: "generation"})
+    return (f"sum by ({names.VERSION}, {names.TENANT}) ({tokens}) / ignoring ({names.TENANT}) group_left "
+            f"sum by ({names.VERSION}) ({tokens})")
+
+
 def mean_expr(hist: str, *, by: str = names.VERSION, window: str = RATE) -> str:
     """Mean of an accumulated histogram (sum/count), per `by`, over `window`."""
     return (f"sum by ({by}) ({rate(hist + '_sum', window)})"

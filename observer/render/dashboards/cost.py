@@ -13,6 +13,7 @@ from observer.render.dashboards.common import (
     Step,
     rate,
     sel,
+    tenant_token_share,
 )
 from observer.render.dashboards.objectives import Objectives
 
@@ -52,6 +53,17 @@ def dashboard(obj: Objectives) -> DashboardSpec:
             title="Cost per hour", unit="currencyUSD", width=8,
             description="What the version's GPUs cost per hour now (rate of observer_cost_total × 3600).",
             queries=[Query(f"sum by ({V}) ({rate(names.COST + '_total')}) * 3600", LEGEND)],
+        ),
+        PanelSpec(
+            title="Cost per hour by tenant", unit="currencyUSD", width=24, height=7,
+            runbooks=(names.ALERT_NOISY_NEIGHBOUR,),
+            description=("Showback: the version's cost per hour split among its tenants by their share of its "
+                         "generated tokens (tenants from the sampling proxy and mirrored samples, "
+                         "sampling.tenants: allow-listed and the busiest, the rest `other`). The split is by "
+                         "generated tokens only: a tenant of long prompts and short answers is under-charged."),
+            queries=[Query(f"{tenant_token_share()} * on ({V}) group_left "
+                           f"sum by ({V}) ({rate(names.COST + '_total')}) * 3600",
+                           f"{{{{{V}}}}} {{{{{names.TENANT}}}}}")],
         ),
         PanelSpec(
             title="GPUs held", unit="short", width=8,

@@ -16,6 +16,7 @@ from observer.render.dashboards.common import (
     Step,
     rate,
     sel,
+    tenant_token_share,
 )
 from observer.render.dashboards.objectives import Objectives
 
@@ -170,7 +171,6 @@ def _tenants() -> Section:
     t = names.TENANT
     vt = f"{V}, {t}"
     legend = f"{{{{{V}}}}} {{{{{t}}}}}"
-    tokens = rate(names.TENANT_TOKENS + "_total", model=False, **{names.KIND: "generation"})
     requests = rate(names.TENANT_REQUESTS + "_total", model=False)
     errors = rate(names.TENANT_REQUESTS + "_total", model=False, **{names.CODE: "5xx"})
     return Section("Tenants", [
@@ -180,8 +180,7 @@ def _tenants() -> Section:
             description="Each tenant's share of a version's generated tokens (tenants as a bounded label: "
                         "allow-listed and the busiest, the rest `other`). Over half (dashed) while another "
                         "tenant's TTFT doubles is the noisy neighbour.",
-            queries=[Query(f"sum by ({vt}) ({tokens}) / ignoring ({t}) group_left sum by ({V}) ({tokens})",
-                           legend)],
+            queries=[Query(tenant_token_share(), legend)],
         ),
         PanelSpec(
             title="TTFT p95 per tenant", unit="s", width=12, runbooks=(names.ALERT_NOISY_NEIGHBOUR,),
