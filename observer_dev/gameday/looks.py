@@ -260,9 +260,10 @@ def firing(prom_url: str, expr: str, labels: Mapping[str, str]) -> bool:
 
 
 def alert_problems(s: Scenario, row: Row, prom_url: str) -> list[str]:
-    """What is wrong with an alert scenario's row at its end: an alert that fired before the change (already in
-    `row.detail`), one that never fired, an engine-side signal that saw what only the observer should."""
-    missing = [name for name in s.alerts if name not in row.prometheus]
+    """What is wrong with an alert scenario's row at its end: an alert that fired before the change or, in a quiet
+    scenario, at all (already in `row.detail`), one that never fired after the change, an engine-side signal
+    that saw what only the observer should."""
+    missing = [] if s.expect is Expect.QUIET else [name for name in s.alerts if name not in row.prometheus]
     problems = [p for p in (row.detail,) if p] + [f"{name} never fired" for name in missing]
     return problems + [f"the engine-side signals saw it: {q}" for q in s.blind if firing(prom_url, q, {})]
 
@@ -271,10 +272,12 @@ def alert_round(s: Scenario, row: Row, rnd: int, exprs: Mapping[str, str], prom_
     """Evaluate the scenario's alerts after round `rnd`; True once every one fires after the change."""
     fired = {name: firing(prom_url, exprs[name], {**s.alert_labels, **s.alert_labels_of.get(name, {})})
              for name in s.alerts}
-    before = s.change_after is not None and rnd < s.change_after
+    quiet = s.expect is Expect.QUIET  # it must never fire
+    before = quiet or (s.change_after is not None and rnd < s.change_after)
     for name, on in fired.items():
         if on and before:
-            row.detail = (row.detail + f"; {name} fired before the change (round {rnd})").strip("; ")
+            what = "fired on A/A traffic" if quiet else "fired before the change"
+            row.detail = (row.detail + f"; {name} {what} (round {rnd})").strip("; ")
         if on and not before and name not in row.prometheus:
             row.prometheus[name] = f"fired (look {rnd - (s.change_after or 0) + 1} after the change)"
     row.verdicts.append("alert" if all(fired.values()) else "quiet")

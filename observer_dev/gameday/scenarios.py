@@ -27,6 +27,7 @@ class Expect(StrEnum):
     NOT_FAIL = "not-fail"  # any verdict but fail, at every look (the real engines' A/A)
     DRIFT = "drift"  # the drift metrics fail; the verdict may go either way (drift is advisory)
     ALERTS = "alerts"  # the scenario's alerts fire after the change and not before
+    QUIET = "quiet"  # the scenario's alerts never fire (A/A: what looks like the fault, and is not)
     HELD = "held"  # neither promoted nor aborted, ever (a rollout through a primitive)
 
 
@@ -172,6 +173,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              "tokens slow ×3", Expect.ALERTS, change_after=14, min_rounds=22, change={"ttft_scale": 3.0},
              needs="tenants", alerts=(names.ALERT_NOISY_NEIGHBOUR,),
              alert_labels={names.VERSION: "canary", names.TENANT: NEIGHBOUR}),
+    Scenario("noisy-neighbour-aa", "one tenant takes 9/10 of the canary's tokens throughout, nobody slows (A/A)",
+             Expect.QUIET, change_after=0, needs="tenants", alerts=(names.ALERT_NOISY_NEIGHBOUR,)),
 )
 SINGLE = Catalogue(
     "single-process",

@@ -15,6 +15,7 @@ import numpy as np
 from observer.analyse.drift.pinning import pin_baseline
 from observer.config import ObserverConfig
 from observer.errors import ObserverError
+from observer_dev.gameday.rig import TENANT_TIME_SCALE
 from observer_dev.gameday.scenarios import (
     FINGERPRINT_NEW,
     FINGERPRINT_OLD,
@@ -183,6 +184,10 @@ def round_traffic(s: Scenario, fleet: Any, observer_url: str, ports: Mapping[str
 
 def before_rounds(s: Scenario, observer_url: str) -> None:
     """What the hour before the step held, where the scenario's kind reads it."""
+    if s.needs == "tenants":
+        # Prometheus outlives each scenario's observer: the previous tenants scenario's series (a slowed victim)
+        # must leave the scaled rate window before this one's first look, or they decide it.
+        time.sleep(600 * TENANT_TIME_SCALE + 3.0)
     if s.needs == "fingerprint":  # both versions served the old system prompt
         for version in ("stable", "canary"):
             ingest_fingerprinted(observer_url, version, FINGERPRINT_OLD, n=60, ts=time.time() - 300)

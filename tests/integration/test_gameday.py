@@ -36,6 +36,9 @@ def test_short_gameday_every_scenario_matches() -> None:
         assert row.verdicts[:2] == ["quiet", "quiet"] and row.verdicts[-1] == "alert", (name, row.verdicts)
         looks = [int(v.split("look ")[1].split()[0]) for v in row.prometheus.values()]
         assert looks and max(looks) <= (1 if name == "template-rollback" else 5), (name, row.prometheus)
+    # The neighbour's share alone, high from the first look, with nobody slowing: never a page.
+    aa = by_name["noisy-neighbour-aa"]
+    assert len(aa.verdicts) >= 16 and set(aa.verdicts) == {"quiet"}, aa.verdicts
 
 
 def _check_failing_reports(rows: list[Any]) -> None:
