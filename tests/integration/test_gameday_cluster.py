@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not pgserver.available(), reason="needs PostgreSQL (Debian package postgresql)")]
 
 
-@pytest.mark.timeout(600)  # 12 scenarios of about 25 s each, two replicas and their faults in every one
+# 12 scenarios, two replicas and their faults in every one: 525 s on a slow CPU of this kind.
+@pytest.mark.timeout(900)
 def test_short_cluster_gameday_every_scenario_keeps_its_verdict_class() -> None:
     rows = play(Kind.CLUSTER, short=True, seed=7)
     embedder_based = {s.name for s in SCENARIOS if s.needs == "drift"}  # the full form plays them
@@ -33,6 +34,7 @@ def test_short_cluster_gameday_every_scenario_keeps_its_verdict_class() -> None:
             assert row.flagger, f"{row.scenario}: Flagger's loop did not run"
 
 
+@pytest.mark.timeout(600)  # 8 rollouts: 222 s on a slow CPU of this kind, near the suite's 300 s for one test
 def test_short_primitive_gameday_promotes_the_healthy_and_aborts_the_worse() -> None:
     # A rollout through each of KServe's LLMInferenceService, its InferenceService, an HTTPRoute across two
     # InferencePools, llm-d's InferenceModelRewrite (two adapters on the base model's pods, judged on the
