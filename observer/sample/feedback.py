@@ -172,19 +172,27 @@ def feedback_router(*, store: FeedbackStore, metrics: SamplingMetrics, spec: Fee
             return error_response(413, "too_many_events", "events",
                           f"{len(events)} events exceed the batch limit {spec.max_batch_events} "
                           "(sampling.feedback.max_batch_events)")
-        now = clock()
-        try:
-            outcomes, records = await asyncio.to_thread(admit_and_store, events, store, spec, redactor, now)
-        except StoreError:
-            metrics.feedback_rejected["store_error"] += len(events)
-            raise
-        count_outcomes(metrics, outcomes, records)
+        outcomes, records = await admit_counted(events, store=store, spec=spec, redactor=redactor, now=clock(),
+                                                metrics=metrics)
         rejected = Counter(o.status for o in outcomes if o.status != "stored")
         return JSONResponse({"accepted": len(records), "rejected": dict(sorted(rejected.items())),
                              "events": [{"id": o.id, "status": o.status, **({"detail": o.detail} if o.detail else {})}
                                         for o in outcomes]})
 
     return router
+
+
+async def admit_counted(raw: Sequence[Any], *, store: FeedbackStore, spec: FeedbackSpec, redactor: Redactor | None,
+                        now: float, metrics: SamplingMetrics) -> tuple[list[Outcome], list[FeedbackRecord]]:
+    """`admit_and_store` off the event loop, counted: a store that cannot commit counts every event `store_error`
+    and raises (answered 503: the sender retries, and the events' ids keep each once)."""
+    try:
+        outcomes, records = await asyncio.to_thread(admit_and_store, raw, store, spec, redactor, now)
+    except StoreError:
+        metrics.feedback_rejected["store_error"] += len(raw)
+        raise
+    count_outcomes(metrics, outcomes, records)
+    return outcomes, records
 
 
 def count_outcomes(metrics: SamplingMetrics, outcomes: Sequence[Outcome], records: Sequence[FeedbackRecord]) -> None:
@@ -197,7 +205,7 @@ def count_outcomes(metrics: SamplingMetrics, outcomes: Sequence[Outcome], record
 
 
 def admit_and_store(raw: Sequence[Any], store: FeedbackStore, spec: FeedbackSpec, redactor: Redactor | None,
-                     now: float) -> tuple[list[Outcome], list[FeedbackRecord]]:
+                    now: float) -> tuple[list[Outcome], list[FeedbackRecord]]:
     """Outcomes in batch order and the records written; an id stored before (or twice in the batch: its first
     copy is written) is a duplicate."""
     outcomes, records = admit(raw, store=store, spec=spec, redactor=redactor, now=now)

@@ -17,7 +17,6 @@ refused, with the first reason.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -34,10 +33,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from observer.collect.otlp import OtlpError, Value, attributes, read_request
 from observer.config.sampling import FeedbackSpec
 from observer.export import contract
-from observer.sample.feedback import admit_and_store, count_outcomes
+from observer.sample.feedback import admit_counted
 from observer.sample.metrics import SamplingMetrics
 from observer.sample.redact import Redactor
-from observer.store.base import StoreError
 from observer.store.feedback import FeedbackKind, FeedbackStore
 
 EVENT = "gen_ai.evaluation.result"
@@ -128,12 +126,8 @@ def feedback_logs_router(*, store: FeedbackStore, metrics: SamplingMetrics, spec
         metrics.feedback_rejected["not_feedback"] += other
         reply = ExportLogsServiceResponse()
         if events:
-            try:
-                outcomes, records = await asyncio.to_thread(admit_and_store, events, store, spec, redactor, clock())
-            except StoreError:  # answered 503: the exporter retries, and the events' ids keep each once
-                metrics.feedback_rejected["store_error"] += len(events)
-                raise
-            count_outcomes(metrics, outcomes, records)
+            outcomes, _ = await admit_counted(events, store=store, spec=spec, redactor=redactor, now=clock(),
+                                              metrics=metrics)
             refused = [o for o in outcomes if o.status not in ("stored", "duplicate")]
             if refused:  # a duplicate was taken before: the exporter's retry is not a refusal
                 reply.partial_success.rejected_log_records = len(refused)
